@@ -1,0 +1,103 @@
+import math
+
+import pandas as pd
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gpuinfer import bench, llm  # noqa: E402
+
+
+def test_time_fn_reports_a_median_and_uses_all_threads(monkeypatch):
+    seen = []
+
+    def fn():
+        seen.append(torch.get_num_threads())
+        return torch.ones(1000).sum()
+
+    t = bench.time_fn(fn, warmup=2, min_run_time=0.01, device="cpu")
+    assert t.median_s > 0 and t.blocks >= 1 and t.calls_per_block >= 1
+    assert set(seen) == {torch.get_num_threads()}
+
+
+def test_time_fn_measures_more_work_as_slower():
+    small = torch.randn(64, 64)
+    big = torch.randn(512, 512)
+    t_small = bench.time_fn(lambda: small @ small, min_run_time=0.02, device="cpu")
+    t_big = bench.time_fn(lambda: big @ big, min_run_time=0.02, device="cpu")
+    assert t_big.median_s > 10 * t_small.median_s
+
+
+def test_time_fn_rejects_bad_arguments():
+    with pytest.raises(ValueError):
+        bench.time_fn(lambda: None, min_run_time=0, device="cpu")
+    with pytest.raises(ValueError):
+        bench.time_fn(lambda: None, warmup=-1, device="cpu")
+
+
+def test_defaults_on_cpu():
+    assert bench.default_dtype("cpu") == "fp32"
+    sizes = bench.default_read_sizes("cpu")
+    assert sizes == sorted(sizes) and sizes[-1] >= bench.cache_bytes("cpu")
+
+
+def test_pool_is_larger_than_the_cache_when_flushing():
+    n = bench._pool_slices(1024 * 1024, cache=32 * 2**20, bytes_per_elem=4, flush_cache=True)
+    assert n * 4 * 1024 * 1024 >= bench.CACHE_FLUSH_FACTOR * 32 * 2**20
+    assert bench._pool_slices(1024, 32 * 2**20, 4, flush_cache=False) == 1
+
+
+def test_weight_read_bandwidth_rows():
+    df = bench.weight_read_bandwidth([2**20, 8 * 2**20], device="cpu", min_run_time=0.01,
+                                     progress=False)
+    assert list(df["bytes"]) == [2**20, 8 * 2**20]
+    assert (df["achieved_gb_per_s"] > 0).all()
+    assert {"device", "dtype", "seconds", "fraction_of_peak", "fits_in_cache"} <= set(df.columns)
+    assert (df["achieved_gb_per_s"] == df["bytes"] / df["seconds"] / 1e9).all()
+    with pytest.raises(ValueError):
+        bench.weight_read_bandwidth([0], device="cpu")
+
+
+def test_matmul_tflops_rows():
+    df = bench.matmul_tflops([(1, 256, 256), (128, 128, 128)], device="cpu",
+                             min_run_time=0.01, progress=False)
+    assert len(df) == 2
+    row = df.iloc[1]
+    assert row["flops"] == 2 * 128**3
+    assert row["achieved_tflops"] == pytest.approx(row["flops"] / row["seconds"] / 1e12)
+    assert row["intensity"] == pytest.approx(2 * 128**3 / (3 * 128 * 128 * 4))
+
+
+def test_decode_step_compares_with_the_weight_read_ceiling():
+    row = bench.decode_step(d_model=256, n_matrices=4, batch=2, device="cpu", min_run_time=0.01)
+    ceiling = llm.weight_read_ceiling(4 * 256 * 256, 4, bench.accelerator_for("cpu").bandwidth, 2)
+    assert row["ceiling_tokens_per_s"] == pytest.approx(ceiling)
+    assert row["tokens_per_s"] == pytest.approx(2 / row["seconds"])
+    assert row["fraction_of_ceiling"] == pytest.approx(row["tokens_per_s"] / ceiling)
+    with pytest.raises(ValueError, match="n_matrices"):
+        bench.decode_step(d_model=16, n_matrices=0, device="cpu")
+
+
+def test_sweep_stops_on_out_of_memory_and_keeps_rows():
+    def measure(size):
+        if size > 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate")
+        return {"size": size}
+
+    with pytest.warns(UserWarning, match="out of memory"):
+        df = bench._sweep([1, 2, 3, 4], measure, "test sweep", progress=False)
+    assert list(df["size"]) == [1, 2]
+
+
+def test_sweep_reraises_other_errors():
+    def measure(size):
+        raise RuntimeError("shape mismatch")
+
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        bench._sweep([1], measure, "test", progress=False)
+
+
+def test_environment_names_the_device():
+    env = bench.environment("cpu")
+    assert env["device_type"] == "cpu" and env["catalogue_entry"] == "CPU"
+    assert env["torch"] == torch.__version__

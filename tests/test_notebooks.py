@@ -1,0 +1,91 @@
+"""Every notebook is stored clean, runs on Colab with one pinned install, and imports the
+package instead of re-typing it. (nbval executes them: `make notebooks`.)"""
+
+import json
+import pathlib
+import re
+
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted([*ROOT.glob("chapters/*.ipynb"), *ROOT.glob("labs/*.ipynb")])
+IDS = [str(p.relative_to(ROOT)) for p in NOTEBOOKS]
+
+
+def _config():
+    return yaml.safe_load((ROOT / "_config.yml").read_text())
+
+
+def _version():
+    return re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
+
+
+def _toc_files():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node:
+                files.append(node["file"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(toc.get("parts", []))
+    return files
+
+
+def _load(path):
+    return json.loads(path.read_text())
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_stored_without_outputs(path):
+    nb = _load(path)
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code":
+            assert not cell["outputs"], f"cell {i} has outputs: run `make strip`"
+            assert cell["execution_count"] is None, f"cell {i} has an execution count"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_kernel_is_python3(path):
+    assert _load(path)["metadata"]["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_colab_setup_cell_is_hidden_pinned_and_colab_only(path):
+    first = _load(path)["cells"][0]
+    source = "".join(first["source"])
+    assert first["cell_type"] == "code"
+    assert "remove-cell" in first.get("metadata", {}).get("tags", [])
+    assert 'if "google.colab" in sys.modules' in source
+    url = _config()["repository"]["url"].removeprefix("https://")
+    assert f"git+https://{url}@v{_version()}" in source, "pinned to the release tag"
+    assert "torch" not in source.replace("gpuinfer", ""), "never reinstall torch on Colab"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_imports_the_package_and_never_times_by_hand(path):
+    code = "\n".join("".join(c["source"]) for c in _load(path)["cells"] if c["cell_type"] == "code")
+    assert re.search(r"^\s*(from|import) gpuinfer", code, re.M)
+    assert "time.time(" not in code and "perf_counter(" not in code, "use gpuinfer.bench"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_in_the_table_of_contents(path):
+    assert str(path.relative_to(ROOT).with_suffix("")) in _toc_files()
+
+
+def test_every_toc_entry_exists():
+    for f in _toc_files():
+        assert any((ROOT / f).with_suffix(s).exists() for s in (".md", ".ipynb")), f

@@ -1,0 +1,62 @@
+import numpy as np
+import pytest
+
+from gpuinfer import hardware, roofline
+
+
+def test_attainable_is_min_of_the_two_roofs():
+    peak, bw = 100e12, 1e12  # ridge at 100 FLOP/byte
+    assert roofline.attainable_flops(10, peak, bw) == pytest.approx(10e12)
+    assert roofline.attainable_flops(1000, peak, bw) == pytest.approx(100e12)
+    assert roofline.attainable_flops(100, peak, bw) == pytest.approx(100e12)
+
+
+def test_attainable_is_vectorised():
+    out = roofline.attainable_flops(np.array([1.0, 50, 500]), 100e12, 1e12)
+    np.testing.assert_allclose(out, [1e12, 50e12, 100e12])
+
+
+@pytest.mark.parametrize("bad", [dict(intensity=-1), dict(peak_flops=0), dict(bandwidth=-5)])
+def test_attainable_rejects_bad_input(bad):
+    args = dict(intensity=1.0, peak_flops=1e12, bandwidth=1e9) | bad
+    with pytest.raises(ValueError):
+        roofline.attainable_flops(**args)
+
+
+def test_matmul_counts_by_hand():
+    # [2, 3] @ [3, 4]: 2*2*4*3 = 48 FLOPs; (6 + 12 + 8) elements x 2 bytes = 52 bytes.
+    assert roofline.matmul_flops(2, 4, 3) == 48
+    assert roofline.matmul_bytes(2, 4, 3, "fp16") == 52
+    assert roofline.matmul_intensity(2, 4, 3, "fp16") == pytest.approx(48 / 52)
+
+
+def test_gemv_intensity_is_about_one_flop_per_byte_in_fp16():
+    # Batch-1 decode: the [k, n] weight dominates; 2 FLOPs per 2-byte weight.
+    assert roofline.matmul_intensity(1, 4096, 4096, "fp16") == pytest.approx(1.0, rel=1e-3)
+    assert roofline.matmul_intensity(1, 4096, 4096, "int8") == pytest.approx(2.0, rel=1e-3)
+
+
+def test_large_square_intensity():
+    # n^3 * 2 / (3 n^2 * 2) = n / 3
+    assert roofline.matmul_intensity(8192, 8192, 8192, "fp16") == pytest.approx(8192 / 3)
+
+
+@pytest.mark.parametrize("m, n, k", [(0, 1, 1), (1, -1, 1), (1, 1, 2.5)])
+def test_matmul_rejects_bad_sizes(m, n, k):
+    with pytest.raises(ValueError, match="positive integer"):
+        roofline.matmul_flops(m, n, k)
+
+
+def test_plot_draws_the_roof_and_the_points():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = roofline.plot("H100 SXM", "fp16", points={"decode GEMV": 1.0, "prefill": 2000.0})
+    roof = ax.get_lines()[0]
+    x, y = roof.get_data()
+    assert y.max() == pytest.approx(989.0)  # TFLOP/s
+    assert ax.get_xscale() == "log" and "intensity" in ax.get_xlabel()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "decode GEMV" in labels and "prefill" in labels
+    with pytest.raises(ValueError, match="bf16"):
+        roofline.plot(hardware.get("T4"), "bf16")

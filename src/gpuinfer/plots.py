@@ -1,0 +1,112 @@
+"""Figures that put a measurement beside its ceiling. Lab: *Weight reads* (and later labs).
+
+Every figure here follows the course's rules: labelled axes with units, log scales where
+the quantity spans decades, and series told apart by marker and line style as well as
+colour, so a greyscale print still reads. Inputs are the tidy rows `gpuinfer.bench`
+returns (pandas DataFrames or lists of dicts); sizes in bytes, rates in bytes/s, times
+in seconds. Each function returns the matplotlib Axes it drew on.
+"""
+
+from __future__ import annotations
+
+import math
+
+# Series styles: (marker, line style). Marker *and* dash differ, so greyscale works.
+_STYLES = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", "-"), ("P", "--")]
+
+
+def _frame(rows, required, what):
+    import pandas as pd
+
+    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    if df.empty:
+        raise ValueError(f"{what}: no rows to plot (was every size out of memory?)")
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what}: rows lack the column(s) {', '.join(missing)}; "
+                         f"they have {', '.join(map(str, df.columns))}")
+    return df
+
+
+def _optional_positive(name, value):
+    if value is None:
+        return None
+    value = float(value)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be positive and finite (or None), got {value!r}")
+    return value
+
+
+def _axes(ax):
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.2))
+    return ax
+
+
+def bandwidth_vs_size(rows, bandwidth_bytes_per_s=None, cache_bytes=None, ax=None, *,
+                      peak_label="datasheet peak"):
+    """Achieved read bandwidth (GB/s) against buffer size (bytes, log axis), one series
+    per `flush_cache` setting, with the datasheet bandwidth (bytes/s) as a horizontal
+    line and the last-level cache size (bytes) as a vertical one.
+
+    `rows`: `bench.weight_read_bandwidth` output (columns `bytes`, `achieved_gb_per_s`,
+    optionally `flush_cache`), or several such frames concatenated.
+    """
+    df = _frame(rows, ["bytes", "achieved_gb_per_s"], "bandwidth_vs_size")
+    peak = _optional_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
+    cache = _optional_positive("cache_bytes", cache_bytes)
+    ax = _axes(ax)
+    groups = df.groupby("flush_cache", sort=True) if "flush_cache" in df.columns else [(None, df)]
+    # flush_cache=True first: the honest measurement gets the solid line.
+    for i, (flush, g) in enumerate(sorted(groups, key=lambda kv: kv[0] is not None and not kv[0])):
+        g = g.sort_values("bytes")
+        marker, dash = _STYLES[i % len(_STYLES)]
+        label = {True: "cache flushed (reads from DRAM)",
+                 False: "same buffer re-read (cache can help)"}.get(flush, "measured")
+        ax.plot(g["bytes"], g["achieved_gb_per_s"], marker=marker, ls=dash, color=f"C{i}",
+                mfc="none" if flush is not None and not flush else None, label=label)
+    if peak is not None:
+        ax.axhline(peak / 1e9, color="black", ls="--", lw=1.2,
+                   label=f"{peak_label}: {peak / 1e9:,.0f} GB/s")
+    if cache is not None:
+        ax.axvline(cache, color="grey", ls=":", lw=1.5,
+                   label=f"last-level cache: {cache / 2**20:,.0f} MiB")
+    ax.set_xscale("log")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("buffer size read (bytes, log scale)")
+    ax.set_ylabel("achieved bandwidth (GB/s)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def step_time_vs_batch(rows, floor_s=None, ax=None, *, floor_label="weight-read floor"):
+    """Measured seconds per decode step against the batch size (log axis), with the
+    weight-read floor (seconds: the step's weight bytes / datasheet bandwidth) drawn
+    as a horizontal line. Time is shown in milliseconds.
+
+    `rows`: `bench.decode_step` rows (columns `batch`, `seconds`, optionally
+    `cuda_graph`, one series per value).
+    """
+    df = _frame(rows, ["batch", "seconds"], "step_time_vs_batch")
+    floor = _optional_positive("floor_s", floor_s)
+    ax = _axes(ax)
+    groups = df.groupby("cuda_graph", sort=True) if "cuda_graph" in df.columns else [(None, df)]
+    for i, (graphed, g) in enumerate(groups):
+        g = g.sort_values("batch")
+        marker, dash = _STYLES[i % len(_STYLES)]
+        label = {True: "measured, CUDA graph", False: "measured, eager"}.get(graphed, "measured")
+        ax.plot(g["batch"], g["seconds"] * 1e3, marker=marker, ls=dash, color=f"C{i}",
+                label=label)
+    if floor is not None:
+        ax.axhline(floor * 1e3, color="black", ls="--", lw=1.2,
+                   label=f"{floor_label}: {floor * 1e3:.3g} ms")
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("batch size (sequences, log scale)")
+    ax.set_ylabel("time per decode step (ms)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax

@@ -108,3 +108,64 @@ def test_prefill_is_compute_bound():
     flops = 2048 * 2 * 6_738_415_616
     assert t >= flops / 312e12
     assert t < 1.2 * flops / 312e12  # attention adds a little
+
+
+# --- decode_step_breakdown, mbu, mfu (chapter 02) ---------------------------------------
+
+def test_breakdown_by_hand_llama2_7b_a100_batch16_context4096():
+    # Weights 2 x 6,738,415,616 = 13,476,831,232 B; KV 16 x 4096 x 524,288 = 34,359,738,368 B.
+    # FLOPs 16 x (2 x 6,738,415,616 + 4 x 32 x 32 x 128 x 4096) = 249,989,038,080.
+    d = llm.decode_step_breakdown("llama-2-7b", "A100 80GB", batch=16, context=4096)
+    assert d["weight_bytes"] == 13_476_831_232
+    assert d["kv_bytes"] == 34_359_738_368
+    assert d["bytes"] == 47_836_569_600
+    assert d["flops"] == 249_989_038_080
+    assert d["memory_s"] == pytest.approx(47_836_569_600 / 2039e9)   # 23.46 ms
+    assert d["compute_s"] == pytest.approx(249_989_038_080 / 312e12)  # 0.80 ms
+    assert d["memory_bound"]
+    assert d["step_s"] == pytest.approx(llm.decode_step_time("llama-2-7b", "A100 80GB", 16, 4096))
+    assert d["tokens_per_s"] == pytest.approx(16 / d["memory_s"])
+    assert d["compute_ceiling_tokens_per_s"] == pytest.approx(16 * 312e12 / 249_989_038_080)
+
+
+def test_breakdown_is_vectorised_and_agrees_with_decode_ceiling():
+    batch = np.array([1, 8, 64, 512, 4096])
+    d = llm.decode_step_breakdown("llama-2-7b", "T4", batch=batch, context=0)
+    np.testing.assert_allclose(d["tokens_per_s"], llm.decode_ceiling("llama-2-7b", "T4", batch))
+    np.testing.assert_allclose(d["weight_bytes"], 13_476_831_232)
+    # The T4 turns compute-bound at batch 204 (its ridge point, 203.1 FLOP/byte).
+    assert list(d["memory_bound"]) == [True, True, True, False, False]
+
+
+def test_mbu_of_gpt_fast_is_69_percent():
+    # gpt-fast, Llama-2-7B on an A100-80GB, batch 1: 104.9 tokens/s.
+    # 104.9 x 13,476,831,232 B = 1.4137 TB/s of 2.039 TB/s = 0.6933.
+    assert llm.mbu("llama-2-7b", "A100 80GB", 104.9) == pytest.approx(0.69334, abs=1e-5)
+    # MFU of the same run: 104.9 x 2 x 6,738,415,616 FLOP / 312e12 FLOP/s = 0.453%.
+    assert llm.mfu("llama-2-7b", "A100 80GB", 104.9) == pytest.approx(0.0045311, rel=1e-4)
+
+
+def test_mbu_counts_kv_reads_and_batch():
+    # Batch 8 at context 1000 on an H100 SXM, 800 tokens/s in total = 100 steps/s.
+    step_bytes = 13_476_831_232 + 8 * 1000 * 524_288
+    assert llm.mbu("llama-2-7b", "H100 SXM", 800, batch=8, context=1000) == pytest.approx(
+        step_bytes * 100 / 3350e9)
+    flops_per_token = 2 * 6_738_415_616 + 4 * 32 * 32 * 128 * 1000
+    assert llm.mfu("llama-2-7b", "H100 SXM", 800, batch=8, context=1000) == pytest.approx(
+        flops_per_token * 800 / 989e12)
+
+
+def test_a_speed_at_the_ceiling_has_mbu_one():
+    t = llm.decode_ceiling("llama-3-8b", "H200", batch=4, context=2048)
+    assert llm.mbu("llama-3-8b", "H200", t, batch=4, context=2048) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: llm.mbu("llama-2-7b", "A100 80GB", 0),
+    lambda: llm.mbu("llama-2-7b", "A100 80GB", -3.0),
+    lambda: llm.mfu("llama-2-7b", "A100 80GB", 100, batch=0),
+    lambda: llm.decode_step_breakdown("llama-2-7b", "T4", batch=2.5),
+])
+def test_utilisation_rejects_bad_input(call):
+    with pytest.raises(ValueError, match="tokens_per_s|batch"):
+        call()

@@ -235,3 +235,65 @@ def prefill_time(model, accelerator, prompt_tokens, batch=1, dtype="fp16", *,
     flops = b * p * (2.0 * m.n_params + 4.0 * m.n_layers * m.n_heads * m.head_dim * p / 2)
     bytes_ = weight_bytes(m, dtype) + b * p * kv_cache_bytes_per_token(m, kv)
     return max(bytes_ / acc.bandwidth, flops / acc.peak_flops(compute))
+
+
+# --- where a decode step's time goes, and how much of the machine a measurement used ---
+
+def decode_step_breakdown(model, accelerator, batch=1, context=0, dtype="fp16", *,
+                          kv_dtype=None, compute_dtype=None) -> dict:
+    """Chapter *Decoding is a weight read*: one decode step taken apart under the roofline.
+
+    Returns a dict (arrays when `batch` or `context` is an array): `weight_bytes`,
+    `kv_bytes` and their sum `bytes` (bytes), `flops` (FLOP), `memory_s` (bytes /
+    bandwidth), `compute_s` (FLOPs / peak), `step_s` (the larger, seconds),
+    `memory_bound` (bool), and total tokens/s: `tokens_per_s` under the roofline,
+    `memory_ceiling_tokens_per_s` (batch / memory_s) and `compute_ceiling_tokens_per_s`
+    (batch / compute_s), the two roofs drawn separately.
+    """
+    m, acc = get(model), _hardware.get(accelerator)
+    dtype, kv, compute = _formats(dtype, kv_dtype, compute_dtype)
+    b = _check("batch", batch, integer=True)
+    c = _check("context", context, allow_zero=True, integer=True)
+    weights = weight_bytes(m, dtype) * np.ones(np.broadcast(b, c).shape)
+    kv_bytes = b * c * kv_cache_bytes_per_token(m, kv)
+    flops = np.asarray(decode_step_flops(m, b, c), dtype=float)
+    memory_s = (weights + kv_bytes) / acc.bandwidth
+    compute_s = flops / acc.peak_flops(compute)
+    step_s = np.maximum(memory_s, compute_s)
+    out = {"weight_bytes": weights, "kv_bytes": kv_bytes, "bytes": weights + kv_bytes,
+           "flops": flops, "memory_s": memory_s, "compute_s": compute_s, "step_s": step_s,
+           "memory_bound": memory_s >= compute_s, "tokens_per_s": b / step_s,
+           "memory_ceiling_tokens_per_s": b / memory_s,
+           "compute_ceiling_tokens_per_s": b / compute_s}
+    return {k: (v.item() if np.ndim(v) == 0 else v) for k, v in out.items()}
+
+
+def mbu(model, accelerator, tokens_per_s, batch=1, context=0, dtype="fp16", *,
+        kv_dtype=None):
+    """Chapter *Decoding is a weight read*: model bandwidth utilisation, the fraction of
+    the datasheet bandwidth a measured decode speed implies.
+
+    `tokens_per_s` is the measured total across the batch (tokens/s); steps/s =
+    tokens_per_s / batch, and each step must move the weights plus every sequence's KV
+    cache (`context` tokens each). Result: a fraction (0.69, not 69%).
+    """
+    acc = _hardware.get(accelerator)
+    t = _check("tokens_per_s", tokens_per_s)
+    b = _check("batch", batch, integer=True)
+    step_bytes = np.asarray(decode_step_bytes(model, batch, context, dtype, kv_dtype))
+    return _scalar(step_bytes * t / b / acc.bandwidth)
+
+
+def mfu(model, accelerator, tokens_per_s, batch=1, context=0, dtype="fp16", *,
+        compute_dtype=None):
+    """Chapter *Decoding is a weight read*: model FLOPs utilisation, the fraction of the
+    dense peak FLOP/s (in the compute format: fp16 for fp16 or quantised weights) that a
+    measured decode speed implies. `tokens_per_s` is the total across the batch; FLOPs
+    per token are 2 per weight plus attention over `context`. Result: a fraction.
+    """
+    acc = _hardware.get(accelerator)
+    _, _, compute = _formats(dtype, None, compute_dtype)
+    t = _check("tokens_per_s", tokens_per_s)
+    b = _check("batch", batch, integer=True)
+    flops_per_token = np.asarray(decode_step_flops(model, batch, context)) / b
+    return _scalar(flops_per_token * t / acc.peak_flops(compute))

@@ -101,3 +101,32 @@ def test_environment_names_the_device():
     env = bench.environment("cpu")
     assert env["device_type"] == "cpu" and env["catalogue_entry"] == "CPU"
     assert env["torch"] == torch.__version__
+
+
+def test_time_fn_num_threads_one_reproduces_the_timer_default():
+    seen = []
+
+    def fn():
+        seen.append(torch.get_num_threads())
+
+    bench.time_fn(fn, warmup=0, min_run_time=0.005, device="cpu", num_threads=1)
+    assert set(seen) == {1}
+    with pytest.raises(ValueError, match="num_threads"):
+        bench.time_fn(fn, device="cpu", num_threads=0)
+
+
+def test_time_calls_times_each_call_in_order():
+    sizes = iter([64, 64, 1024, 64])
+    mats = {n: torch.randn(n, n) for n in (64, 1024)}
+
+    def fn():
+        a = mats[next(sizes)]
+        return a @ a
+
+    s = bench.time_calls(fn, n=4, device="cpu")
+    assert s.shape == (4,) and (s > 0).all()
+    # The third call multiplies 1024^3 / 64^3 = 4096x the FLOPs: it must be the slowest.
+    assert s.argmax() == 2 and s[2] > 20 * s[3]
+    with pytest.raises(ValueError, match="n must"):
+        bench.time_calls(fn, n=0, device="cpu")
+

@@ -74,17 +74,22 @@ def cache_bytes(device=None) -> float:
 
 
 def synchronize(device=None):
+    """Wait until the accelerator has finished the work queued so far (no-op on a CPU)."""
     import torch
 
     if _device(device).type == "cuda":
         torch.cuda.synchronize()
 
 
-def time_fn(fn, *, warmup=3, min_run_time=None, device=None) -> Timing:
+_synchronize = synchronize  # for functions whose argument of that name shadows it
+
+
+def time_fn(fn, *, warmup=3, min_run_time=None, device=None, num_threads=None) -> Timing:
     """Time `fn()` with torch.utils.benchmark: `warmup` untimed calls, then blocks of
     calls for at least `min_run_time` seconds (0.2 s on a GPU, 0.05 s on a CPU);
     returns the median seconds per call. The accelerator is synchronised before the
-    clock is read, so asynchronous GPU work is counted in full."""
+    clock is read, so asynchronous GPU work is counted in full. `num_threads` (CPU
+    threads) defaults to torch.get_num_threads(); 1 reproduces the Timer's own default."""
     import torch
     import torch.utils.benchmark as tbench
 
@@ -100,11 +105,43 @@ def time_fn(fn, *, warmup=3, min_run_time=None, device=None) -> Timing:
     synchronize(device)
     # num_threads: the Timer defaults to ONE thread, which would time a CPU at a
     # fraction of its speed; use what torch uses everywhere else.
-    timer = tbench.Timer(stmt="fn()", globals={"fn": fn},
-                         num_threads=torch.get_num_threads())
+    if num_threads is None:
+        num_threads = torch.get_num_threads()
+    if int(num_threads) != num_threads or num_threads < 1:
+        raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
+    timer = tbench.Timer(stmt="fn()", globals={"fn": fn}, num_threads=int(num_threads))
     m = timer.blocked_autorange(min_run_time=min_run_time)
     return Timing(median_s=float(m.median), iqr_s=float(m.iqr), blocks=len(m.times),
                   calls_per_block=int(m.number_per_run))
+
+
+def time_calls(fn, n=10, *, device=None, synchronize=True):
+    """Chapter *How to benchmark your own traffic*: seconds of each of `n` single calls of
+    `fn()`, in order and with no warm-up (a numpy array), to *see* what `time_fn` hides:
+    the first call's set-up cost, the spread, the outliers. Report `time_fn`'s median.
+
+    `synchronize=False` reads the clock without waiting for the accelerator: the classic
+    mistake, kept only to show it (on a GPU it times the kernel launches, not the work).
+    """
+    import timeit
+
+    device = _device(device)
+    if int(n) != n or n < 1:
+        raise ValueError(f"n must be a positive whole number of calls, got {n!r}")
+
+    def clock():
+        if synchronize:
+            _synchronize(device)
+        return timeit.default_timer()  # what torch.utils.benchmark reads
+
+    _synchronize(device)  # start from an idle accelerator
+    seconds = np.empty(int(n))
+    for i in range(int(n)):
+        start = clock()
+        fn()
+        seconds[i] = clock() - start
+    _synchronize(device)  # leave it idle too, whatever `synchronize` said
+    return seconds
 
 
 def environment(device=None) -> dict:
@@ -162,6 +199,13 @@ def _peak(acc, dtype):
         return acc.peak_flops(dtype)
     except ValueError:
         return math.nan
+
+
+def _roof(intensity, peak, bandwidth):
+    """The roofline's FLOP/s at `intensity`, or nan when the device's peaks are unknown."""
+    if not (peak > 0 and bandwidth > 0):  # nan compares False
+        return math.nan
+    return _roofline.attainable_flops(intensity, peak, bandwidth)
 
 
 def _pool_slices(slice_elems, cache, bytes_per_elem, flush_cache, max_slices=4096):
@@ -275,12 +319,15 @@ def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
         t = time_fn(mm, min_run_time=min_run_time, device=device)
         del a, b, c
         achieved = flops / t.median_s
+        roof = _roof(flops / nbytes, peak, acc.bandwidth)
         return {"device": acc.name, "dtype": dtype, "m": m, "n": n, "k": k,
                 "flops": flops, "bytes": nbytes, "intensity": flops / nbytes,
                 "fits_in_cache": sets * nbytes <= cache, "seconds": t.median_s,
                 "achieved_tflops": achieved / 1e12,
                 "achieved_gb_per_s": nbytes / t.median_s / 1e9,
-                "fraction_of_peak": _fraction(achieved, peak)}
+                "fraction_of_peak": _fraction(achieved, peak),
+                "roofline_tflops": roof / 1e12,
+                "fraction_of_roofline": _fraction(achieved, roof)}
 
     return _sweep(shapes, measure, "matmuls", progress)
 

@@ -125,8 +125,9 @@ def test_time_calls_times_each_call_in_order():
 
     s = bench.time_calls(fn, n=4, device="cpu")
     assert s.shape == (4,) and (s > 0).all()
-    # The third call multiplies 1024^3 / 64^3 = 4096x the FLOPs: it must be the slowest.
-    assert s.argmax() == 2 and s[2] > 20 * s[3]
+    # The third call multiplies 1024^3 / 64^3 = 4096x the FLOPs: it must be the slowest,
+    # by far more than noise on a shared machine (compare with the quickest small call).
+    assert s.argmax() == 2 and s[2] > 10 * min(s[0], s[1], s[3])
     with pytest.raises(ValueError, match="n must"):
         bench.time_calls(fn, n=0, device="cpu")
 

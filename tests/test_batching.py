@@ -1,0 +1,294 @@
+"""The batching simulator against queueing theory and cases worked by hand."""
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+from gpuinfer import batching, llm
+
+
+# --- arrivals ---------------------------------------------------------------------------
+
+def test_poisson_arrivals_have_the_asked_rate_and_start_at_zero():
+    a = batching.poisson_arrivals(200.0, 50_000, seed=1)
+    assert a[0] == 0.0 and np.all(np.diff(a) >= 0)
+    # Mean gap 1/rate: the standard error of 50k exponential gaps is 1/sqrt(50k) = 0.45%.
+    assert np.diff(a).mean() == pytest.approx(1 / 200.0, rel=0.02)
+    # Exponential gaps: standard deviation equals the mean.
+    assert np.diff(a).std() == pytest.approx(1 / 200.0, rel=0.03)
+    np.testing.assert_array_equal(a, batching.poisson_arrivals(200.0, 50_000, seed=1))
+    assert not np.array_equal(a, batching.poisson_arrivals(200.0, 50_000, seed=2))
+
+
+@pytest.mark.parametrize("rate, n", [(0, 10), (-1, 10), (math.inf, 10), (1, 0), (1, 2.5)])
+def test_poisson_arrivals_rejects_bad_input(rate, n):
+    with pytest.raises(ValueError, match="rate|n must"):
+        batching.poisson_arrivals(rate, n)
+
+
+# --- deterministic cases, worked by hand -------------------------------------------------
+
+def test_greedy_batching_by_hand():
+    # Service 1 s, max_batch 2, no delay. t=0: only request 0 waits -> alone, done at 1.
+    # t=1: 1, 2, 3 wait -> (1, 2) until 2. t=2: 3 alone until 3.
+    df = batching.simulate([0.0, 0.1, 0.2, 0.3], 1.0, max_batch=2)
+    np.testing.assert_allclose(df["start"], [0, 1, 1, 2])
+    np.testing.assert_allclose(df["finish"], [1, 2, 2, 3])
+    np.testing.assert_allclose(df["latency"], [1, 1.9, 1.8, 2.7])
+    assert df["batch_size"].tolist() == [1, 2, 2, 1]
+
+
+def test_queue_delay_waits_for_a_fuller_batch_by_hand():
+    # Delay 0.15 s: request 1 arrives at 0.1, before 0's deadline (0.15) -> batch (0, 1)
+    # starts at 0.1 (full), done 1.1; then (2, 3) starts at 1.1.
+    df = batching.simulate([0.0, 0.1, 0.2, 0.3], 1.0, max_batch=2, max_queue_delay=0.15)
+    np.testing.assert_allclose(df["start"], [0.1, 0.1, 1.1, 1.1])
+    np.testing.assert_allclose(df["finish"], [1.1, 1.1, 2.1, 2.1])
+    assert df["batch_size"].tolist() == [2, 2, 2, 2]
+
+
+def test_queue_delay_times_out_and_sends_what_waits():
+    # max_batch 4, delay 0.5: the 4th request (at 2.0) comes after 0's deadline (0.5),
+    # so (0, 1, 2) start at 0.5 with the service time of a batch of 3.
+    service = {1: 1.0, 2: 1.5, 3: 2.0, 4: 2.5}
+    df = batching.simulate([0.0, 0.2, 0.4, 2.0], service, max_batch=4, max_queue_delay=0.5)
+    np.testing.assert_allclose(df["start"], [0.5, 0.5, 0.5, 2.5])
+    np.testing.assert_allclose(df["finish"], [2.5, 2.5, 2.5, 3.5])
+    assert df["batch_size"].tolist() == [3, 3, 3, 1]
+
+
+def test_preferred_batch_size_starts_without_waiting_for_max_batch():
+    # Preferred 2, max 4, delay 10 s: a batch starts as soon as 2 wait.
+    df = batching.simulate([0.0, 0.1, 0.2, 0.3], 1.0, max_batch=4, max_queue_delay=10.0,
+                           preferred_batch_sizes=[2])
+    np.testing.assert_allclose(df["start"], [0.1, 0.1, 1.1, 1.1])
+    without = batching.simulate([0.0, 0.1, 0.2, 0.3], 1.0, max_batch=4, max_queue_delay=10.0)
+    np.testing.assert_allclose(without["start"], [0.3] * 4)
+
+
+def test_fixed_arrivals_slower_than_service_never_wait():
+    # D/D/1 below saturation: arrivals every 2 s, service 1 s: no queue, latency 1 s.
+    df = batching.simulate(np.arange(10) * 2.0, 1.0, max_batch=8)
+    np.testing.assert_allclose(df["latency"], 1.0)
+    s = batching.summarize(df)
+    assert s["busy_fraction"] == pytest.approx(10 / 19)  # 10 s busy over 0..19 s
+
+
+def test_simultaneous_burst_is_cut_into_full_batches():
+    # 10 requests at t=0, max_batch 4, service 1 s: batches of 4, 4, 2.
+    df = batching.simulate(np.zeros(10), 1.0, max_batch=4)
+    assert df["batch_size"].tolist() == [4] * 4 + [4] * 4 + [2] * 2
+    np.testing.assert_allclose(df["finish"], [1] * 4 + [2] * 4 + [3] * 2)
+
+
+def test_service_table_interpolates_and_refuses_to_extrapolate():
+    s = batching.service_table([1, 4], [1.0, 2.5])
+    assert s(2) == pytest.approx(1.5)
+    df = batching.simulate(np.zeros(3), s, max_batch=3)
+    np.testing.assert_allclose(df["finish"], 2.0)  # batch 3: 1 + 2 * 0.5
+    with pytest.raises(ValueError, match="outside the measured table"):
+        batching.simulate(np.zeros(3), s, max_batch=8)
+
+
+# --- queueing theory --------------------------------------------------------------------
+
+@pytest.mark.parametrize("rho", [0.5, 0.8])
+def test_md1_mean_wait_matches_pollaczek_khinchine(rho):
+    # M/D/1: W_q = rho / (2 mu (1 - rho)). Service 10 ms, mu = 100/s.
+    service_s = 0.01
+    mu = 1 / service_s
+    a = batching.poisson_arrivals(rho * mu, 200_000, seed=3)
+    df = batching.simulate(a, service_s, max_batch=1)
+    wait = (df["start"] - df["arrival"]).mean()
+    assert wait == pytest.approx(rho / (2 * mu * (1 - rho)), rel=0.06)
+    s = batching.summarize(df)
+    assert s["busy_fraction"] == pytest.approx(rho, rel=0.02)  # utilisation = lambda x S
+    assert s["throughput_per_s"] == pytest.approx(rho * mu, rel=0.02)
+
+
+def test_littles_law_for_the_queue_with_poisson_arrivals():
+    # Little: mean number waiting L_q = lambda W_q. Poisson arrivals see time averages
+    # (PASTA), so the number an arrival finds waiting averages to lambda W_q, counted
+    # here from start times alone, independently of the latency column.
+    rate = 700.0
+    df = batching.simulate(batching.poisson_arrivals(rate, 100_000, seed=5),
+                           lambda b: 0.002 + 0.0005 * b, max_batch=8)
+    arrival, start = df["arrival"].to_numpy(), df["start"].to_numpy()
+    # Requests that arrived before i and had not yet started when i arrived:
+    started_by = np.searchsorted(np.sort(start), arrival, side="right")
+    found_waiting = np.arange(len(df)) - np.minimum(started_by, np.arange(len(df)))
+    lq = found_waiting.mean()
+    wq = (start - arrival).mean()
+    assert lq == pytest.approx(rate * wq, rel=0.05)
+
+
+def test_throughput_saturates_at_full_batches():
+    # Offered load far beyond capacity: every batch is full; throughput -> b / S(b).
+    service = lambda b: 0.01 + 0.001 * b  # noqa: E731
+    df = batching.simulate(batching.poisson_arrivals(1e5, 20_000), service, max_batch=16)
+    s = batching.summarize(df)
+    assert s["mean_batch_per_batch"] == pytest.approx(16, rel=0.01)
+    assert s["throughput_per_s"] == pytest.approx(16 / 0.026, rel=0.01)
+    assert batching.saturation_throughput(service, 16) == pytest.approx(16 / 0.026)
+
+
+def test_a_hundred_thousand_requests_in_well_under_a_second():
+    a = batching.poisson_arrivals(500.0, 100_000, seed=0)
+    t0 = time.perf_counter()
+    batching.simulate(a, lambda b: 0.01 + 0.0002 * b, max_batch=32, max_queue_delay=0.002)
+    assert time.perf_counter() - t0 < 1.0
+
+
+# --- summaries, policies ---------------------------------------------------------------
+
+def test_summarize_percentiles_and_goodput_by_hand():
+    df = batching.simulate([0.0, 0.1, 0.2, 0.3], 1.0, max_batch=2)
+    s = batching.summarize(df, slo=1.85)  # latencies 1, 1.9, 1.8, 2.7; span 0..3 s
+    assert s["p50_s"] == pytest.approx(1.85)
+    assert s["throughput_per_s"] == pytest.approx(4 / 3)
+    assert s["goodput_per_s"] == pytest.approx(2 / 3)
+    assert s["mean_batch"] == pytest.approx(1.5)  # per request: 1, 2, 2, 1
+    assert s["busy_fraction"] == pytest.approx(1.0)
+
+
+def test_summarize_rejects_what_is_not_a_simulation():
+    import pandas as pd
+
+    with pytest.raises(KeyError, match="latency"):
+        batching.summarize(pd.DataFrame({"arrival": [0.0]}))
+    df = batching.simulate([0.0], 1.0, 1)
+    with pytest.raises(ValueError, match="slo"):
+        batching.summarize(df, slo=-1)
+
+
+def test_capacity_under_an_slo_is_bounded_by_saturation_and_grows_with_the_slo():
+    service = lambda b: 0.01 + 0.001 * b  # noqa: E731
+    tight = batching.capacity(service, 8, slo=0.05, n=2000)
+    loose = batching.capacity(service, 8, slo=0.2, n=2000)
+    assert 0 < tight < loose <= batching.saturation_throughput(service, 8)
+    # An SLO shorter than one batch of 1 cannot be met at any rate.
+    assert batching.capacity(service, 8, slo=0.005, n=500) == 0.0
+    # At the found rate the p99 meets the SLO (same random gaps as capacity used).
+    df = batching.simulate(batching.poisson_arrivals(1.0, 2000) / tight, service, 8)
+    assert np.percentile(df["latency"], 99) <= 0.05
+
+
+def test_sweep_prefers_a_bigger_batch_when_batching_is_cheap():
+    # Memory-bound: a batch of 16 costs barely more than a batch of 1.
+    service = lambda b: 0.01 + 0.0001 * b  # noqa: E731
+    best = batching.sweep(service, [1, 4, 16], [0.0, 0.005], slo=0.1, n=1000).iloc[0]
+    assert best["max_batch"] == 16
+
+
+def test_batching_does_not_raise_throughput_when_already_compute_bound():
+    # Service proportional to batch (compute-bound): b / S(b) is the same for every b.
+    service = lambda b: 0.002 * b  # noqa: E731
+    rates = [batching.saturation_throughput(service, b) for b in (1, 4, 16)]
+    np.testing.assert_allclose(rates, 500.0)
+
+
+def test_roofline_service_time_is_the_decode_step():
+    f = batching.roofline_service_time("llama-2-7b", "A100 80GB", context=512,
+                                       overhead_s=1e-4)
+    assert f(8) == pytest.approx(llm.decode_step_time("llama-2-7b", "A100 80GB", 8, 512) + 1e-4)
+    np.testing.assert_allclose(f(np.array([1, 2])), [f(1), f(2)])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(max_batch=0), "max_batch"),
+    (dict(max_batch=2.5), "max_batch"),
+    (dict(max_batch=4, max_queue_delay=-1), "max_queue_delay"),
+    (dict(max_batch=4, preferred_batch_sizes=[8]), "preferred_batch_sizes"),
+])
+def test_simulate_rejects_bad_policies(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        batching.simulate([0.0, 1.0], 1.0, **kwargs)
+
+
+def test_simulate_rejects_bad_arrivals_and_service_times():
+    with pytest.raises(ValueError, match="sorted"):
+        batching.simulate([1.0, 0.0], 1.0, 1)
+    with pytest.raises(ValueError, match="empty"):
+        batching.simulate([], 1.0, 1)
+    with pytest.raises(ValueError, match="positive"):
+        batching.simulate([0.0], lambda b: 0.0 * b, 1)
+    with pytest.raises(ValueError, match="service_time"):
+        batching.simulate([0.0], "fast", 1)
+
+
+# --- two models, one GPU ----------------------------------------------------------------
+
+def test_two_models_share_one_gpu_by_hand():
+    # A at 0 and 0.5 (service 1 s), B at 0.1 (service 2 s), batch 1 each.
+    # GPU: A0 0..1; at 1 both A1 (arr 0.5) and B0 (arr 0.1) could start: the older, B0,
+    # goes 1..3; then A1 3..4.
+    df = batching.simulate_shared({
+        "A": dict(arrivals=[0.0, 0.5], service_time=1.0, max_batch=1),
+        "B": dict(arrivals=[0.1], service_time=2.0, max_batch=1)})
+    assert df["model"].tolist() == ["A", "B", "A"]
+    np.testing.assert_allclose(df["start"], [0, 1, 3])
+    np.testing.assert_allclose(df["finish"], [1, 3, 4])
+
+
+def test_sharing_adds_up_utilisation_and_matches_one_model_when_alone():
+    a = batching.poisson_arrivals(30.0, 5000, seed=1)
+    b = batching.poisson_arrivals(20.0, 3333, seed=2)  # spans the same ~167 s
+    alone = batching.simulate(a, 0.01, 1)
+    shared = batching.simulate_shared({"a": dict(arrivals=a, service_time=0.01, max_batch=1)})
+    np.testing.assert_allclose(shared["finish"], alone["finish"])
+    both = batching.simulate_shared({"a": dict(arrivals=a, service_time=0.01, max_batch=1),
+                                     "b": dict(arrivals=b, service_time=0.01, max_batch=1)})
+    # Utilisation adds: 30 x 10 ms + 20 x 10 ms = 0.5 of the GPU. Two Poisson streams make
+    # one of rate 50/s, so the wait is M/D/1's at rho = 0.5: 0.5 / (2 x 100 x 0.5) = 5 ms.
+    s = batching.summarize(both)
+    assert s["busy_fraction"] == pytest.approx(0.5, rel=0.05)
+    assert (both["start"] - both["arrival"]).mean() == pytest.approx(0.005, rel=0.15)
+    assert (both["start"] - both["arrival"]).mean() > (alone["start"] - alone["arrival"]).mean()
+
+
+def test_simulate_shared_rejects_missing_settings():
+    with pytest.raises(ValueError, match="needs arrivals"):
+        batching.simulate_shared({"a": dict(arrivals=[0.0], max_batch=1)})
+    with pytest.raises(ValueError, match="empty"):
+        batching.simulate_shared({})
+
+
+# --- token-level generation -------------------------------------------------------------
+
+def test_static_generation_runs_the_batch_to_its_longest_sequence_by_hand():
+    # Two requests at 0 with 2 and 5 tokens, step 1 s: one batch of 2 for 5 steps.
+    # A third at 0.5 waits for the whole batch: it starts at 5, runs 1 step.
+    df = batching.simulate_generation([0, 0, 0.5], [2, 5, 1], 1.0, max_batch=2,
+                                      policy="static")
+    np.testing.assert_allclose(df["finish"], [5, 5, 6])
+    np.testing.assert_allclose(df["start"], [0, 0, 5])
+
+
+def test_continuous_generation_fills_a_freed_slot_at_the_next_step_by_hand():
+    # Continuous: request 0 leaves after step 2 (t=2); request 2 (arrived 0.5) joins at
+    # t=2, needs 1 step: done at 3. Request 1 finishes its 5 steps at t=5.
+    df = batching.simulate_generation([0, 0, 0.5], [2, 5, 1], 1.0, max_batch=2)
+    np.testing.assert_allclose(df["finish"], [2, 5, 3])
+    np.testing.assert_allclose(df["start"], [0, 0, 2])
+
+
+def test_continuous_batching_beats_static_at_the_same_load():
+    rng = np.random.default_rng(0)
+    a = batching.poisson_arrivals(20.0, 2000, seed=4)
+    tokens = rng.integers(5, 200, size=2000)
+    step = lambda b: 0.01 + 0.0002 * b  # noqa: E731
+    static = batching.summarize(batching.simulate_generation(a, tokens, step, 32, "static"))
+    cont = batching.summarize(batching.simulate_generation(a, tokens, step, 32))
+    assert cont["p99_s"] < static["p99_s"]
+    assert cont["throughput_per_s"] >= static["throughput_per_s"] * 0.99
+
+
+def test_generation_rejects_bad_input():
+    with pytest.raises(ValueError, match="one count per arrival"):
+        batching.simulate_generation([0, 1], [3], 1.0, 2)
+    with pytest.raises(ValueError, match="policy"):
+        batching.simulate_generation([0], [3], 1.0, 2, policy="paged")
+    with pytest.raises(ValueError, match="whole numbers"):
+        batching.simulate_generation([0], [0], 1.0, 2)

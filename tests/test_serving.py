@@ -1,0 +1,133 @@
+"""Fusion byte counts, auto-tuning and memory plans, against values worked by hand."""
+
+import math
+
+import pytest
+import torch
+
+from gpuinfer import hardware, llm, serving
+
+
+# --- layer fusion -----------------------------------------------------------------------
+
+def test_unfused_chain_bytes_by_hand():
+    # Four unary ops over 1e6 fp32 elements: each reads 4 MB and writes 4 MB -> 32 MB.
+    assert serving.elementwise_chain_bytes(1_000_000, [1, 1, 1, 1], "fp32") == 32e6
+    # Fused: read the input once, write the output once -> 8 MB.
+    assert serving.elementwise_chain_bytes(1_000_000, [1, 1, 1, 1], "fp32", fused=True) == 8e6
+    # A residual add in the chain reads a second tensor: unfused 2+3 = 5, fused 3 (x n x 2 B).
+    assert serving.elementwise_chain_bytes(10, [1, 2], "fp16") == 100
+    assert serving.elementwise_chain_bytes(10, [1, 2], "fp16", fused=True,
+                                           external_inputs=2) == 60
+
+
+def test_gelu_chain_moves_nine_times_the_bytes_of_the_fused_kernel():
+    # sum(inputs + 1) = 2+2+3+2+2+2+3+2 = 18 tensors of n; fused: 2.
+    n = 1 << 20
+    unfused = serving.elementwise_chain_bytes(n, serving.GELU_TANH_OP_INPUTS, "fp32")
+    fused = serving.elementwise_chain_bytes(n, serving.GELU_TANH_OP_INPUTS, "fp32", fused=True)
+    assert unfused == 18 * n * 4 and fused == 2 * n * 4
+
+
+def test_gelu_op_table_matches_the_traced_graph():
+    # Trace the unfused function: one graph node per elementwise op, and the count of
+    # tensor arguments of each node is the table the byte count uses.
+    import torch.fx
+
+    graph = torch.fx.symbolic_trace(serving.gelu_tanh_unfused).graph
+    ops = [n for n in graph.nodes if n.op in ("call_function", "call_method")]
+    inputs = tuple(sum(isinstance(a, torch.fx.Node) for a in n.args) for n in ops)
+    assert inputs == serving.GELU_TANH_OP_INPUTS
+
+
+def test_unfused_and_fused_gelu_agree():
+    x = torch.randn(4096)
+    torch.testing.assert_close(serving.gelu_tanh_unfused(x), serving.gelu_tanh_fused(x),
+                               rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("args, match", [
+    ((0, [1]), "n_elements"), ((10, []), "op_inputs"), ((10, [1.5]), "input count"),
+    ((2.5, [1]), "n_elements"),
+])
+def test_chain_bytes_rejects_bad_input(args, match):
+    with pytest.raises(ValueError, match=match):
+        serving.elementwise_chain_bytes(*args)
+
+
+# --- auto-tuning ------------------------------------------------------------------------
+
+def test_autotune_ranks_equivalent_candidates_fastest_first():
+    x = torch.randn(64, 64)
+    w = torch.randn(64, 64)
+    df = serving.autotune({"matmul": lambda: x @ w, "linear": lambda: torch.nn.functional.linear(x, w.t())},
+                          min_run_time=0.01)
+    assert set(df["candidate"]) == {"matmul", "linear"}
+    assert df["seconds"].is_monotonic_increasing and (df["seconds"] > 0).all()
+    assert df["speedup_vs_slowest"].iloc[-1] == 1.0
+
+
+def test_autotune_refuses_a_candidate_that_computes_something_else():
+    x = torch.randn(16)
+    with pytest.raises(ValueError, match="'wrong' does not compute"):
+        serving.autotune({"right": lambda: x * 2, "wrong": lambda: x * 3}, min_run_time=0.01)
+    with pytest.raises(ValueError, match="empty"):
+        serving.autotune({})
+
+
+# --- memory plans -----------------------------------------------------------------------
+
+def test_deployment_of_a_catalogue_model_by_hand():
+    # Llama-2-7B fp16, 2 instances, 8 sequences x 1024 tokens each: KV per token is
+    # 2 x 32 layers x 32 heads x 128 x 2 B = 524,288 B (the hardware reference).
+    d = serving.deployment("chat", "llama-2-7b", instances=2, batch=8, context=1024,
+                           workspace_bytes=1e9)
+    assert d.weight_bytes == llm.get("llama-2-7b").n_params * 2
+    assert d.kv_cache_bytes == 8 * 1024 * 524_288
+    assert d.total_bytes == 2 * (d.weight_bytes + 8 * 1024 * 524_288 + 1e9)
+
+
+def test_each_instance_holds_its_own_weights():
+    one = serving.deployment("m", n_params=1e9, dtype="fp16")
+    three = serving.deployment("m", n_params=1e9, dtype="fp16", instances=3)
+    assert one.total_bytes == 2e9 and three.total_bytes == 6e9
+
+
+def test_memory_plan_against_a_t4_by_hand():
+    # T4: 16e9 B. Two 7B-class fp16 instances (2 x 13.5 GB) do not fit; one does.
+    chat = serving.deployment("chat", "llama-2-7b")
+    plan = serving.memory_plan([chat], "T4")
+    assert plan.fits and plan.free_bytes == pytest.approx(16e9 - chat.weight_bytes)
+    two = serving.memory_plan([serving.deployment("chat", "llama-2-7b", instances=2)], "T4")
+    assert not two.fits and "NOT fit" in repr(two)
+    table = plan.table()
+    assert table.loc[0, "fraction_of_memory"] == pytest.approx(chat.weight_bytes / 16e9)
+    reserved = serving.memory_plan([chat], "T4", reserve_bytes=1e9)
+    assert reserved.free_bytes == pytest.approx(plan.free_bytes - 1e9)
+
+
+def test_max_instances_by_hand():
+    # H200: 141e9 B. A 1e9-parameter fp16 model with 1 GB of workspace: 3 GB an
+    # instance; beside a 70e9-byte deployment, (141 - 70) // 3 = 23 instances.
+    small = serving.deployment("small", n_params=1e9, workspace_bytes=1e9)
+    big = serving.Deployment("big", weight_bytes=70e9)
+    assert serving.max_instances(small, "H200", others=[big]) == 23
+    assert serving.max_instances(small, "H200") == 47
+    assert serving.max_instances(serving.Deployment("huge", 200e9), "H200") == 0
+
+
+def test_memory_plan_rejects_bad_input():
+    with pytest.raises(ValueError, match="exactly one"):
+        serving.deployment("x")
+    with pytest.raises(ValueError, match="instances"):
+        serving.Deployment("x", 1e9, instances=0)
+    with pytest.raises(ValueError, match="weight_bytes"):
+        serving.Deployment("x", -1.0)
+    with pytest.raises(ValueError, match="empty"):
+        serving.memory_plan([], "T4")
+    with pytest.raises(KeyError, match="unknown device"):
+        serving.memory_plan([serving.Deployment("x", 1.0)], "T5000")
+    with pytest.raises(ValueError, match="reserve_bytes"):
+        serving.memory_plan([serving.Deployment("x", 1.0)], "T4", reserve_bytes=2e10)
+    with pytest.raises(KeyError, match="unknown model"):
+        serving.deployment("x", "llama-9")

@@ -103,9 +103,29 @@ def test_md1_mean_wait_matches_pollaczek_khinchine(rho):
     df = batching.simulate(a, service_s, max_batch=1)
     wait = (df["start"] - df["arrival"]).mean()
     assert wait == pytest.approx(rho / (2 * mu * (1 - rho)), rel=0.06)
+    assert batching.md1_mean_wait(rho * mu, service_s) == pytest.approx(rho / (2 * mu * (1 - rho)))
     s = batching.summarize(df)
     assert s["busy_fraction"] == pytest.approx(rho, rel=0.02)  # utilisation = lambda x S
     assert s["throughput_per_s"] == pytest.approx(rho * mu, rel=0.02)
+
+
+def test_md1_formula_by_hand_and_its_limits():
+    # 80 requests/s, 10 ms each: rho 0.8, W_q = 0.8 / (2 x 100 x 0.2) = 20 ms.
+    assert batching.md1_mean_wait(80, 0.01) == pytest.approx(0.02)
+    assert batching.md1_mean_wait(100, 0.01) == math.inf
+    with pytest.raises(ValueError, match="rate"):
+        batching.md1_mean_wait(0, 0.01)
+    with pytest.raises(ValueError, match="service_s"):
+        batching.md1_mean_wait(1, -0.01)
+
+
+def test_static_batching_waits_for_a_full_batch_and_flushes_at_the_end():
+    # max_batch 3, infinite delay: (0, 1, 2) start when 2 arrives at 0.2; (3, 4) are
+    # flushed when the trace ends (last arrival 0.4) but the GPU is busy until 1.2.
+    df = batching.simulate([0.0, 0.1, 0.2, 0.3, 0.4], 1.0, max_batch=3,
+                           max_queue_delay=math.inf)
+    np.testing.assert_allclose(df["start"], [0.2, 0.2, 0.2, 1.2, 1.2])
+    assert df["batch_size"].tolist() == [3, 3, 3, 2, 2]
 
 
 def test_littles_law_for_the_queue_with_poisson_arrivals():

@@ -128,7 +128,7 @@ def _policy(max_batch, max_queue_delay, preferred_batch_sizes):
         raise ValueError(f"max_batch must be a whole number >= 1, got {max_batch!r}")
     max_batch = int(max_batch)
     d = float(max_queue_delay)
-    if not (math.isfinite(d) and d >= 0):
+    if not d >= 0:  # math.inf allowed: static batching, always wait for max_batch
         raise ValueError(f"max_queue_delay must be >= 0 seconds, got {max_queue_delay!r}")
     pref = sorted({int(p) for p in (preferred_batch_sizes or ())} | {max_batch})
     if pref[0] < 1 or pref[-1] > max_batch:
@@ -171,6 +171,8 @@ class _Queue:
         if j < self.n and self.alist[j] <= deadline:
             t = max(t0, self.alist[j])
             return t, self._preferred(self._waiting(t))
+        if deadline == math.inf:  # static batching: the trace ends, flush what is left
+            deadline = self.alist[-1]
         t = max(t0, deadline)
         return t, self._waiting(t)
 
@@ -204,7 +206,8 @@ def simulate(arrivals, service_time, max_batch, max_queue_delay=0.0, *,
 
     `service_time`: seconds (a number), a callable batch -> seconds, or a table
     {batch: seconds} (interpolated). `max_queue_delay` (s) is Triton's
-    `max_queue_delay_microseconds` / 1e6. `preferred_batch_sizes`: batch sizes the
+    `max_queue_delay_microseconds` / 1e6; `math.inf` is static batching (wait for a
+    full batch; the last, partial one goes when the trace ends). `preferred_batch_sizes`: batch sizes the
     batcher starts at without waiting for `max_batch` (Triton's `preferred_batch_size`).
     """
     a = _arrivals(arrivals)
@@ -291,6 +294,22 @@ def summarize(df, slo=None) -> dict:
         out.update({"slo_s": float(slo), "slo_met_fraction": met / len(df),
                     "goodput_per_s": met / span})
     return {k: (float(v) if isinstance(v, (np.floating, float)) else v) for k, v in out.items()}
+
+
+def md1_mean_wait(rate, service_s) -> float:
+    """Mean time (s) a request waits before service in an M/D/1 queue (Poisson arrivals
+    at `rate`/s, one server, fixed `service_s`), Pollaczek-Khinchine:
+    W_q = rho / (2 mu (1 - rho)), rho = rate x service_s, mu = 1 / service_s.
+    math.inf when rho >= 1 (the queue grows without bound)."""
+    rate, service_s = float(rate), float(service_s)
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"rate must be positive requests/s, got {rate!r}")
+    if not (math.isfinite(service_s) and service_s > 0):
+        raise ValueError(f"service_s must be positive seconds, got {service_s!r}")
+    rho = rate * service_s
+    if rho >= 1:
+        return math.inf
+    return rho / (2 * (1 / service_s) * (1 - rho))
 
 
 def saturation_throughput(service_time, max_batch) -> float:

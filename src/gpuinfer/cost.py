@@ -1,0 +1,157 @@
+"""Cost per prediction: an hourly price, a throughput, and the utilisation achieved.
+
+Chapter: *CPU or GPU? Cost per prediction*; lab: *Small model: CPU or GPU?*. Prices are
+in currency units per hour (the examples are US dollars), throughputs in predictions per
+second, utilisation a fraction of the throughput actually used (0 < u <= 1).
+
+    cost per million predictions = price_per_hour / (3600 x throughput_per_s x u) x 1e6
+
+A machine bills every hour whether it is busy or not: at 10% utilisation each prediction
+costs ten times what the datasheet-speed arithmetic says. Prices change and differ by
+provider and region: the `EXAMPLE_PRICES` are inputs to edit, each with its source and
+date, not facts about your bill.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+SECONDS_PER_HOUR = 3600.0
+MILLION = 1e6
+
+
+def _positive(name, value):
+    arr = np.asarray(value, dtype=float)
+    if arr.size == 0 or np.any(~np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(f"{name} must be positive and finite, got {value!r}")
+    return arr
+
+
+def _fraction(name, value):
+    arr = _positive(name, value)
+    if np.any(arr > 1):
+        raise ValueError(f"{name} is a fraction of capacity, in (0, 1]; got {value!r}")
+    return arr
+
+
+def _scalar(x):
+    return float(x) if np.ndim(x) == 0 else x
+
+
+def cost_per_million(price_per_hour, throughput_per_s, utilisation=1.0):
+    """Currency units per million predictions for a machine at `price_per_hour` that can
+    serve `throughput_per_s` predictions/s and is busy a fraction `utilisation` of the
+    time. Vectorised. $0.526/h at 1,000 predictions/s, fully used: $0.146 per million."""
+    price = _positive("price_per_hour", price_per_hour)
+    throughput = _positive("throughput_per_s", throughput_per_s)
+    u = _fraction("utilisation", utilisation)
+    return _scalar(price / (SECONDS_PER_HOUR * throughput * u) * MILLION)
+
+
+def break_even_utilisation(price_per_hour, throughput_per_s, baseline_price_per_hour,
+                           baseline_throughput_per_s, baseline_utilisation=1.0):
+    """The utilisation at which a machine (price, throughput) costs the same per
+    prediction as the baseline at `baseline_utilisation`: below it the baseline is
+    cheaper. (price / throughput) / (baseline_price / (baseline_throughput x baseline_u)).
+    A value above 1 means the machine never breaks even, even fully busy. Vectorised."""
+    price = _positive("price_per_hour", price_per_hour)
+    throughput = _positive("throughput_per_s", throughput_per_s)
+    b_price = _positive("baseline_price_per_hour", baseline_price_per_hour)
+    b_throughput = _positive("baseline_throughput_per_s", baseline_throughput_per_s)
+    b_u = _fraction("baseline_utilisation", baseline_utilisation)
+    return _scalar((price / throughput) / (b_price / (b_throughput * b_u)))
+
+
+def machines_needed(demand_per_s, throughput_per_s):
+    """Machines to serve `demand_per_s` when each serves `throughput_per_s`: at least one
+    (a service that exists pays for one machine), ceil(demand / throughput). Vectorised."""
+    demand = _positive("demand_per_s", demand_per_s)
+    throughput = _positive("throughput_per_s", throughput_per_s)
+    n = np.maximum(1, np.ceil(demand / throughput - 1e-12))
+    return int(n) if np.ndim(n) == 0 else n.astype(int)
+
+
+def utilisation_at_demand(demand_per_s, throughput_per_s):
+    """Fraction of the provisioned capacity that `demand_per_s` uses, with
+    `machines_needed` machines: demand / (machines x throughput). Vectorised."""
+    n = machines_needed(demand_per_s, throughput_per_s)
+    return _scalar(np.asarray(demand_per_s, float) / (n * np.asarray(throughput_per_s, float)))
+
+
+def cost_per_million_at_demand(price_per_hour, throughput_per_s, demand_per_s):
+    """Currency units per million predictions when `demand_per_s` arrives and just enough
+    machines are rented to serve it (`machines_needed`). Vectorised over demand."""
+    price = _positive("price_per_hour", price_per_hour)
+    n = machines_needed(demand_per_s, throughput_per_s)
+    demand = np.asarray(demand_per_s, dtype=float)
+    return _scalar(price * n / (SECONDS_PER_HOUR * demand) * MILLION)
+
+
+def break_even_demand(price_per_hour, throughput_per_s, baseline_price_per_hour,
+                      baseline_throughput_per_s) -> float:
+    """The demand (predictions/s) above which one machine (price, throughput) is no dearer
+    per prediction than enough baseline machines for the same demand: 0 if it is never
+    dearer, math.inf if it is dearer at every demand it can serve alone."""
+    price = float(_positive("price_per_hour", price_per_hour))
+    throughput = float(_positive("throughput_per_s", throughput_per_s))
+    b_price = float(_positive("baseline_price_per_hour", baseline_price_per_hour))
+    b_throughput = float(_positive("baseline_throughput_per_s", baseline_throughput_per_s))
+    # One machine costs `price` per hour at any demand up to its throughput; the baseline
+    # costs ceil(demand / b_throughput) x b_price. The baseline's cost first reaches
+    # `price` when it needs k = ceil(price / b_price) machines, i.e. just above
+    # (k - 1) x b_throughput predictions/s.
+    k = math.ceil(price / b_price - 1e-12)
+    demand = (k - 1) * b_throughput
+    if k == 1:
+        return 0.0
+    return float(demand) if demand < throughput else math.inf
+
+
+@dataclass(frozen=True)
+class ExamplePrice:
+    """An hourly price to start from: edit it for your provider, region and discount."""
+
+    name: str
+    hardware: str
+    price_per_hour: float
+    currency: str
+    as_of: str
+    source: str
+    note: str = ""
+
+
+EXAMPLE_PRICES = (
+    ExamplePrice(
+        "AWS c5.2xlarge", "8 vCPU (Intel Xeon), no GPU", 0.34, "USD", "AWS documentation "
+        "example, read 2026-12", "https://docs.aws.amazon.com/autoscaling/ec2/userguide/"
+        "weights-spot-price-per-unit-hour-example.html",
+        "us-east-1 On-Demand, Linux. AWS marks the table as 'example pricing and not "
+        "current pricing'."),
+    ExamplePrice(
+        "AWS g4dn.xlarge", "1x NVIDIA T4, 4 vCPU", 0.526, "USD", "list price since 2019, "
+        "read 2026-12", "https://aws.amazon.com/ec2/instance-types/g4/",
+        "us-east-1 On-Demand, Linux. Check the live price page before relying on it."),
+    ExamplePrice(
+        "AWS g5.xlarge", "1x NVIDIA A10G, 4 vCPU", 1.006, "USD", "list price since 2021, "
+        "read 2026-12", "https://aws.amazon.com/ec2/instance-types/g5/",
+        "us-east-1 On-Demand, Linux. Check the live price page before relying on it."),
+)
+
+
+def example_price(name) -> ExamplePrice:
+    """One of `EXAMPLE_PRICES` by name ("AWS g4dn.xlarge")."""
+    for p in EXAMPLE_PRICES:
+        if p.name.lower() == str(name).strip().lower():
+            return p
+    raise KeyError(f"no example price named {name!r}; examples: "
+                   f"{', '.join(p.name for p in EXAMPLE_PRICES)}")
+
+
+def example_prices():
+    """`EXAMPLE_PRICES` as a pandas DataFrame."""
+    import pandas as pd
+
+    return pd.DataFrame([p.__dict__ for p in EXAMPLE_PRICES])

@@ -1,0 +1,89 @@
+"""gpuinfer.cost against hand-worked examples."""
+
+import math
+
+import numpy as np
+import pytest
+
+from gpuinfer import cost
+
+
+def test_cost_per_million_by_hand():
+    # $0.526 per hour / 3600 s = $1.4611e-4 per second; at 1,000 predictions/s that is
+    # $1.4611e-7 per prediction, $0.14611 per million.
+    assert cost.cost_per_million(0.526, 1000) == pytest.approx(0.146111, rel=1e-5)
+    # Half busy: twice the cost per prediction.
+    assert cost.cost_per_million(0.526, 1000, 0.5) == pytest.approx(0.292222, rel=1e-5)
+    np.testing.assert_allclose(cost.cost_per_million(0.526, 1000, np.array([1.0, 0.1])),
+                               [0.146111, 1.46111], rtol=1e-5)
+
+
+def test_break_even_utilisation_by_hand():
+    # CPU: $0.34/h at 5,000/s fully busy -> $0.018889 per million. GPU: $0.526/h at
+    # 100,000/s -> $0.0014611 per million fully busy; equal at u = 0.0014611 / 0.018889.
+    u = cost.break_even_utilisation(0.526, 100_000, 0.34, 5_000)
+    assert u == pytest.approx((0.526 / 100_000) / (0.34 / 5_000), rel=1e-12)
+    assert u == pytest.approx(0.07735, rel=1e-4)
+    assert cost.cost_per_million(0.526, 100_000, u) == pytest.approx(
+        cost.cost_per_million(0.34, 5_000))
+    # A baseline that is itself only half busy halves the bar.
+    assert cost.break_even_utilisation(0.526, 100_000, 0.34, 5_000, 0.5) == pytest.approx(u / 2)
+    # A machine slower per dollar never breaks even: u > 1.
+    assert cost.break_even_utilisation(1.0, 100, 0.1, 1000) > 1
+
+
+def test_machines_and_utilisation_at_demand():
+    assert cost.machines_needed(1, 1000) == 1
+    assert cost.machines_needed(1000, 1000) == 1
+    assert cost.machines_needed(1001, 1000) == 2
+    np.testing.assert_array_equal(cost.machines_needed(np.array([10, 2500]), 1000), [1, 3])
+    assert cost.utilisation_at_demand(2500, 1000) == pytest.approx(2500 / 3000)
+    assert cost.utilisation_at_demand(100, 1000) == pytest.approx(0.1)
+
+
+def test_cost_at_demand_pays_for_idle_capacity():
+    # One $0.526/h machine serving 100/s of its 1,000/s: $0.526 / 360,000 predictions.
+    assert cost.cost_per_million_at_demand(0.526, 1000, 100) == pytest.approx(
+        0.526 / (3600 * 100) * 1e6)
+    assert cost.cost_per_million_at_demand(0.526, 1000, 100) == pytest.approx(
+        cost.cost_per_million(0.526, 1000, 0.1))
+
+
+def test_break_even_demand_by_hand():
+    # GPU $0.526/h (100,000/s) vs CPUs at $0.34/h (5,000/s each): two CPUs ($0.68/h) cost
+    # more than the GPU, one ($0.34/h) less: the GPU wins above 5,000/s.
+    assert cost.break_even_demand(0.526, 100_000, 0.34, 5_000) == 5_000
+    d = 5_000 * 1.01
+    assert cost.cost_per_million_at_demand(0.526, 100_000, d) < \
+        cost.cost_per_million_at_demand(0.34, 5_000, d)
+    assert cost.cost_per_million_at_demand(0.526, 100_000, 4_000) > \
+        cost.cost_per_million_at_demand(0.34, 5_000, 4_000)
+    # Cheaper per hour: wins at any demand. Too slow to ever need the extra CPUs: never.
+    assert cost.break_even_demand(0.3, 100_000, 0.34, 5_000) == 0.0
+    assert cost.break_even_demand(0.526, 4_000, 0.34, 5_000) == math.inf
+
+
+def test_example_prices_are_labelled():
+    for p in cost.EXAMPLE_PRICES:
+        assert p.price_per_hour > 0 and p.currency and p.as_of and p.source.startswith("https://")
+    assert cost.example_price("aws g4dn.xlarge").price_per_hour == 0.526
+    assert len(cost.example_prices()) == len(cost.EXAMPLE_PRICES)
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: cost.cost_per_million(-1, 10), "price_per_hour"),
+    (lambda: cost.cost_per_million(1, 0), "throughput_per_s"),
+    (lambda: cost.cost_per_million(1, 10, 1.5), "utilisation"),
+    (lambda: cost.cost_per_million(1, 10, 0), "utilisation"),
+    (lambda: cost.cost_per_million(1, math.nan), "throughput_per_s"),
+    (lambda: cost.break_even_utilisation(1, 10, 1, 10, 2), "baseline_utilisation"),
+    (lambda: cost.machines_needed(0, 10), "demand_per_s"),
+])
+def test_bad_input_names_what_was_wrong(call, words):
+    with pytest.raises(ValueError, match=words):
+        call()
+
+
+def test_unknown_example_price():
+    with pytest.raises(KeyError, match="g4dn"):
+        cost.example_price("p5")

@@ -169,3 +169,20 @@ def test_a_speed_at_the_ceiling_has_mbu_one():
 def test_utilisation_rejects_bad_input(call):
     with pytest.raises(ValueError, match="tokens_per_s|batch"):
         call()
+
+
+def test_compute_bound_context_limit_by_hand():
+    # Llama-2-7B on an A100 80GB: 2N / peak = 13,476,831,232 / 312e12 = 43.195 us;
+    # per cached token 524,288 B / 2039e9 B/s - 524,288 FLOP / 312e12 = 0.25545 us.
+    expected = (13_476_831_232 / 312e12) / (524_288 / 2039e9 - 524_288 / 312e12)  # 169.1
+    limit = llm.compute_bound_context_limit("llama-2-7b", "A100 80GB")
+    assert limit == pytest.approx(expected) and 169 < limit < 170
+    # It is where compute_bound_batch turns infinite.
+    assert llm.compute_bound_batch("llama-2-7b", "A100 80GB", context=169) < math.inf
+    assert llm.compute_bound_batch("llama-2-7b", "A100 80GB", context=170) == math.inf
+    # Grouped-query attention caches 4x fewer bytes: the limit moves ~4x further out.
+    gqa = llm.compute_bound_context_limit("llama-3-8b", "A100 80GB")
+    assert llm.compute_bound_batch("llama-3-8b", "A100 80GB", context=int(gqa)) < math.inf
+    assert llm.compute_bound_batch("llama-3-8b", "A100 80GB", context=int(gqa) + 1) == math.inf
+    with pytest.raises(KeyError):
+        llm.compute_bound_context_limit("llama-2-7b", "A200")

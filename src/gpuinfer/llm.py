@@ -297,3 +297,26 @@ def mfu(model, accelerator, tokens_per_s, batch=1, context=0, dtype="fp16", *,
     b = _check("batch", batch, integer=True)
     flops_per_token = np.asarray(decode_step_flops(model, batch, context)) / b
     return _scalar(flops_per_token * t / acc.peak_flops(compute))
+
+
+def compute_bound_context_limit(model, accelerator, dtype="fp16", *, kv_dtype=None,
+                                compute_dtype=None) -> float:
+    """Chapter *Decoding is a weight read*: the context (tokens per sequence) below which
+    some batch makes a decode step compute-bound, and at or above which none does
+    (`compute_bound_batch` is then math.inf). math.inf if every context can.
+
+    Each sequence adds (2 x n_params + a x context) FLOPs and context x KV bytes per
+    token; the batch can only outgrow the weight read while the first, over the peak,
+    takes longer than the second over the bandwidth:
+    context < (2 n_params / peak) / (kv_bytes_per_token / bandwidth - a / peak),
+    with a = 4 x layers x n_heads x head_dim (attention FLOPs per cached token).
+    """
+    m, acc = get(model), _hardware.get(accelerator)
+    _, kv, compute = _formats(dtype, kv_dtype, compute_dtype)
+    peak = acc.peak_flops(compute)
+    attention_flops_per_token = 4.0 * m.n_layers * m.n_heads * m.head_dim
+    per_token_s = (kv_cache_bytes_per_token(m, kv) / acc.bandwidth
+                   - attention_flops_per_token / peak)
+    if per_token_s <= 0:
+        return math.inf
+    return 2.0 * m.n_params / peak / per_token_s

@@ -1,0 +1,72 @@
+"""The calculator's catalogue is exported from the package at build time
+(_ext/gpuinfer_site.py), never copied by hand."""
+
+import json
+import math
+import sys
+
+import pytest
+
+import sitecheck
+from gpuinfer import dtypes, hardware, llm
+
+sys.path.insert(0, str(sitecheck.ROOT / "_ext"))
+import gpuinfer_site  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def payload():
+    return gpuinfer_site.catalogue_payload()
+
+
+def test_export_holds_every_device_model_and_dtype(payload):
+    assert [a["name"] for a in payload["accelerators"]] == hardware.names()
+    assert [m["name"] for m in payload["models"]] == llm.names()
+    assert list(payload["dtypes"]) == list(dtypes.DTYPES)
+
+
+def test_export_numbers_are_the_packages(payload):
+    t4 = next(a for a in payload["accelerators"] if a["name"] == "T4")
+    assert t4["bandwidth_bytes_per_s"] == 320e9 and t4["memory_bytes"] == 16e9
+    assert t4["peak_flops"] == {"fp32": 8.1e12, "fp16": 65e12, "int8": 130e12}  # no bf16 on a T4
+    m = next(m for m in payload["models"] if m["name"] == "llama-2-7b")
+    assert m["n_params"] == 6_738_415_616
+    assert m["kv_cache_bytes_per_token"]["fp16"] == 524_288  # 2 x 32 x 32 x 128 x 2 bytes
+    # 2 FLOPs per weight, and 4 x layers x heads x head_dim per cached token.
+    assert m["flops_per_sequence"] == 2 * 6_738_415_616
+    assert m["flops_per_context_token"] == 4 * 32 * 32 * 128
+    for context in (0, 1, 777, 32768):
+        assert m["flops_per_sequence"] + context * m["flops_per_context_token"] == \
+            llm.decode_step_flops("llama-2-7b", 1, context)
+
+
+def test_quantised_formats_are_weight_only(payload):
+    for name in ("int8", "int4", "fp8"):
+        assert payload["dtypes"][name]["kv_dtype"] == "fp16"
+        assert payload["dtypes"][name]["compute_dtype"] == "fp16"
+    assert payload["dtypes"]["int4"]["bytes_per_element"] == 0.5
+    assert payload["dtypes"]["bf16"] == {"bytes_per_element": 2.0, "kv_dtype": "bf16", "compute_dtype": "bf16"}
+
+
+def test_export_refuses_a_formula_it_cannot_carry(monkeypatch):
+    monkeypatch.setattr(llm, "decode_step_flops", lambda m, batch=1, context=0: 1.0 + context ** 2)
+    with pytest.raises(ValueError, match="no longer linear"):
+        gpuinfer_site.catalogue_payload()
+
+
+def test_written_script_and_json_hold_the_same_data(tmp_path, payload):
+    script = gpuinfer_site.write_catalogue(tmp_path)
+    text = script.read_text()
+    prefix = f"window.{gpuinfer_site.GLOBAL_NAME} = "
+    body = text[text.index(prefix) + len(prefix):].rstrip().removesuffix(";")
+    assert json.loads(body) == payload
+    assert json.loads((tmp_path / "_static" / "gpuinfer-catalogue.json").read_text()) == payload
+    assert "NaN" not in text and "Infinity" not in text
+    assert all(math.isfinite(a["bandwidth_bytes_per_s"]) for a in payload["accelerators"])
+
+
+@pytest.mark.site
+def test_built_site_carries_the_current_catalogue(site_dir, payload):
+    built = json.loads((site_dir / "_static" / "gpuinfer-catalogue.json").read_text())
+    assert built == payload, "the site's catalogue is stale: rebuild with `make book`"
+    assert (site_dir / "_static" / "calculator.js").exists()

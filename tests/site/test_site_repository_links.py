@@ -1,0 +1,72 @@
+"""The repository URL lives in one place, `_config.yml`. The README's badges and Colab
+links, the publishing workflow, and the launch buttons of the built pages must all agree
+with it (the Colab setup cells are checked in tests/test_notebooks.py)."""
+
+import pathlib
+import re
+
+import pytest
+import yaml
+
+import sitecheck
+
+ROOT = sitecheck.ROOT
+README = (ROOT / "README.md").read_text()
+URLS = re.findall(r"https?://[^\s)\]>\"'`]+", README)
+
+
+def test_config_names_a_github_repository():
+    r = sitecheck.repository()
+    assert r["url"] == f"https://github.com/{r['owner']}/{r['name']}"
+    assert r["branch"]
+
+
+def test_readme_has_the_badges():
+    assert sitecheck.pages_url() in URLS, "a link to the published website"
+    workflow = f"{sitecheck.repository()['url']}/actions/workflows/pages.yml"
+    assert f"{workflow}/badge.svg" in URLS and workflow in URLS, "the website build badge"
+    assert any(u.startswith("https://colab.research.google.com/github/") for u in URLS), \
+        "an open-in-Colab badge"
+
+
+@pytest.mark.parametrize("url", sorted(set(URLS)))
+def test_every_repository_url_in_readme_agrees_with_config(url):
+    r = sitecheck.repository()
+    if "colab.research.google.com/github/" in url:
+        match = re.fullmatch(r"https://colab\.research\.google\.com/github/[^/]+/[^/]+/blob/[^/]+/(.+)\.ipynb", url)
+        assert match, f"{url} is not a Colab link to a notebook on a branch"
+        page = match[1].removeprefix(r["path_to_book"])
+        assert url == sitecheck.colab_url(page), f"{url} disagrees with _config.yml"
+        assert page in sitecheck.notebook_pages(), f"{page}.ipynb is not a notebook in _toc.yml"
+    elif re.match(r"https://github\.com/", url):
+        assert url == r["url"] or url.startswith(r["url"] + "/"), f"{url} is not {r['url']}"
+        workflow = re.search(r"/actions/workflows/([^/]+\.ya?ml)", url)
+        if workflow:
+            assert (ROOT / ".github" / "workflows" / workflow[1]).exists(), url
+    elif ".github.io" in url:
+        assert url == sitecheck.pages_url(), f"{url} is not where Pages publishes {r['url']}"
+
+
+def test_pages_workflow_builds_with_make_book():
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "pages.yml").read_text())
+    steps = [s for job in workflow["jobs"].values() for s in job.get("steps", [])]
+    runs = " ".join(s.get("run", "") for s in steps)
+    assert ".ci/run book" in runs, "the site is built by .ci/run book, i.e. `make book`"
+    ci_run = (ROOT / ".ci" / "run").read_text()
+    assert 'make "$TARGET"' in ci_run and "TARGET=${1:-test}" in ci_run
+    uploads = [s for s in steps if "upload-pages-artifact" in s.get("uses", "")]
+    assert uploads and uploads[0]["with"]["path"] == "_build/html"
+
+
+@pytest.mark.site
+@pytest.mark.parametrize("page", sitecheck.notebook_pages())
+def test_notebook_page_launches_itself_on_colab(site_dir, page):
+    html = (site_dir / f"{page}.html").read_text()
+    colab = set(re.findall(r'href="(https://colab\.research\.google\.com/[^"]+)"', html))
+    assert colab == {sitecheck.colab_url(page)}, f"{page}: Colab links {colab}"
+    assert f'href="{sitecheck.repository()["url"]}"' in html, "repository button"
+
+
+@pytest.mark.site
+def test_there_are_notebook_pages_to_launch():
+    assert sitecheck.notebook_pages(), "no .ipynb page in _toc.yml"

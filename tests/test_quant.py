@@ -241,6 +241,18 @@ def test_max_error_is_half_a_step_inside_the_range():
     assert quant.max_abs_error(x, quant.dequantize(q, scale, zp)) <= scale / 2 * (1 + 1e-5)
 
 
+def test_bytes_per_weight_counts_the_scales():
+    # gpt-fast int4: groups of 32 with a bf16 scale and a bf16 zero: 0.5 + 4/32 = 0.625 B.
+    assert quant.bytes_per_weight(4, 32, 2, 2) == 0.625
+    assert 2 / quant.bytes_per_weight(4, 32, 2, 2) == pytest.approx(3.2)
+    assert quant.bytes_per_weight(8) == 1.0
+    assert quant.bytes_per_weight(8, 128, 2) == pytest.approx(1 + 2 / 128)
+    with pytest.raises(ValueError, match="group_size"):
+        quant.bytes_per_weight(4, 0)
+    with pytest.raises(ValueError, match="scale_bytes"):
+        quant.bytes_per_weight(4, 32, -1)
+
+
 # --- number formats ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name, bits, nbytes, largest, eps", [

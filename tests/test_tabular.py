@@ -20,7 +20,8 @@ def test_flops_and_bytes_by_hand():
     # 2 FLOPs per weight per row: 2 * (10*5 + 5*2) = 120 per row.
     assert tabular.mlp_flops(1, 10, (5,), 2) == 120
     assert tabular.mlp_flops(8, 10, (5,), 2) == 960
-    # fp32: 4 bytes x (67 parameters: 10*5 + 5 + 5*2 + 2; + activations in/out per layer: (10+5) + (5+2) per row).
+    # fp32: 4 bytes x (67 parameters: 10*5 + 5 + 5*2 + 2) plus each layer's input and
+    # output per row: (10 + 5) + (5 + 2) = 22.
     assert tabular.mlp_bytes(1, 10, (5,), 2, "fp32") == 4 * (67 + 22)
     assert tabular.mlp_bytes(3, 10, (5,), 2, "fp16") == 2 * (67 + 3 * 22)
 

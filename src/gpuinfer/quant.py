@@ -409,6 +409,22 @@ def mse(x, x_hat) -> float:
     return float(np.mean((a - b) ** 2))
 
 
+def bytes_per_weight(bits, group_size=None, scale_bytes=2.0, zero_point_bytes=0.0) -> float:
+    """Bytes each weight costs in memory, scales included: bits / 8 + (scale_bytes +
+    zero_point_bytes) / group_size. gpt-fast's int4 (groups of 32, a bf16 scale and a
+    bf16 zero per group): 0.5 + 4 / 32 = 0.625 B, so 3.2x fewer bytes than fp16, not 4x.
+    `group_size=None`: one scale per row, whose cost is negligible (0 here)."""
+    bits = _check_bits(bits)
+    if scale_bytes < 0 or zero_point_bytes < 0:
+        raise ValueError(f"scale_bytes and zero_point_bytes must be >= 0, got "
+                         f"{scale_bytes!r}, {zero_point_bytes!r}")
+    if group_size is None:
+        return bits / 8
+    if isinstance(group_size, bool) or int(group_size) != group_size or group_size <= 0:
+        raise ValueError(f"group_size must be a positive integer, got {group_size!r}")
+    return bits / 8 + (scale_bytes + zero_point_bytes) / group_size
+
+
 # --- packing int4 ----------------------------------------------------------------------------
 
 def pack_int4(q):

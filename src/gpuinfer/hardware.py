@@ -296,3 +296,157 @@ def _from_torch_properties(torch_name, props, l2) -> Accelerator:
                        bandwidth=bandwidth, peaks={}, cache_bytes=float(l2) if l2 else None,
                        source="torch.cuda.get_device_properties",
                        note="Not in the catalogue: built from what torch reports.")
+
+
+# --- interconnects ----------------------------------------------------------------------
+# Chapter: *Beyond one GPU*. A separate table: the links between devices, not the devices.
+#
+# Bandwidth is stated PER DIRECTION (bytes/s a device can send while it also receives as
+# much). NVIDIA datasheets quote NVLink and PCIe as the *bidirectional* total (send plus
+# receive: "900 GB/s" for H100 NVLink is 450 GB/s each way); a ring all-reduce sends one
+# way round the ring, so its time uses the per-direction figure, as nccl-tests' "bus
+# bandwidth" does. `bidirectional_bytes_per_s` gives the datasheet's number back.
+#
+# Latency: NCCL's own cost model for its small-message ring protocol (LL), from
+# src/graph/tuning.cc: a fixed cost per call (`base_latency_s`) plus a cost per ring step
+# (`step_latency_s`; an all-reduce on N devices takes 2(N-1) steps). The values are
+# NCCL's estimates at the commit cited, not measurements, and change between versions.
+
+_NCCL_TUNING = ("https://github.com/NVIDIA/nccl/blob/"
+                "b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2/src/graph/tuning.cc")
+_NCCL_RING_LL_BASE_S = 6.6e-6   # baseLat[Ring][LL], microseconds in the source
+_NCCL_STEP_S = {"nvlink": 0.6e-6, "pcie": 1.0e-6, "network": 2.7e-6}  # hwLat[..][Ring][LL]
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """A link between devices: per-direction bandwidth (bytes/s), NCCL's latency model (s),
+    and where each number comes from. `scope` says what the bandwidth belongs to: one GPU's
+    links ("per GPU") or one server's network ports together ("per node")."""
+
+    name: str
+    kind: str  # "nvlink", "pcie" or "network"
+    scope: str  # "per GPU" or "per node"
+    bandwidth_bytes_per_s: float  # per direction
+    step_latency_s: float
+    base_latency_s: float
+    source: str
+    latency_source: str = _NCCL_TUNING
+    note: str = ""
+    gpus: tuple = ()  # catalogue GPUs that carry this link (NVLink generations)
+    aliases: tuple = ()
+
+    @property
+    def bidirectional_bytes_per_s(self) -> float:
+        """Send plus receive: the figure datasheets quote for NVLink and PCIe."""
+        return 2 * self.bandwidth_bytes_per_s
+
+
+def _nvlink(generation, bidirectional_gb_per_s, gpus, source, note, aliases=()):
+    return Interconnect(
+        f"NVLink {generation}", "nvlink", "per GPU", bidirectional_gb_per_s * GB / 2,
+        _NCCL_STEP_S["nvlink"], _NCCL_RING_LL_BASE_S, source,
+        note=f"Datasheet: {bidirectional_gb_per_s:,} GB/s per GPU, bidirectional. " + note,
+        gpus=gpus, aliases=aliases)
+
+
+def _pcie(generation, giga_transfers_per_s, lanes=16):
+    """PCIe from the specification: lanes x transfer rate x 128/130 (the 128b/130b line
+    code of Gen3 to Gen5) / 8 bits, per direction."""
+    per_direction = lanes * giga_transfers_per_s * 1e9 * 128 / 130 / 8
+    return Interconnect(
+        f"PCIe Gen{generation} x{lanes}", "pcie", "per GPU", per_direction,
+        _NCCL_STEP_S["pcie"], _NCCL_RING_LL_BASE_S, "https://pcisig.com/specifications",
+        note=f"{giga_transfers_per_s} GT/s a lane, 128b/130b encoding. NVIDIA datasheets "
+             f"round it to {2 * lanes * giga_transfers_per_s // 8} GB/s bidirectional.",
+        aliases=(f"pcie{generation}", f"pcie gen{generation}"))
+
+
+def _network(name, ports, gbit_per_s, source, note, aliases=()):
+    """A server's network: ports x line rate (Gb/s) / 8, per direction, for the node."""
+    return Interconnect(
+        name, "network", "per node", ports * gbit_per_s * 1e9 / 8, _NCCL_STEP_S["network"],
+        _NCCL_RING_LL_BASE_S, source,
+        note=f"{ports} x {gbit_per_s} Gb/s port{'s' if ports > 1 else ''}, line rate "
+             "(protocol headers take a few percent). " + note, aliases=aliases)
+
+
+_INTERCONNECTS = [
+    _nvlink(2, 300, ("V100 SXM2",),
+            "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf",
+            "Six links of 25 GB/s each way.", aliases=("nvlink2", "nvlink v100")),
+    _nvlink(3, 600, ("A100 40GB", "A100 80GB"),
+            "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+            "A100 SXM: twelve links of 25 GB/s each way.", aliases=("nvlink3", "nvlink a100")),
+    _nvlink(4, 900, ("H100 SXM", "H200"), "https://www.nvidia.com/en-us/data-center/h100/",
+            "H100 SXM and H200 SXM (https://www.nvidia.com/en-us/data-center/h200/): "
+            "eighteen links of 25 GB/s each way.",
+            aliases=("nvlink4", "nvlink h100", "nvlink h200")),
+    _nvlink(5, 1800, ("B200",), "https://www.nvidia.com/en-us/data-center/hgx/",
+            "HGX B200, per GPU.", aliases=("nvlink5", "nvlink b200")),
+    _pcie(4, 16),
+    _pcie(5, 32),
+    _network("InfiniBand HDR x8", 8, 200,
+             "https://docs.nvidia.com/dgx/dgxa100-user-guide/introduction-to-dgxa100.html",
+             "A DGX A100 node: eight ConnectX-6 HDR ports, one per GPU.",
+             aliases=("hdr", "infiniband hdr", "dgx a100 network")),
+    _network("InfiniBand NDR x8", 8, 400,
+             "https://docs.nvidia.com/dgx/dgxh100-user-guide/introduction-to-dgxh100.html",
+             "A DGX H100 node: eight ConnectX-7 NDR ports, one per GPU.",
+             aliases=("ndr", "infiniband ndr", "dgx h100 network")),
+    _network("Ethernet 100GbE", 1, 100, "https://www.ieee802.org/3/ba/",
+             "One 100 Gb/s port (IEEE 802.3ba): a typical cloud or on-premise node.",
+             aliases=("100gbe", "100 gbe")),
+    _network("Ethernet 400GbE", 1, 400, "https://www.ieee802.org/3/bs/",
+             "One 400 Gb/s port (IEEE 802.3bs).", aliases=("400gbe", "400 gbe")),
+]
+
+_IC_BY_KEY: dict[str, Interconnect] = {}
+for _ic in _INTERCONNECTS:
+    for _alias in (_ic.name, *_ic.aliases):
+        _IC_BY_KEY.setdefault(_key(_alias), _ic)
+
+
+def interconnect_names() -> list[str]:
+    """The interconnect table's names."""
+    return [i.name for i in _INTERCONNECTS]
+
+
+def get_interconnect(name) -> Interconnect:
+    """Look up a link by name ("NVLink 4", "PCIe Gen5 x16", "InfiniBand NDR x8") or alias
+    ("nvlink4", "ndr"). An Interconnect passes through."""
+    if isinstance(name, Interconnect):
+        return name
+    if not isinstance(name, str) or not name.strip():
+        raise KeyError(f"interconnect name must be a non-empty string, got {name!r}")
+    ic = _IC_BY_KEY.get(_key(name))
+    if ic is not None:
+        return ic
+    close = difflib.get_close_matches(_key(name), list(_IC_BY_KEY), n=5, cutoff=0.4)
+    closest = list(dict.fromkeys(_IC_BY_KEY[c].name for c in close)) or interconnect_names()
+    raise KeyError(f"unknown interconnect {name!r}; closest entries: {', '.join(closest)}")
+
+
+def interconnect_for(accelerator) -> Interconnect:
+    """The NVLink generation of a catalogue GPU (H100 SXM -> NVLink 4). GPUs without
+    NVLink in the table (T4, L4, PCIe cards) raise KeyError: name a PCIe entry instead."""
+    acc = get(accelerator)
+    for ic in _INTERCONNECTS:
+        if acc.name in ic.gpus:
+            return ic
+    raise KeyError(f"{acc.name} has no NVLink entry in the interconnect table; its GPUs "
+                   f"talk over PCIe: pass e.g. get_interconnect('PCIe Gen4 x16')")
+
+
+def interconnects():
+    """The interconnect table as a DataFrame: per-direction and bidirectional bytes/s,
+    NCCL's latency model, the scope of each figure, and its sources."""
+    import pandas as pd
+
+    return pd.DataFrame([{
+        "name": i.name, "kind": i.kind, "scope": i.scope,
+        "bandwidth_bytes_per_s_per_direction": i.bandwidth_bytes_per_s,
+        "bandwidth_bytes_per_s_bidirectional": i.bidirectional_bytes_per_s,
+        "step_latency_s": i.step_latency_s, "base_latency_s": i.base_latency_s,
+        "gpus": ", ".join(i.gpus), "source": i.source, "note": i.note}
+        for i in _INTERCONNECTS])

@@ -453,6 +453,9 @@ KERNELS = {
 _WEIGHT_FORMAT = {"dense": None, "int8-dequant": "int8", "int8-pack": "int8",
                   "int4-unpack": "int4"}
 INT4_GROUP_SIZE = 32  # gpt-fast's int4 group size
+#: The labs' decode model (grouped-query attention, like most current models) and context.
+LAB_MODEL = "mistral-7b"
+LAB_CONTEXT = 256
 
 
 def lab_model(model="llama-2-7b", device=None, dtype=None, *, weight_budget_bytes=None,

@@ -1,0 +1,295 @@
+"""Reference runs: measured results from known machines, in one tidy CSV schema, so a
+reader without a GPU (or of the website, built on a CPU) still sees real numbers.
+Labs: all of them; command: `python -m gpuinfer bench`.
+
+A run is one CSV: one row per measurement, every row carrying the machine that made it
+(device, catalogue entry, device type, torch, CUDA, date) and the measurement beside
+its ceiling:
+
+    experiment   weight_read | matmul | decode | quantised
+    value        the achieved rate, in `unit` (B/s, FLOP/s or tokens/s; SI units)
+    ceiling      what the package predicts for that device and shape, same unit
+    fraction_of_ceiling = value / ceiling
+
+Reference files live in `gpuinfer/data/reference/`, one per machine. A CPU run is
+labelled as a CPU everywhere (`label`), never as a GPU result. `PUBLISHED` holds the
+measured figures other people published (cited), for devices with no reference run.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import re
+
+from . import dtypes as _dtypes
+from . import hardware as _hardware
+from . import llm as _llm
+
+DIRECTORY = pathlib.Path(__file__).parent / "data" / "reference"
+
+ENV_COLUMNS = ["device", "catalogue_entry", "device_type", "torch", "cuda", "date",
+               "gpuinfer"]
+ROW_COLUMNS = ["experiment", "label", "dtype", "weight_format", "kernel", "model", "m",
+               "n", "k", "batch", "context", "bytes", "flops", "intensity", "cuda_graph",
+               "seconds", "value", "unit", "ceiling", "fraction_of_ceiling"]
+COLUMNS = ENV_COLUMNS + ROW_COLUMNS
+#: Each experiment's unit of `value` and `ceiling`.
+UNITS = {"weight_read": "B/s", "matmul": "FLOP/s", "decode": "tokens/s",
+         "quantised": "tokens/s"}
+
+
+# --- from bench rows to the tidy schema --------------------------------------------------------
+
+def tidy(rows, experiment, env) -> "pandas.DataFrame":
+    """`bench` rows (a DataFrame or list of dicts) of one `experiment` as tidy rows with
+    `env` (`bench.environment()`) on each. weight_read rows come from
+    `bench.weight_read_bandwidth`, matmul from `bench.matmul_tflops`, decode and
+    quantised from `bench.DecodeStack.measure` / `sweep`."""
+    import pandas as pd
+
+    if experiment not in UNITS:
+        raise ValueError(f"unknown experiment {experiment!r}; known: {', '.join(UNITS)}")
+    missing = [c for c in ENV_COLUMNS if c != "gpuinfer" and c not in env]
+    if missing:
+        raise ValueError(f"env lacks {', '.join(missing)}: pass bench.environment()")
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    out = pd.DataFrame(index=df.index)
+    if experiment == "weight_read":
+        need = ["dtype", "bytes", "seconds", "achieved_gb_per_s"]
+        _need(df, need, experiment)
+        acc = _hardware.get(env["catalogue_entry"])
+        out["bytes"] = df["bytes"]
+        out["value"] = df["achieved_gb_per_s"] * 1e9
+        out["ceiling"] = acc.bandwidth
+        out["label"] = [f"read {b / 1e6:,.1f} MB" for b in df["bytes"]]
+    elif experiment == "matmul":
+        need = ["dtype", "m", "n", "k", "flops", "bytes", "intensity", "seconds",
+                "achieved_tflops", "roofline_tflops"]
+        _need(df, need, experiment)
+        for c in ("m", "n", "k", "flops", "bytes", "intensity"):
+            out[c] = df[c]
+        out["value"] = df["achieved_tflops"] * 1e12
+        out["ceiling"] = df["roofline_tflops"] * 1e12
+        out["label"] = [f"[{m}x{k}]@[{k}x{n}]" for m, n, k in zip(df["m"], df["n"], df["k"])]
+    else:
+        need = ["dtype", "weight_format", "kernel", "model", "batch", "context",
+                "step_bytes", "step_flops", "cuda_graph", "seconds", "tokens_per_s",
+                "ceiling_tokens_per_s"]
+        _need(df, need, experiment)
+        for c in ("weight_format", "kernel", "model", "batch", "context", "cuda_graph"):
+            out[c] = df[c]
+        out["bytes"], out["flops"] = df["step_bytes"], df["step_flops"]
+        out["intensity"] = df["step_flops"] / df["step_bytes"]
+        out["value"] = df["tokens_per_s"]
+        out["ceiling"] = df["ceiling_tokens_per_s"]
+        out["label"] = [f"{k} batch {b} context {c}"
+                        for k, b, c in zip(df["kernel"], df["batch"], df["context"])]
+    out["dtype"] = df["dtype"]
+    out["seconds"] = df["seconds"]
+    out["experiment"] = experiment
+    out["unit"] = UNITS[experiment]
+    out["fraction_of_ceiling"] = out["value"] / out["ceiling"]
+    from . import __version__
+
+    for c in ENV_COLUMNS:
+        out[c] = env.get(c, __version__ if c == "gpuinfer" else "")
+    return out.reindex(columns=COLUMNS)
+
+
+def _need(df, columns, experiment):
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{experiment} rows lack the column(s) {', '.join(missing)}")
+
+
+# --- files ----------------------------------------------------------------------------------------
+
+def save(df, path) -> pathlib.Path:
+    """Write tidy rows to `path` (CSV), after checking them against the schema."""
+    df = _validate(df, str(path))
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False)
+    return path
+
+
+def load(path) -> "pandas.DataFrame":
+    """Read a run written by `save` (or `python -m gpuinfer bench`), checking its
+    columns and experiments. Raises ValueError naming what is wrong."""
+    import pandas as pd
+
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no reference run at {path}")
+    df = pd.read_csv(path, dtype={"cuda": str, "torch": str, "date": str, "gpuinfer": str})
+    return _validate(df, str(path))
+
+
+def _validate(df, where):
+    import pandas as pd
+
+    df = pd.DataFrame(df)
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{where}: not a gpuinfer run: missing column(s) {', '.join(missing)}")
+    if df.empty:
+        raise ValueError(f"{where}: the run has no rows")
+    bad = sorted(set(df["experiment"]) - set(UNITS))
+    if bad:
+        raise ValueError(f"{where}: unknown experiment(s) {', '.join(map(str, bad))}; "
+                         f"known: {', '.join(UNITS)}")
+    types = set(df["device_type"])
+    if not types <= {"cuda", "cpu"}:
+        raise ValueError(f"{where}: device_type must be 'cuda' or 'cpu', got {sorted(types)}")
+    df = df[COLUMNS].copy()
+    df["cuda"] = df["cuda"].fillna("").astype(str)
+    df["cuda_graph"] = df["cuda_graph"].map(
+        lambda v: v if isinstance(v, bool) else str(v).lower() == "true" if v == v else False)
+    return df
+
+
+def default_filename(env) -> str:
+    """The file name of a run: the catalogue entry for a GPU ('h200.csv'); 'cpu-' and
+    the processor for a CPU ('cpu-x86-64.csv'), so a CPU run never takes a GPU's name."""
+    def slug(text):
+        return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
+
+    if env["device_type"] == "cpu":
+        return f"cpu-{slug(env['device'])}.csv"
+    return f"{slug(env['catalogue_entry'])}.csv"
+
+
+def files(directory=None) -> list[pathlib.Path]:
+    """The reference runs shipped with the package (or in `directory`)."""
+    return sorted(pathlib.Path(directory or DIRECTORY).glob("*.csv"))
+
+
+def label(run) -> str:
+    """How a run is named in every table and legend: a CPU run says it is a CPU."""
+    first = run.iloc[0] if hasattr(run, "iloc") else run
+    if first["device_type"] == "cpu":
+        return f"CPU {first['device']} ({first['date']}; a CPU, not a GPU)"
+    return f"{first['catalogue_entry']} ({first['date']}, torch {first['torch']})"
+
+
+def available(directory=None) -> "pandas.DataFrame":
+    """One row per reference run: file, label, device, catalogue entry, device type,
+    date, torch, and how many rows of each experiment it holds."""
+    import pandas as pd
+
+    rows = []
+    for path in files(directory):
+        df = load(path)
+        first = df.iloc[0]
+        counts = df["experiment"].value_counts()
+        rows.append({"file": path.name, "label": label(df), "device": first["device"],
+                     "catalogue_entry": first["catalogue_entry"],
+                     "device_type": first["device_type"], "date": first["date"],
+                     "torch": first["torch"],
+                     **{e: int(counts.get(e, 0)) for e in UNITS}})
+    return pd.DataFrame(rows, columns=["file", "label", "device", "catalogue_entry",
+                                       "device_type", "date", "torch", *UNITS])
+
+
+def runs(experiment=None, device_type=None, directory=None) -> "pandas.DataFrame":
+    """Every reference run's rows (optionally one `experiment`, one `device_type`:
+    'cuda' or 'cpu'), with `run` (the label) and `file` columns added."""
+    import pandas as pd
+
+    if experiment is not None and experiment not in UNITS:
+        raise ValueError(f"unknown experiment {experiment!r}; known: {', '.join(UNITS)}")
+    if device_type not in (None, "cuda", "cpu"):
+        raise ValueError(f"device_type must be 'cuda', 'cpu' or None, got {device_type!r}")
+    frames = []
+    for path in files(directory):
+        df = load(path)
+        df["run"], df["file"] = label(df), path.name
+        frames.append(df)
+    if not frames:
+        return pd.DataFrame(columns=COLUMNS + ["run", "file"])
+    df = pd.concat(frames, ignore_index=True)
+    if experiment is not None:
+        df = df[df["experiment"] == experiment]
+    if device_type is not None:
+        df = df[df["device_type"] == device_type]
+    return df.reset_index(drop=True)
+
+
+# --- published measurements ------------------------------------------------------------------------
+
+#: Measured figures other people published, for devices with no reference run here.
+#: value in SI units; `source` is the course's references.bib key.
+PUBLISHED = [
+    # Maximum achievable matmul FLOP/s (MAMF): bf16, best shape found by a search.
+    {"experiment": "matmul", "catalogue_entry": "A100 80GB", "dtype": "bf16",
+     "value": 271e12, "what": "MAMF, A100 SXM", "source": "bekman2024mlengineering"},
+    {"experiment": "matmul", "catalogue_entry": "H100 SXM", "dtype": "bf16",
+     "value": 795e12, "what": "MAMF, H100 SXM", "source": "bekman2024mlengineering"},
+    {"experiment": "matmul", "catalogue_entry": "B200", "dtype": "bf16",
+     "value": 1745e12, "what": "MAMF, B200", "source": "bekman2024mlengineering"},
+    {"experiment": "matmul", "catalogue_entry": "MI300X", "dtype": "bf16",
+     "value": 668e12, "what": "MAMF, MI300X", "source": "bekman2024mlengineering"},
+    # gpt-fast, Llama-2-7B, batch 1, A100-80GB power-limited to 330 W.
+    {"experiment": "decode", "catalogue_entry": "A100 80GB", "dtype": "bf16",
+     "weight_format": "bf16", "model": "llama-2-7b", "batch": 1, "value": 104.9,
+     "what": "gpt-fast, torch.compile", "source": "gptfast2023"},
+    {"experiment": "decode", "catalogue_entry": "A100 80GB", "dtype": "bf16",
+     "weight_format": "bf16", "model": "llama-2-7b", "batch": 1, "value": 25.5,
+     "what": "gpt-fast, eager (no compilation)", "source": "gptfast2023"},
+    {"experiment": "quantised", "catalogue_entry": "A100 80GB", "dtype": "bf16",
+     "weight_format": "int8", "model": "llama-2-7b", "batch": 1, "value": 155.6,
+     "what": "gpt-fast int8 weights", "source": "gptfast2023"},
+    {"experiment": "quantised", "catalogue_entry": "A100 80GB", "dtype": "bf16",
+     "weight_format": "int4", "model": "llama-2-7b", "batch": 1, "value": 196.8,
+     "what": "gpt-fast int4 weights (groups of 32)", "source": "gptfast2023"},
+]
+
+
+def published(experiment=None) -> "pandas.DataFrame":
+    """`PUBLISHED` as a DataFrame, each figure beside the package's ceiling for its
+    device (dense datasheet peak for matmuls; `llm.weight_read_ceiling` for decode: the
+    whole model's weights, batch 1) and the fraction reached."""
+    import pandas as pd
+
+    if experiment is not None and experiment not in UNITS:
+        raise ValueError(f"unknown experiment {experiment!r}; known: {', '.join(UNITS)}")
+    rows = []
+    for p in PUBLISHED:
+        if experiment is not None and p["experiment"] != experiment:
+            continue
+        acc = _hardware.get(p["catalogue_entry"])
+        if p["experiment"] == "matmul":
+            ceiling = acc.peak_flops(p["dtype"])
+        else:
+            ceiling = _llm.weight_read_ceiling(
+                _llm.get(p["model"]).n_params,
+                _dtypes.bytes_per_element(p["weight_format"]), acc.bandwidth, p["batch"])
+        rows.append({**p, "unit": UNITS[p["experiment"]], "ceiling": ceiling,
+                     "fraction_of_ceiling": p["value"] / ceiling})
+    return pd.DataFrame(rows)
+
+
+def speedup(run, baseline_kernel="dense") -> "pandas.DataFrame":
+    """Quantised rows of a run beside its dense row at the same batch and context:
+    measured speed-up and the bytes ratio (dense step bytes / quantised step bytes)."""
+    import pandas as pd
+
+    df = pd.DataFrame(run)
+    df = df[df["experiment"] == "quantised"]
+    if df.empty:
+        raise ValueError("the run has no quantised rows")
+    out = []
+    for (batch, context), g in df.groupby(["batch", "context"]):
+        base = g[g["kernel"] == baseline_kernel]
+        if base.empty:
+            raise ValueError(f"no {baseline_kernel} row at batch {batch}, context {context}")
+        b = base.iloc[0]
+        for _, r in g.iterrows():
+            out.append({"kernel": r["kernel"], "weight_format": r["weight_format"],
+                        "batch": batch, "context": context, "seconds": r["seconds"],
+                        "speedup": b["seconds"] / r["seconds"] if r["seconds"] > 0 else math.nan,
+                        "bytes_ratio": b["bytes"] / r["bytes"]})
+    return pd.DataFrame(out)

@@ -1,0 +1,118 @@
+import math
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("torch")
+
+from gpuinfer import bench, hardware, llm, reference  # noqa: E402
+
+
+def _env(device_type="cuda", entry="H200"):
+    return {"device": "NVIDIA H200" if device_type == "cuda" else "x86_64",
+            "catalogue_entry": entry, "device_type": device_type, "torch": "2.13.0",
+            "cuda": "12.8" if device_type == "cuda" else "", "date": "2026-12-02"}
+
+
+def test_tidy_weight_reads_by_hand():
+    rows = [{"dtype": "fp16", "bytes": 2e9, "seconds": 0.5e-3, "achieved_gb_per_s": 4000.0}]
+    df = reference.tidy(rows, "weight_read", _env())
+    row = df.iloc[0]
+    assert row["value"] == pytest.approx(4e12)            # 4,000 GB/s in B/s
+    assert row["ceiling"] == hardware.get("H200").bandwidth  # 4.8e12 B/s
+    assert row["fraction_of_ceiling"] == pytest.approx(4000 / 4800)
+    assert row["unit"] == "B/s" and row["device_type"] == "cuda"
+    assert list(df.columns) == reference.COLUMNS
+
+
+def test_tidy_matmul_and_decode_rows_from_bench():
+    mm = bench.matmul_tflops([(4, 64, 64)], device="cpu", min_run_time=0.01, progress=False)
+    env = bench.environment("cpu")
+    t = reference.tidy(mm, "matmul", env).iloc[0]
+    assert t["value"] == pytest.approx(mm.iloc[0]["achieved_tflops"] * 1e12)
+    assert t["ceiling"] == pytest.approx(mm.iloc[0]["roofline_tflops"] * 1e12)
+    spec = bench.lab_model("mistral-7b", "cpu", width_divisor=8, weight_budget_bytes=1e6)
+    row = bench.DecodeStack(spec, device="cpu").measure(2, 8, min_run_time=0.01)
+    d = reference.tidy([row], "decode", env).iloc[0]
+    assert d["value"] == pytest.approx(2 / row["seconds"])
+    assert d["ceiling"] == pytest.approx(llm.decode_ceiling(spec, hardware.cpu(), 2, 8, "fp32"))
+    assert d["intensity"] == pytest.approx(llm.decode_intensity(spec, 2, 8, "fp32"))
+    with pytest.raises(ValueError, match="experiment"):
+        reference.tidy([row], "prefill", env)
+    with pytest.raises(ValueError, match="tokens_per_s"):
+        reference.tidy([{k: v for k, v in row.items() if k != "tokens_per_s"}], "decode", env)
+    with pytest.raises(ValueError, match="env lacks"):
+        reference.tidy([row], "decode", {"device": "x"})
+
+
+def test_save_load_round_trip_and_listing(tmp_path):
+    rows = [{"dtype": "fp16", "bytes": 2e9, "seconds": 0.5e-3, "achieved_gb_per_s": 4000.0}]
+    gpu = reference.tidy(rows, "weight_read", _env())
+    cpu = reference.tidy([{**rows[0], "dtype": "fp32", "achieved_gb_per_s": 20.0}],
+                         "weight_read", _env("cpu", "CPU"))
+    reference.save(gpu, tmp_path / reference.default_filename(_env()))
+    reference.save(cpu, tmp_path / reference.default_filename(_env("cpu", "CPU")))
+    assert [p.name for p in reference.files(tmp_path)] == ["cpu-x86-64.csv", "h200.csv"]
+    back = reference.load(tmp_path / "h200.csv")
+    assert back.iloc[0]["value"] == pytest.approx(4e12)
+    table = reference.available(tmp_path)
+    assert list(table["weight_read"]) == [1, 1]
+    # A CPU run is never presented as a GPU result.
+    assert "not a GPU" in table.set_index("file").loc["cpu-x86-64.csv", "label"]
+    assert "not a GPU" not in table.set_index("file").loc["h200.csv", "label"]
+    only_gpu = reference.runs("weight_read", device_type="cuda", directory=tmp_path)
+    assert set(only_gpu["catalogue_entry"]) == {"H200"}
+    assert reference.runs("matmul", directory=tmp_path).empty
+
+
+def test_load_names_what_is_wrong(tmp_path):
+    bad = tmp_path / "bad.csv"
+    pd.DataFrame({"device": ["x"], "value": [1.0]}).to_csv(bad, index=False)
+    with pytest.raises(ValueError, match="missing column"):
+        reference.load(bad)
+    rows = [{"dtype": "fp16", "bytes": 2e9, "seconds": 0.5e-3, "achieved_gb_per_s": 4000.0}]
+    df = reference.tidy(rows, "weight_read", _env())
+    df["experiment"] = "warp_speed"
+    with pytest.raises(ValueError, match="warp_speed"):
+        reference.save(df, tmp_path / "x.csv")
+    with pytest.raises(FileNotFoundError):
+        reference.load(tmp_path / "none.csv")
+    with pytest.raises(ValueError, match="device_type"):
+        reference.runs(device_type="tpu", directory=tmp_path)
+
+
+def test_shipped_reference_runs_load():
+    table = reference.available()
+    assert len(table) >= 1
+    for name in table["file"]:
+        df = reference.load(reference.DIRECTORY / name)
+        assert set(df["experiment"]) <= set(reference.UNITS)
+        assert (df["value"] > 0).all()
+
+
+def test_published_anchors_beside_their_ceilings():
+    pub = reference.published()
+    h100 = pub[(pub["experiment"] == "matmul") & (pub["catalogue_entry"] == "H100 SXM")].iloc[0]
+    assert h100["fraction_of_ceiling"] == pytest.approx(795 / 989)      # MAMF ~80%
+    fast = pub[(pub["experiment"] == "decode") & (pub["value"] == 104.9)].iloc[0]
+    # Llama-2-7B, 6.74e9 parameters x 2 bytes at 2,039 GB/s: ~151 tokens/s; 104.9 is ~69%.
+    ceiling = 2039e9 / (llm.get("llama-2-7b").n_params * 2)
+    assert fast["ceiling"] == pytest.approx(ceiling)
+    assert fast["fraction_of_ceiling"] == pytest.approx(0.69, abs=0.01)
+    with pytest.raises(ValueError, match="experiment"):
+        reference.published("prefill")
+
+
+def test_speedup_against_the_dense_row():
+    env = _env()
+    base = {"dtype": "fp16", "model": "m", "batch": 1, "context": 0, "step_flops": 2e9,
+            "cuda_graph": True, "ceiling_tokens_per_s": 100.0}
+    rows = [{**base, "weight_format": "fp16", "kernel": "dense", "step_bytes": 2e9,
+             "seconds": 1e-3, "tokens_per_s": 1e3},
+            {**base, "weight_format": "int8", "kernel": "int8-dequant", "step_bytes": 1e9,
+             "seconds": 2e-3, "tokens_per_s": 500.0}]
+    sp = reference.speedup(reference.tidy(rows, "quantised", env)).set_index("kernel")
+    assert sp.loc["int8-dequant", "speedup"] == pytest.approx(0.5)
+    assert sp.loc["int8-dequant", "bytes_ratio"] == pytest.approx(2.0)
+    assert sp.loc["dense", "speedup"] == 1.0
+    assert not math.isnan(sp.loc["dense", "bytes_ratio"])

@@ -272,6 +272,17 @@ def test_format_properties(name, bits, nbytes, largest, eps):
     assert p["min"] == pytest.approx(-largest if p["kind"] == "float" else -(largest + 1))
 
 
+@pytest.mark.parametrize("name, count, largest", [
+    ("fp8_e4m3", 126, 448.0),      # 0x01..0x7E; 0x7F is NaN (no infinities in E4M3FN)
+    ("fp8_e5m2", 123, 57344.0),    # 0x01..0x7B; 0x7C is inf, 0x7D..0x7F NaN
+    ("fp16", 31743, 65504.0),      # 0x0001..0x7BFF
+    ("int8", 127, 127.0), ("int4", 7, 7.0)])
+def test_representable_values(name, count, largest):
+    v = quant.representable_values(name)
+    assert len(v) == count and v.max() == largest and v.min() > 0
+    assert np.all(np.diff(v) > 0)
+
+
 def test_formats_table_has_every_format():
     assert list(quant.formats_table()["format"]) == list(quant.FORMATS)
 
@@ -305,6 +316,8 @@ def test_more_bad_input():
         quant.pack_int4(np.ones((2, 3), np.int8))
     with pytest.raises(ValueError, match="4 bits"):
         quant.pack_int4(np.full((2, 2), 100, np.int8))
+    with pytest.raises(ValueError, match="too many"):
+        quant.representable_values("fp32")
     with pytest.raises(ValueError, match="unknown format"):
         quant.format_properties("fp6")
     with pytest.raises(ValueError, match="signal"):

@@ -499,6 +499,26 @@ def format_properties(name) -> dict:
             "min_positive_normal": 1.0, "relative_precision": 1.0 / hi}
 
 
+def representable_values(name) -> np.ndarray:
+    """Every positive finite value a format can hold, ascending (numpy float64): floats
+    enumerated from their bit patterns with torch, integers 1..max. fp8_e4m3 has 126,
+    fp16 31,743 (subnormals included): the gaps between them show range vs precision."""
+    props = format_properties(name)
+    if props["kind"] == "integer":
+        return np.arange(1, int(props["max"]) + 1, dtype=np.float64)
+    bits = props["bits"]
+    if bits > 16:
+        raise ValueError(f"{name} has 2**{bits - 1} positive codes, too many to list; "
+                         "formats of at most 16 bits only")
+    import torch
+
+    tdtype = getattr(torch, _TORCH_FORMATS[name])
+    codes = torch.arange(1, 2 ** (bits - 1), dtype=torch.int64)  # sign bit 0
+    store = {8: torch.uint8, 16: torch.int16, 32: torch.int32}[bits]
+    values = codes.to(store).view(tdtype).double().numpy()
+    return np.sort(values[np.isfinite(values)])
+
+
 def formats_table():
     """`format_properties` for every format, as a pandas DataFrame."""
     import pandas as pd

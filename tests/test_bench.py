@@ -250,3 +250,13 @@ def test_quantised_stacks_store_fewer_bytes_and_stay_close():
 def test_kernel_availability_on_the_cpu():
     assert bench.kernel_available("dense", "cpu")
     assert bench.kernel_available("int4-unpack", "cpu")
+
+
+def test_weight_traffic_per_kernel_by_hand():
+    assert bench.weight_traffic_bytes_per_weight("dense", "fp16") == 2
+    # read int8 (1) + write fp16 temporary (2) + read it in the matmul (2)
+    assert bench.weight_traffic_bytes_per_weight("int8-dequant", "fp16") == 5
+    assert bench.weight_traffic_bytes_per_weight("int8-pack", "fp32") == 1
+    assert math.isnan(bench.weight_traffic_bytes_per_weight("int4-unpack"))
+    with pytest.raises(ValueError, match="kernel"):
+        bench.weight_traffic_bytes_per_weight("int2")

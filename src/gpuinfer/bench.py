@@ -758,3 +758,19 @@ def _tiny_spec():
 
     return dataclasses.replace(_llm.get("llama-2-7b"), name="tiny", n_layers=1, d_model=64,
                                n_heads=1, n_kv_heads=1, head_dim=64, d_ff=64, vocab_size=0)
+
+
+def weight_traffic_bytes_per_weight(kernel, dtype="fp16") -> float:
+    """DRAM bytes each weight costs per step under `kernel`, for activations in `dtype`.
+    Lab: *Quantised weights*.
+
+    dense: the weight itself (2 bytes in fp16). int8-pack: 1 byte (one fused kernel).
+    int8-dequant: 1 byte read + the converted temporary written and read back in `dtype`
+    (1 + 2 x 2 = 5 bytes in fp16: more than fp16 itself). int4-unpack: not modelled
+    (a chain of temporaries, each at least a byte a weight): nan. Scales are ignored.
+    """
+    if kernel not in KERNELS:
+        raise ValueError(f"unknown kernel {kernel!r}; known: {', '.join(KERNELS)}")
+    act = _dtypes.bytes_per_element(dtype)
+    return {"dense": act, "int8-pack": 1.0, "int8-dequant": 1.0 + 2 * act,
+            "int4-unpack": math.nan}[kernel]

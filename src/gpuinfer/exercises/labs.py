@@ -1,0 +1,114 @@
+"""Exercises of the labs *fp16 matmuls on the roofline*, *A decode step, batched* and
+*Quantised weights*. Every answer is computed with the package."""
+
+from .. import bench, dtypes, hardware, llm, reference, roofline
+from . import register
+
+MATMUL = "labs/02_matmul_roofline"
+DECODE = "labs/03_decode_batching"
+QUANT = "labs/04_quantised_weights"
+
+
+def _published(experiment, what_starts, entry="A100 80GB"):
+    for p in reference.PUBLISHED:
+        if (p["experiment"] == experiment and p["catalogue_entry"] == entry
+                and p["what"].startswith(what_starts)):
+            return p["value"]
+    raise KeyError(f"no published {experiment} figure starting {what_starts!r} for {entry}")
+
+
+# --- lab: fp16 matmuls on the roofline --------------------------------------------------------
+
+@register("lab-matmul-batch64-intensity", where=MATMUL,
+          question="Arithmetic intensity of [64, 8192] @ [8192, 8192] in fp16 "
+          "(64 sequences through one weight matrix)", unit="FLOP/byte",
+          hint="FLOPs are 2*m*n*k; bytes are A, B and C once each at 2 bytes. The weight "
+          "dominates the bytes, so the answer is a little under the batch.")
+def _():
+    return roofline.matmul_intensity(64, 8192, 8192, "fp16")
+
+
+@register("lab-matmul-ridge-batch-a100", where=MATMUL,
+          question="Smallest m at which [m, 8192] @ [8192, 8192] in fp16 is compute-bound "
+          "on an A100 80GB (its intensity reaches the fp16 ridge point)", unit="rows",
+          hint="The ridge is the dense fp16 peak over the bandwidth; the intensity is "
+          "about m * 8192 / (2m + 8192). Solve for m, round up.", rel_tol=0.02)
+def _():
+    ridge = hardware.get("A100 80GB").ridge_point("fp16")
+    m = 1
+    while roofline.matmul_intensity(m, 8192, 8192, "fp16") < ridge:
+        m += 1
+    return m
+
+
+@register("lab-matmul-mamf-fraction-h100", where=MATMUL,
+          question="Published maximum achievable matmul throughput (MAMF) of an H100 SXM as "
+          "a fraction of its dense bf16 datasheet peak", unit="fraction (0 to 1)",
+          hint="Divide the MAMF figure by the dense peak (half the datasheet's sparse "
+          "figure).", rel_tol=0.01)
+def _():
+    return _published("matmul", "MAMF", "H100 SXM") / hardware.get("H100 SXM").peak_flops("bf16")
+
+
+# --- lab: a decode step, batched ------------------------------------------------------------
+
+@register("lab-decode-kv-bytes-per-sequence", where=DECODE,
+          question="KV-cache bytes one Mistral-7B sequence of 4,096 tokens holds in fp16",
+          unit="bytes", hint="2 (K and V) x layers x KV heads x head_dim x 2 bytes, per "
+          "token; Mistral-7B has 8 KV heads, not 32.")
+def _():
+    return 4096 * llm.kv_cache_bytes_per_token("mistral-7b", "fp16")
+
+
+@register("lab-decode-compute-bound-batch-h200", where=DECODE,
+          question="Smallest batch at which a Mistral-7B fp16 decode step at a context of "
+          "256 tokens is compute-bound on an H200", unit="sequences",
+          hint="Per sequence, the step adds FLOPs (time at the peak) and KV-cache bytes "
+          "(time at the bandwidth); the weights' read time is shared. The batch is the "
+          "weight-read time over the per-sequence margin of compute over KV time.",
+          rel_tol=0.05)
+def _():
+    return llm.compute_bound_batch("mistral-7b", "H200", context=256)
+
+
+@register("lab-decode-gptfast-fraction", where=DECODE,
+          question="Fraction of the batch-1 weight-read ceiling that gpt-fast's compiled "
+          "Llama-2-7B reached on an A100 80GB", unit="fraction (0 to 1)",
+          hint="The ceiling is the bandwidth over the weight bytes (parameters x 2 bytes); "
+          "divide the published tokens/s by it.", rel_tol=0.02)
+def _():
+    tokens_per_s = _published("decode", "gpt-fast, torch.compile")
+    ceiling = llm.weight_read_ceiling(llm.get("llama-2-7b").n_params, 2,
+                                      hardware.get("A100 80GB").bandwidth)
+    return tokens_per_s / ceiling
+
+
+# --- lab: quantised weights ------------------------------------------------------------------
+
+@register("lab-quant-dequant-traffic", where=QUANT,
+          question="DRAM bytes per weight of an int8 weight dequantised to fp16 in a "
+          "temporary and then multiplied (eager PyTorch)", unit="bytes per weight",
+          hint="Count every pass over the weight: the int8 read, the fp16 temporary "
+          "written, and the temporary read again by the matmul.")
+def _():
+    return bench.weight_traffic_bytes_per_weight("int8-dequant", "fp16")
+
+
+@register("lab-quant-int4-group-bytes", where=QUANT,
+          question="Bytes per weight of int4 weights with one fp16 scale per group of 32",
+          unit="bytes per weight", hint="Half a byte per weight, plus the scale's bytes "
+          "shared by its group.")
+def _():
+    return (dtypes.bytes_per_element("int4")
+            + dtypes.bytes_per_element("fp16") / bench.INT4_GROUP_SIZE)
+
+
+@register("lab-quant-gptfast-int4-share", where=QUANT,
+          question="gpt-fast's measured int4 speed-up over bf16 (A100, Llama-2-7B, batch 1) "
+          "as a fraction of the 4x that the bytes ratio promises", unit="fraction (0 to 1)",
+          hint="Speed-up is int4 tokens/s over bf16 tokens/s; divide it by the bytes "
+          "ratio, 2 bytes / 0.5 byte.", rel_tol=0.02)
+def _():
+    speedup = (_published("quantised", "gpt-fast int4")
+               / _published("decode", "gpt-fast, torch.compile"))
+    return speedup / (dtypes.bytes_per_element("bf16") / dtypes.bytes_per_element("int4"))

@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuinfer import bench, llm  # noqa: E402
+from gpuinfer import bench, hardware, llm  # noqa: E402
 
 
 def test_time_fn_reports_a_median_and_uses_all_threads(monkeypatch):
@@ -76,6 +76,15 @@ def test_decode_step_compares_with_the_weight_read_ceiling():
     assert row["fraction_of_ceiling"] == pytest.approx(row["tokens_per_s"] / ceiling)
     with pytest.raises(ValueError, match="n_matrices"):
         bench.decode_step(d_model=16, n_matrices=0, device="cpu")
+
+
+def test_decode_step_on_a_device_without_known_bandwidth_has_no_ceiling(monkeypatch):
+    # An unknown GPU's entry (hardware.detect) may carry bandwidth=nan: measure, don't crash.
+    unknown = hardware.Accelerator("Unknown GPU", 8e9, math.nan, {}, kind="gpu")
+    monkeypatch.setattr(bench, "accelerator_for", lambda device=None: unknown)
+    row = bench.decode_step(d_model=64, n_matrices=2, device="cpu", min_run_time=0.01)
+    assert row["tokens_per_s"] > 0
+    assert math.isnan(row["ceiling_tokens_per_s"]) and math.isnan(row["fraction_of_ceiling"])
 
 
 def test_sweep_stops_on_out_of_memory_and_keeps_rows():

@@ -369,7 +369,9 @@ def decode_step(d_model, n_matrices, batch=1, dtype=None, device=None, *,
     t = time_fn(fn, min_run_time=min_run_time, device=device)
     n_params = n_matrices * d_model * d_model
     bpe = _dtypes.bytes_per_element(dtype)
-    ceiling = _llm.weight_read_ceiling(n_params, bpe, acc.bandwidth, batch)
+    # A GPU missing from the catalogue may have no known bandwidth: no ceiling then.
+    ceiling = (_llm.weight_read_ceiling(n_params, bpe, acc.bandwidth, batch)
+               if math.isfinite(acc.bandwidth) and acc.bandwidth > 0 else math.nan)
     tokens_per_s = batch / t.median_s
     return {"device": acc.name, "dtype": dtype, "d_model": d_model,
             "n_matrices": n_matrices, "batch": batch, "weight_bytes": n_params * bpe,

@@ -117,9 +117,10 @@ def allreduce_bus_bandwidth(n_bytes, n_devices, seconds):
 
 
 def fit_allreduce(n_bytes, seconds, n_devices) -> dict:
-    """Fit measured all-reduce times to time = latency + 2(N-1)/N x n_bytes / bandwidth
-    (least squares over the sizes). Returns {"bandwidth_bytes_per_s", "latency_s"}; the
-    latency is the whole fixed cost of one call (use it as `base_latency`)."""
+    """Fit measured all-reduce times to time = latency + 2(N-1)/N x n_bytes / bandwidth,
+    by least squares on the *relative* error (weights 1 / time), so that sizes spanning
+    decades count alike. Returns {"bandwidth_bytes_per_s", "latency_s"}; the latency is
+    the whole fixed cost of one call (use it as `base_latency`)."""
     n = _devices(n_devices)
     if n == 1:
         raise ValueError("fitting an all-reduce needs n_devices >= 2")
@@ -128,7 +129,7 @@ def fit_allreduce(n_bytes, seconds, n_devices) -> dict:
     if s.size != t.size or s.size < 2 or np.ptp(s) == 0:
         raise ValueError("fit_allreduce needs at least two different sizes, one time each; "
                          f"got {s.size} sizes and {t.size} times")
-    slope, intercept = np.polyfit(allreduce_bytes_sent(s, n), t, 1)
+    slope, intercept = np.polyfit(allreduce_bytes_sent(s, n), t, 1, w=1.0 / t)
     if slope <= 0:
         raise ValueError("the measured times do not grow with the message size, so they "
                          "give no bandwidth; measure larger messages")

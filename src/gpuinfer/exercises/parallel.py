@@ -60,3 +60,12 @@ def _():
           "as nccl-tests reports it.")
 def _():
     return parallel.allreduce_bus_bandwidth(8e6, 2, 0.010)
+
+
+@register("lab-tp-pcie-allreduce", where=LAB,
+          question="Time of a ring all-reduce of 1 MiB between 2 GPUs over PCIe Gen4 x16, "
+          "with the catalogue's bandwidth and NCCL's latency model", unit="seconds",
+          hint="Two devices: each sends the message once, 2(N-1)/N = 1, at the "
+          "per-direction bandwidth; add 2(N-1) = 2 step latencies and the base latency.")
+def _():
+    return parallel.interconnect_allreduce_time(2**20, 2, "PCIe Gen4 x16")

@@ -71,7 +71,9 @@ def test_colab_setup_cell_is_hidden_pinned_and_colab_only(path):
     assert 'if "google.colab" in sys.modules' in source
     url = _config()["repository"]["url"].removeprefix("https://")
     assert f"git+https://{url}@v{_version()}" in source, "pinned to the release tag"
-    assert "torch" not in source.replace("gpuinfer", ""), "never reinstall torch on Colab"
+    # The comment in CONTRIBUTING.md's cell says "Colab already has torch": check the code only.
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
+    assert "torch" not in code.replace("gpuinfer", ""), "never reinstall torch on Colab"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

@@ -40,6 +40,8 @@ def test_bandwidth_vs_size_places_peak_and_cache_where_given():
     assert list(flushed.get_ydata()) == [100.0, 250.0, 280.0]
     assert flushed.get_marker() != cached.get_marker()
     assert flushed.get_linestyle() != cached.get_linestyle()
+    ticks = [plots.bytes_label(t) for t in ax.get_xticks()]
+    assert "1 MiB" in ticks and "256 MiB" in ticks
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any("320 GB/s" in t for t in labels) and any("4 MiB" in t for t in labels)
     plt.close("all")
@@ -62,6 +64,14 @@ def test_step_time_vs_batch_draws_the_floor_in_milliseconds():
     assert measured.get_ydata()[0] == pytest.approx(10.1)  # 0.0101 s -> 10.1 ms
     assert floor.get_ydata()[0] == pytest.approx(8.75)
     plt.close("all")
+
+
+def test_bytes_label_uses_binary_prefixes():
+    assert plots.bytes_label(65536) == "64 KiB"
+    assert plots.bytes_label(2**20) == "1 MiB"
+    assert plots.bytes_label(3 * 2**30) == "3 GiB"
+    assert plots.bytes_label(512) == "512 B"
+    assert plots.bytes_label(4 * 2**20 - 4096) == "4 MiB"  # 3.996 MiB, to 3 figures
 
 
 def test_bad_input_is_refused_by_name():

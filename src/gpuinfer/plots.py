@@ -45,8 +45,29 @@ def _axes(ax):
     return ax
 
 
+def bytes_label(value, _pos=None) -> str:
+    """A size in bytes with a binary prefix, for tick labels: 65536 -> '64 KiB'."""
+    for exponent, unit in ((40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if value >= 2**exponent:
+            return f"{value / 2**exponent:.3g} {unit}"
+    return f"{value:g} B"
+
+
+def _binary_size_ticks(ax, sizes):
+    """Major ticks at powers of 4 (or 16, if there would be too many) spanning `sizes`."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    lo = math.floor(math.log2(min(sizes)))
+    hi = math.ceil(math.log2(max(sizes)))
+    step = 2 if (hi - lo) <= 16 else 4
+    ticks = [2.0**k for k in range(lo - lo % step, hi + 1, step)]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(FuncFormatter(bytes_label))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
 def bandwidth_vs_size(rows, bandwidth_bytes_per_s=None, cache_bytes=None, ax=None, *,
-                      peak_label="datasheet peak"):
+                      peak_label="datasheet peak", cache_label="last-level cache"):
     """Achieved read bandwidth (GB/s) against buffer size (bytes, log axis), one series
     per `flush_cache` setting, with the datasheet bandwidth (bytes/s) as a horizontal
     line and the last-level cache size (bytes) as a vertical one.
@@ -72,13 +93,15 @@ def bandwidth_vs_size(rows, bandwidth_bytes_per_s=None, cache_bytes=None, ax=Non
                    label=f"{peak_label}: {peak / 1e9:,.0f} GB/s")
     if cache is not None:
         ax.axvline(cache, color="grey", ls=":", lw=1.5,
-                   label=f"last-level cache: {cache / 2**20:,.0f} MiB")
+                   label=f"{cache_label}: {cache / 2**20:,.0f} MiB")
     ax.set_xscale("log")
+    sizes = list(df["bytes"]) + ([cache] if cache is not None else [])
+    _binary_size_ticks(ax, sizes)
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("buffer size read (bytes, log scale)")
+    ax.set_xlabel("buffer size read (bytes, binary prefixes, log scale)")
     ax.set_ylabel("achieved bandwidth (GB/s)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="best", framealpha=0.9)
     return ax
 
 
@@ -103,7 +126,11 @@ def step_time_vs_batch(rows, floor_s=None, ax=None, *, floor_label="weight-read 
     if floor is not None:
         ax.axhline(floor * 1e3, color="black", ls="--", lw=1.2,
                    label=f"{floor_label}: {floor * 1e3:.3g} ms")
+    from matplotlib.ticker import FixedLocator, ScalarFormatter
+
     ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(sorted(set(df["batch"]))))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.set_ylim(bottom=0)
     ax.set_xlabel("batch size (sequences, log scale)")
     ax.set_ylabel("time per decode step (ms)")

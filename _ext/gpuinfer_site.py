@@ -1,6 +1,7 @@
-"""Sphinx extension: export the package's catalogues for the calculator page.
+"""Sphinx extension of the course website: the calculator's catalogue, and the workshop's
+links and agendas.
 
-Appendix: *Calculator*. At the end of every HTML build it writes
+1. Appendix *Calculator*. At the end of every HTML build it writes
 `_static/gpuinfer-catalogue.js` (and the same data as `_static/gpuinfer-catalogue.json`)
 from `gpuinfer.hardware.catalogue()` and `gpuinfer.llm.catalogue()`: one source of truth,
 never a hand copy. Units are SI: bytes, bytes/s, FLOP/s, FLOP.
@@ -17,6 +18,10 @@ from __future__ import annotations
 import json
 import math
 import pathlib
+import re
+
+from docutils import nodes
+from docutils.parsers.rst import Directive, directives
 
 GLOBAL_NAME = "GPUINFER_CATALOGUE"
 FILENAME = "gpuinfer-catalogue"
@@ -93,6 +98,93 @@ def _on_build_finished(app, exception):
         write_catalogue(app.outdir)
 
 
+# --- workshop: links to pages that may not exist yet, and agendas that add up ---------
+
+_TITLED = re.compile(r"^(?P<title>.+?)\s*<(?P<target>[^<>]+)>$", re.S)
+
+
+def _page_node(env, title: str, target: str) -> nodes.Node:
+    """A link to `target` (a docname from the book's root), shown with that page's own
+    title, if the book has the page; else `title` in italics: planned, not written yet."""
+    docname = target.strip().lstrip("/").removesuffix(".md").removesuffix(".ipynb")
+    if docname in env.found_docs:
+        from sphinx import addnodes
+
+        ref = addnodes.pending_xref("", refdomain="std", reftype="doc", reftarget="/" + docname,
+                                    refexplicit=False, refwarn=True, refdoc=env.docname)
+        ref += nodes.inline(title, title)
+        return ref
+    return nodes.emphasis(title, title)
+
+
+def page_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    match = _TITLED.match(text.strip())
+    if not match:
+        msg = inliner.reporter.error(f"{{page}} needs `Title <docname>`, got {text!r}", line=lineno)
+        return [inliner.problematic(rawtext, rawtext, msg)], [msg]
+    env = inliner.document.settings.env
+    return [_page_node(env, match["title"], match["target"])], []
+
+
+def _clock(minutes: int) -> str:
+    return f"{minutes // 60:d}:{minutes % 60:02d}"
+
+
+class Agenda(Directive):
+    """A timetable: one row per line, `minutes | docname or - | title | what happens`."""
+
+    has_content = True
+    option_spec = {"total": directives.positive_int, "start": directives.unchanged}
+
+    def run(self):
+        env = self.state.document.settings.env
+        start = self.options.get("start", "9:00")
+        if not re.fullmatch(r"\d{1,2}:\d{2}", start):
+            raise self.error(f"agenda :start: must be H:MM, got {start!r}")
+        h, m = map(int, start.split(":"))
+        clock = 60 * h + m
+        rows = []
+        for line in self.content:
+            if not line.strip():
+                continue
+            cells = [c.strip() for c in line.split("|")]
+            if len(cells) != 4 or not cells[0].isdigit():
+                raise self.error(f"agenda row must be `minutes | page or - | title | what`, got {line!r}")
+            rows.append((int(cells[0]), *cells[1:]))
+        total = sum(r[0] for r in rows)
+        if "total" in self.options and total != self.options["total"]:
+            raise self.error(f"agenda rows add up to {total} minutes, not :total: "
+                             f"{self.options['total']}")
+        table = nodes.table(classes=["gpuinfer-agenda"])
+        group = nodes.tgroup(cols=4)
+        table += group
+        for width in (12, 8, 35, 45):
+            group += nodes.colspec(colwidth=width)
+        head = nodes.thead()
+        group += head
+        body = nodes.tbody()
+        group += body
+
+        def row(cells, parent):
+            r = nodes.row()
+            for cell in cells:
+                entry = nodes.entry()
+                para = nodes.paragraph()
+                para += cell if isinstance(cell, nodes.Node) else nodes.Text(cell)
+                entry += para
+                r += entry
+            parent += r
+
+        row(["When", "Minutes", "Session", "What happens"], head)
+        for minutes, target, title, what in rows:
+            session = nodes.Text(title) if target in ("", "-") else _page_node(env, title, target)
+            row([f"{_clock(clock)}–{_clock(clock + minutes)}", str(minutes), session, what], body)
+            clock += minutes
+        return [table]
+
+
 def setup(app):
     app.connect("build-finished", _on_build_finished)
+    app.add_role("page", page_role)
+    app.add_directive("agenda", Agenda)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -11,8 +11,17 @@ import yaml
 import sitecheck
 
 ROOT = sitecheck.ROOT
+_URL = r"https?://[^\s)\]>\"'`]+"
 README = (ROOT / "README.md").read_text()
-URLS = re.findall(r"https?://[^\s)\]>\"'`]+", README)
+URLS = re.findall(_URL, README)
+# Pages without code that name the repository too (install lines, links).
+PROSE = sorted([ROOT / "README.md", ROOT / "intro.md", *ROOT.glob("workshop/*.md"),
+                *ROOT.glob("appendix/*.md")])
+PROSE_URLS = sorted({u for p in PROSE for u in re.findall(_URL, p.read_text())})
+
+
+def _version():
+    return re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
 
 
 def test_config_names_a_github_repository():
@@ -29,10 +38,12 @@ def test_readme_has_the_badges():
         "an open-in-Colab badge"
 
 
-@pytest.mark.parametrize("url", sorted(set(URLS)))
-def test_every_repository_url_in_readme_agrees_with_config(url):
+@pytest.mark.parametrize("url", PROSE_URLS)
+def test_every_repository_url_agrees_with_config(url):
     r = sitecheck.repository()
-    if "colab.research.google.com/github/" in url:
+    if re.match(r"https://github\.com/[^/]+/[^/@]+@", url):  # a pinned pip install
+        assert url == f"{r['url']}@v{_version()}", f"{url}: not {r['url']} at the release tag"
+    elif "colab.research.google.com/github/" in url:
         match = re.fullmatch(r"https://colab\.research\.google\.com/github/[^/]+/[^/]+/blob/[^/]+/(.+)\.ipynb", url)
         assert match, f"{url} is not a Colab link to a notebook on a branch"
         page = match[1].removeprefix(r["path_to_book"])

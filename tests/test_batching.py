@@ -202,6 +202,21 @@ def test_sweep_prefers_a_bigger_batch_when_batching_is_cheap():
     assert best["max_batch"] == 16
 
 
+def test_best_policy_takes_the_smallest_batch_within_tolerance_by_hand():
+    import pandas as pd
+
+    table = pd.DataFrame({"max_batch": [256, 128, 128, 64],
+                          "max_queue_delay_s": [0.0, 0.002, 0.0, 0.0],
+                          "capacity_per_s": [1000.0, 990.0, 985.0, 900.0]})
+    best = batching.best_policy(table, within=0.02)  # >= 980: 256, 128 (both delays)
+    assert best["max_batch"] == 128 and best["max_queue_delay_s"] == 0.0
+    assert batching.best_policy(table, within=0.0)["max_batch"] == 256
+    with pytest.raises(ValueError, match="no policy meets"):
+        batching.best_policy(table.assign(capacity_per_s=0.0))
+    with pytest.raises(KeyError, match="capacity_per_s"):
+        batching.best_policy(table.drop(columns="capacity_per_s"))
+
+
 def test_batching_does_not_raise_throughput_when_already_compute_bound():
     # Service proportional to batch (compute-bound): b / S(b) is the same for every b.
     service = lambda b: 0.002 * b  # noqa: E731

@@ -318,28 +318,44 @@ def saturation_throughput(service_time, max_batch) -> float:
     return float(max_batch / s[int(max_batch)])
 
 
+def _latencies(arrivals, service, max_batch, delay, pref) -> np.ndarray:
+    """Per-request latency (s) of `simulate`, without building a DataFrame."""
+    q = _Queue(arrivals, service, max_batch, delay, pref)
+    free, b = -math.inf, 0
+    while q.head < q.n:
+        t, k = q.next_start(free)
+        free = q.run(t, k, b)
+        b += 1
+    return q.finish - q.a
+
+
 def capacity(service_time, max_batch, max_queue_delay=0.0, *, slo, quantile=99.0,
              n=4000, seed=0, preferred_batch_sizes=None, rel_tol=0.01) -> float:
     """The highest Poisson arrival rate (requests/s) at which the `quantile` latency
-    stays within `slo` (s) under this policy: a bisection over the rate, the same random
-    gaps rescaled at every rate. 0.0 if even a lone request misses the SLO."""
+    stays within `slo` (s) under this policy: a bisection over the rate below the
+    saturation throughput (where the queue stops being stable), the same random gaps
+    rescaled at every rate. 0.0 if even a lone request misses the SLO.
+
+    The trace has at least `n` requests and 200 full batches. Close to saturation a
+    finite trace has not reached steady state and understates the queue, so treat a
+    capacity within a few percent of saturation as an upper bound.
+    """
     if not (math.isfinite(slo) and slo > 0):
         raise ValueError(f"slo must be positive seconds, got {slo!r}")
     if not 0 < quantile < 100:
         raise ValueError(f"quantile is a percentile in (0, 100), got {quantile!r}")
-    unit = poisson_arrivals(1.0, n, seed)
+    max_batch, delay, pref = _policy(max_batch, max_queue_delay, preferred_batch_sizes)
+    service = _service_array(service_time, max_batch)
+    unit = poisson_arrivals(1.0, max(int(n), 200 * max_batch), seed)
 
     def ok(rate):
-        df = simulate(unit / rate, service_time, max_batch, max_queue_delay,
-                      preferred_batch_sizes=preferred_batch_sizes)
-        return np.percentile(df["latency"].to_numpy(), quantile) <= slo
+        lat = _latencies(unit / rate, service, max_batch, delay, pref)
+        return np.percentile(lat, quantile) <= slo
 
-    hi = saturation_throughput(service_time, max_batch)
+    hi = max_batch / service[max_batch]
     lo = hi * 1e-3
     if not ok(lo):
         return 0.0
-    if ok(hi):
-        return hi
     while hi - lo > rel_tol * lo:
         mid = math.sqrt(lo * hi)
         lo, hi = (mid, hi) if ok(mid) else (lo, mid)
@@ -349,7 +365,8 @@ def capacity(service_time, max_batch, max_queue_delay=0.0, *, slo, quantile=99.0
 def sweep(service_time, max_batches: Sequence[int], max_queue_delays: Sequence[float], *,
           slo, quantile=99.0, n=4000, seed=0):
     """Every (max_batch, max_queue_delay) policy with its capacity under the SLO
-    (requests/s, from `capacity`) and its saturation throughput; best first."""
+    (requests/s, from `capacity`), its saturation throughput and the ratio of the
+    two; best first (ties: the shorter delay, then the smaller batch)."""
     import pandas as pd
 
     rows = [{"max_batch": int(b), "max_queue_delay_s": float(d),
@@ -360,8 +377,26 @@ def sweep(service_time, max_batches: Sequence[int], max_queue_delays: Sequence[f
     if not rows:
         raise ValueError("give at least one max_batch and one max_queue_delay")
     df = pd.DataFrame(rows)
+    df["capacity_fraction_of_saturation"] = df["capacity_per_s"] / df["saturation_per_s"]
     return df.sort_values(["capacity_per_s", "max_queue_delay_s", "max_batch"],
                           ascending=[False, True, True], kind="stable").reset_index(drop=True)
+
+
+def best_policy(table, within=0.02):
+    """The row of a `sweep` table to deploy: among policies whose capacity is within
+    `within` (a fraction) of the best, the smallest `max_batch` (less memory held for
+    batch slots), then the shortest queue delay. Differences smaller than the
+    simulation's noise (about a percent) should not decide."""
+    if not 0 <= within < 1:
+        raise ValueError(f"within is a fraction in [0, 1), got {within!r}")
+    missing = {"max_batch", "max_queue_delay_s", "capacity_per_s"} - set(table.columns)
+    if missing:
+        raise KeyError(f"table lacks the columns {sorted(missing)}; pass what sweep returns")
+    top = table["capacity_per_s"].max()
+    if not top > 0:
+        raise ValueError("no policy meets the SLO at any rate: loosen the SLO or batch less")
+    ok = table[table["capacity_per_s"] >= (1 - within) * top]
+    return ok.sort_values(["max_batch", "max_queue_delay_s"], kind="stable").iloc[0]
 
 
 def load_curve(arrival_rates, service_time, max_batch, max_queue_delay=0.0, *, n=4000,

@@ -13,13 +13,23 @@ _PREFIXES = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
 
 
 def glue(name: str, value, display: bool = False):
-    """myst-nb's glue when building the book; a no-op elsewhere (Colab, plain Jupyter)."""
+    """myst-nb's glue when building the book; a no-op elsewhere (Colab, plain Jupyter).
+
+    Numpy and torch scalars are glued as Python numbers: myst-nb formats the text repr,
+    and `np.float64(1.0)` would not format as `{glue:text}`name:.1f``."""
     try:
         from myst_nb import glue as _glue
     except ImportError:
         return None
-    _glue(name, value, display=display)
+    _glue(name, plain(value), display=display)
     return None
+
+
+def plain(value):
+    """A numpy or torch scalar (0-d) as the Python number it holds; anything else as is."""
+    if getattr(value, "shape", None) == () and hasattr(value, "item"):
+        return value.item()
+    return value
 
 
 def si(value: float, unit: str, digits: int = 3) -> str:

@@ -9,13 +9,14 @@ from gpuinfer import reference  # noqa: E402
 def test_bench_tiny_writes_a_run_that_reference_loads(tmp_path, capsys):
     out = tmp_path / "run.csv"
     assert cli.main(["bench", "--sizes", "tiny", "--out", str(out), "--device", "cpu",
-                     "--no-progress"]) == 0
+                     "--threads", "1", "--no-progress"]) == 0
     printed = capsys.readouterr().out
     assert "catalogue entry: CPU" in printed and "not of this machine" in printed
     assert "decode step, batch 1" in printed and f"written to {out}" in printed
     df = reference.load(out)
     assert set(df["experiment"]) == {"weight_read", "matmul", "decode", "quantised"}
     assert set(df["device_type"]) == {"cpu"} and set(df["dtype"]) == {"fp32"}
+    assert set(df["cpu_threads"]) == {1} and "1 thread;" in reference.label(df)
     assert (df["value"] > 0).all() and (df["ceiling"] > 0).all()
     assert (df["fraction_of_ceiling"] - df["value"] / df["ceiling"]).abs().max() < 1e-12
     decode = df[df["experiment"] == "decode"]

@@ -174,11 +174,18 @@ def bench_command(args) -> int:
     from . import reference as _reference
     from .book import si
 
+    import torch
+
     sizes = args.sizes or ("quick" if args.quick else "full")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise SystemExit(f"--threads must be a positive integer, got {args.threads}")
+        torch.set_num_threads(args.threads)
     device = _bench._device(args.device)
     env = _bench.environment(device)
     acc = _bench.accelerator_for(device)
-    print(f"device: {env['device']} (catalogue entry: {acc.name}; torch {env['torch']})")
+    print(f"device: {env['device']} (catalogue entry: {acc.name}; torch {env['torch']}; "
+          f"{env['cpu_threads']} CPU thread(s))")
     print(f"datasheet: {si(acc.bandwidth, 'B/s')}, "
           + ", ".join(f"{d} {si(v, 'FLOP/s')}" for d, v in acc.peaks.items()))
     if device.type == "cpu":
@@ -207,13 +214,21 @@ def main(argv=None) -> int:
     p_bench.add_argument("--out", default=None, help="CSV to write "
                          "(default: gpuinfer-bench-<device>.csv here)")
     p_bench.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
+    p_bench.add_argument("--threads", type=int, default=None,
+                         help="CPU threads for torch (default: torch's own choice)")
     p_bench.add_argument("--no-progress", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
     if args.command == "strip":
         n = strip(args.paths)
         print(f"stripped {n} notebook(s)")
     elif args.command == "bench":
-        return bench_command(args)
+        import torch
+
+        threads = torch.get_num_threads()
+        try:
+            return bench_command(args)
+        finally:
+            torch.set_num_threads(threads)
     return 0
 
 

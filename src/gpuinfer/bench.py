@@ -145,7 +145,8 @@ def time_calls(fn, n=10, *, device=None, synchronize=True):
 
 
 def environment(device=None) -> dict:
-    """Which machine produced a measurement: device, its catalogue entry, torch, date."""
+    """Which machine produced a measurement: device, its catalogue entry, torch, date,
+    and the CPU threads torch uses (what a CPU measurement depends on)."""
     import platform
 
     import torch
@@ -156,7 +157,8 @@ def environment(device=None) -> dict:
         platform.processor() or platform.machine() or "cpu")
     return {"device": name, "catalogue_entry": acc.name, "device_type": device.type,
             "torch": torch.__version__, "cuda": torch.version.cuda or "",
-            "date": datetime.date.today().isoformat()}
+            "date": datetime.date.today().isoformat(),
+            "cpu_threads": torch.get_num_threads()}
 
 
 # --- the sweep machinery --------------------------------------------------------------

@@ -29,7 +29,7 @@ from . import llm as _llm
 DIRECTORY = pathlib.Path(__file__).parent / "data" / "reference"
 
 ENV_COLUMNS = ["device", "catalogue_entry", "device_type", "torch", "cuda", "date",
-               "gpuinfer"]
+               "cpu_threads", "gpuinfer"]
 ROW_COLUMNS = ["experiment", "label", "dtype", "weight_format", "kernel", "model", "m",
                "n", "k", "batch", "context", "bytes", "flops", "intensity", "cuda_graph",
                "seconds", "value", "unit", "ceiling", "fraction_of_ceiling"]
@@ -50,7 +50,7 @@ def tidy(rows, experiment, env) -> "pandas.DataFrame":
 
     if experiment not in UNITS:
         raise ValueError(f"unknown experiment {experiment!r}; known: {', '.join(UNITS)}")
-    missing = [c for c in ENV_COLUMNS if c != "gpuinfer" and c not in env]
+    missing = [c for c in ENV_COLUMNS if c not in ("gpuinfer", "cpu_threads") and c not in env]
     if missing:
         raise ValueError(f"env lacks {', '.join(missing)}: pass bench.environment()")
     df = pd.DataFrame(rows)
@@ -95,7 +95,7 @@ def tidy(rows, experiment, env) -> "pandas.DataFrame":
     from . import __version__
 
     for c in ENV_COLUMNS:
-        out[c] = env.get(c, __version__ if c == "gpuinfer" else "")
+        out[c] = env.get(c, {"gpuinfer": __version__, "cpu_threads": math.nan}.get(c, ""))
     return out.reindex(columns=COLUMNS)
 
 
@@ -171,7 +171,9 @@ def label(run) -> str:
     """How a run is named in every table and legend: a CPU run says it is a CPU."""
     first = run.iloc[0] if hasattr(run, "iloc") else run
     if first["device_type"] == "cpu":
-        return f"CPU {first['device']} ({first['date']}; a CPU, not a GPU)"
+        threads = first.get("cpu_threads")
+        cores = f", {int(threads)} thread{'s' if threads != 1 else ''}" if threads == threads else ""
+        return f"CPU {first['device']} ({first['date']}{cores}; a CPU, not a GPU)"
     return f"{first['catalogue_entry']} ({first['date']}, torch {first['torch']})"
 
 

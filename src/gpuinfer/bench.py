@@ -649,8 +649,8 @@ class DecodeStack:
 
         m = self.spec
         x0, cache = self.inputs(batch, context)
-        q_dim, kv_dim = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
-        group = m.n_heads // m.n_kv_heads
+        q_dim = m.n_heads * m.head_dim
+        group = m.n_heads // m.n_kv_heads  # query heads per KV head
         scale = m.head_dim**-0.5
         linear = self._linear
 
@@ -672,7 +672,6 @@ class DecodeStack:
                 x = x + linear(F.silu(gate) * up, layer["down"])
             return x
 
-        del kv_dim
         return step
 
     def measure(self, batch=1, context=0, *, cuda_graph=False, compile=False,

@@ -389,22 +389,37 @@ def tp_mlp_forward(x, w_in_shard, w_out_shard, group=None):
     return y
 
 
-def _lockstep_time(run_once, leader, device, min_run_time):
-    """Time a collective with `bench.time_fn` on the leader rank while the other ranks
-    keep joining it. The timer decides how many calls to make, so the ranks cannot agree
-    on a count in advance; instead each call carries a stop flag in its last element,
-    which the leader raises once, after timing. Returns the leader's Timing (None on the
-    others). `run_once(stop)` performs one call and returns whether stop was raised."""
+def _lockstep_time(call, buf, leader, device, min_run_time, chunk=32):
+    """Time a collective `call()` with `bench.time_fn` on the leader rank while the other
+    ranks keep joining it.
+
+    The timer decides how many calls to make as it goes, so the ranks cannot agree on a
+    count in advance. Instead the followers call in chunks of `chunk` and, after each
+    chunk, read a stop flag carried in the last element of the all-reduced `buf` (zero
+    until the leader raises it). After timing, the leader raises the flag and pads its
+    calls to the end of the followers' chunk. Nobody reads the flag between calls, so no
+    host synchronisation is added to the timed calls. Returns the leader's Timing (None on
+    the others)."""
     from . import bench
 
-    if leader:
-        timing = bench.time_fn(lambda: run_once(False), device=device,
-                               min_run_time=min_run_time)
-        run_once(True)
-        return timing
-    while not run_once(False):
-        pass
-    return None
+    if not leader:
+        while True:
+            for _ in range(chunk):
+                call()
+            if float(buf[-1]) > 0.5:
+                return None
+    calls = [0]
+
+    def counted():
+        call()
+        calls[0] += 1
+
+    timing = bench.time_fn(counted, device=device, min_run_time=min_run_time)
+    buf[-1] = 1.0  # the sum stays >= 1 from here on: zeros elsewhere stay zero
+    for _ in range(chunk - calls[0] % chunk):
+        call()
+    bench.synchronize(device)
+    return timing
 
 
 def _timed_allreduce(n_elems, group, leader, device, tdtype, min_run_time):
@@ -413,12 +428,10 @@ def _timed_allreduce(n_elems, group, leader, device, tdtype, min_run_time):
 
     buf = torch.zeros(n_elems + 1, device=device, dtype=tdtype)  # payload + stop flag
 
-    def run_once(stop):
-        buf[-1] = 1.0 if stop else 0.0
+    def call():
         dist.all_reduce(buf, group=group)
-        return bool(buf[-1] > 0.5)
 
-    return _lockstep_time(run_once, leader, device, min_run_time)
+    return _lockstep_time(call, buf, leader, device, min_run_time)
 
 
 def _timed_tp_step(x, w_in, w_out, group, leader, device, min_run_time):
@@ -426,16 +439,14 @@ def _timed_tp_step(x, w_in, w_out, group, leader, device, min_run_time):
     import torch.distributed as dist
 
     batch, d_model = x.shape[0], w_out.shape[1]
-    buf = torch.empty(batch * d_model + 1, device=device, dtype=x.dtype)
+    buf = torch.zeros(batch * d_model + 1, device=device, dtype=x.dtype)  # + stop flag
     out = buf[:-1].view(batch, d_model)  # the partial sum is written in place
 
-    def run_once(stop):
+    def call():
         tp_mlp_partial(x, w_in, w_out, out=out)
-        buf[-1] = 1.0 if stop else 0.0
         dist.all_reduce(buf, group=group)
-        return bool(buf[-1] > 0.5)
 
-    return _lockstep_time(run_once, leader, device, min_run_time)
+    return _lockstep_time(call, buf, leader, device, min_run_time)
 
 
 def _worker(rank, world_size, port, config, results):

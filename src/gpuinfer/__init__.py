@@ -9,6 +9,8 @@ Modules, named after the ideas they hold:
     roofline   arithmetic intensity and attainable FLOP/s (Williams et al. 2009)
     llm        transformer shapes, weight and KV-cache bytes, decode ceilings
     bench      the one timer every lab uses, and the measurements built on it
+    parallel   sharding across devices: ring all-reduce, tensor/pipeline-parallel
+               decode, tensor-parallel layers on torch.distributed
     exercises  self-check answers for the worked problems
 """
 

@@ -271,3 +271,29 @@ def test_lab_runner_rejects_bad_setups():
         parallel.run_tp_lab(1, backend="gloo")
     with pytest.raises(ValueError, match="d_ff"):
         parallel.run_tp_lab(2, backend="gloo", d_model=64, d_ff=255)
+
+
+def test_the_same_measurement_runs_under_torchrun(tmp_path):
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    csv = tmp_path / "tp.csv"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+           "2", "-m", "gpuinfer.parallel", "--backend", "gloo", "--d-model", "64", "--d-ff",
+           "256", "--batch", "4", "--message-bytes", "4096", "--min-run-time", "0.01",
+           "--csv", str(csv)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    df = pd.read_csv(csv)
+    assert df[df.kind == "step"].max_abs_error.max() < 1e-5
+    assert list(df[df.kind == "allreduce"].message_bytes) == [4096]
+
+
+def test_module_entry_point_asks_for_torchrun(monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(SystemExit):
+        parallel.main([])

@@ -450,7 +450,7 @@ def _timed_tp_step(x, w_in, w_out, group, leader, device, min_run_time):
 
 
 def _worker(rank, world_size, port, config, results):
-    """One rank of `run_tp_lab`: join the group, check the sharded layer against the
+    """One rank of `run_tp_lab` (or of `torchrun -m gpuinfer.parallel`): join the group, check the sharded layer against the
     unsharded one, then time the all-reduces and the sharded step for every group size."""
     import datetime
     import os
@@ -461,10 +461,12 @@ def _worker(rank, world_size, port, config, results):
     from . import bench
 
     backend = config["backend"]
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    if port is not None:  # spawned by run_tp_lab; under torchrun the launcher sets these
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     if backend == "nccl":
-        torch.cuda.set_device(rank)
-        device = torch.device("cuda", rank)
+        local_rank = int(os.environ.get("LOCAL_RANK", rank))
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
     else:
         torch.set_num_threads(config["threads_per_rank"])
         device = torch.device("cpu")
@@ -539,62 +541,126 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_tp_lab(world_size=None, *, backend=None, d_model=None, d_ff=None, batch=None,
-               message_bytes=None, dtype=None, min_run_time=None, seed=0, timeout_s=120):
-    """Start `world_size` ranks once (torch.multiprocessing spawn) and, in that one start,
-    for each group size N = 1, 2, 4, ... up to world_size:
-    shard an MLP (column- then row-parallel), check its output against the unsharded
-    layer, time the shard's compute alone and the whole step (compute + all-reduce), and
-    time all-reduces of each size in `message_bytes`. Returns a pandas DataFrame, one row a
-    measurement (`kind` "step" or "allreduce"), seconds as medians of rank 0's timings.
+def _lab_config(world_size, backend, d_model, d_ff, batch, message_bytes, dtype,
+                min_run_time, seed, timeout_s, gpus_visible) -> dict:
+    """Check the lab's settings and fill in the defaults for a CPU (gloo) or GPU (nccl) run."""
+    import os
 
-    Defaults: gloo on CPU processes (2 ranks, fp32, small sizes) unless several GPUs are
-    visible, then NCCL, one rank a GPU, fp16, larger sizes."""
-    import pandas as pd
-    import torch
-    import torch.multiprocessing as mp
-
-    backend = backend or default_backend()
     if backend not in ("gloo", "nccl"):
         raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
     gpu = backend == "nccl"
-    if gpu and torch.cuda.device_count() < 2:
-        raise ValueError("the nccl backend needs at least two visible GPUs")
-    if world_size is None:
-        world_size = torch.cuda.device_count() if gpu else 2
     world_size = _devices(world_size, "world_size")
     if world_size < 2:
         raise ValueError("world_size must be at least 2 to measure communication")
-    if gpu and world_size > torch.cuda.device_count():
-        raise ValueError(f"world_size {world_size} exceeds the "
-                         f"{torch.cuda.device_count()} visible GPUs")
+    if gpu and gpus_visible < 2:
+        raise ValueError("the nccl backend needs at least two visible GPUs")
     dtype = _dtypes.canonical(dtype or ("fp16" if gpu else "fp32"))
     d_model = d_model or (8192 if gpu else 512)
     d_ff = d_ff or 4 * d_model
     batch = batch or (16 if gpu else 8)
     if message_bytes is None:
         top = 256 * 2**20 if gpu else 8 * 2**20
-        message_bytes = [int(s) for s in np.geomspace(4096, top, 7 if not gpu else 9)]
+        message_bytes = [int(s) for s in np.geomspace(4096, top, 9 if gpu else 7)]
     for name, v in (("d_model", d_model), ("d_ff", d_ff), ("batch", batch)):
         _devices(v, name)
+    for v in message_bytes:
+        _positive("message_bytes", v)
     group_sizes = [n for n in (2 ** k for k in range(world_size.bit_length()))
                    if n <= world_size]
     for n in group_sizes:
         if d_ff % n:
             raise ValueError(f"{n} ranks do not divide d_ff = {d_ff}")
-    import os
+    return {"backend": backend, "dtype": dtype, "d_model": int(d_model), "d_ff": int(d_ff),
+            "batch": int(batch), "message_bytes": [int(v) for v in message_bytes],
+            "group_sizes": group_sizes, "seed": int(seed), "timeout_s": timeout_s,
+            "min_run_time": min_run_time or (0.1 if gpu else 0.05),
+            "threads_per_rank": max(1, (os.cpu_count() or 2) // world_size)}
 
-    threads = max(1, (os.cpu_count() or 2) // world_size)
-    config = {"backend": backend, "dtype": dtype, "d_model": int(d_model), "d_ff": int(d_ff),
-              "batch": int(batch), "message_bytes": [int(s) for s in message_bytes],
-              "group_sizes": group_sizes, "seed": seed, "timeout_s": timeout_s,
-              "min_run_time": min_run_time or (0.1 if gpu else 0.05),
-              "threads_per_rank": threads}
+
+def _frame(rows, config):
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    df.insert(0, "backend", config["backend"])
+    df.insert(1, "dtype", config["dtype"])
+    return df
+
+
+def run_tp_lab(world_size=None, *, backend=None, d_model=None, d_ff=None, batch=None,
+               message_bytes=None, dtype=None, min_run_time=None, seed=0, timeout_s=120):
+    """Start `world_size` ranks once (torch.multiprocessing spawn) and, in that one start,
+    for each group size N = 1, 2, 4, ... up to world_size:
+    shard an MLP (column- then row-parallel), check its output against the unsharded
+    layer, time the shard's compute alone and the whole step (compute + all-reduce), and
+    time all-reduces of each size in `message_bytes` (bytes). Returns a pandas DataFrame,
+    one row a measurement (`kind` "step" or "allreduce"), seconds as medians of rank 0's
+    timings.
+
+    Defaults: gloo on CPU processes (2 ranks, fp32, small sizes) unless several GPUs are
+    visible, then NCCL, one rank a GPU, fp16, larger sizes. The same measurement runs
+    under torchrun: `torchrun --standalone --nproc-per-node 8 -m gpuinfer.parallel`."""
+    import torch
+    import torch.multiprocessing as mp
+
+    backend = backend or default_backend()
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if world_size is None:
+        world_size = gpus if backend == "nccl" else 2
+    if backend == "nccl" and _devices(world_size, "world_size") > gpus:
+        raise ValueError(f"world_size {world_size} exceeds the {gpus} visible GPUs")
+    config = _lab_config(world_size, backend, d_model, d_ff, batch, message_bytes, dtype,
+                         min_run_time, seed, timeout_s, gpus)
     ctx = mp.get_context("spawn")
     results = ctx.SimpleQueue()
-    mp.spawn(_worker, args=(world_size, _free_port(), config, results), nprocs=world_size,
-             join=True)
-    df = pd.DataFrame(results.get())
-    df.insert(0, "backend", backend)
-    df.insert(1, "dtype", dtype)
-    return df
+    mp.spawn(_worker, args=(int(world_size), _free_port(), config, results),
+             nprocs=int(world_size), join=True)
+    return _frame(results.get(), config)
+
+
+class _Report:
+    """Rank 0's results under torchrun: printed, and written to CSV if asked."""
+
+    def __init__(self, config, csv_path):
+        self.config, self.csv_path = config, csv_path
+
+    def put(self, rows):
+        df = _frame(rows, self.config)
+        print(df.to_string())
+        if self.csv_path:
+            df.to_csv(self.csv_path, index=False)
+
+
+def main(argv=None) -> int:
+    """`torchrun --standalone --nproc-per-node N -m gpuinfer.parallel [options]`: the lab's
+    measurement, one process a rank, started by torchrun instead of from a notebook."""
+    import argparse
+    import os
+
+    import torch
+
+    parser = argparse.ArgumentParser(prog="python -m gpuinfer.parallel", description=main.__doc__)
+    parser.add_argument("--backend", choices=("gloo", "nccl"), default=None)
+    parser.add_argument("--d-model", type=int, default=None)
+    parser.add_argument("--d-ff", type=int, default=None)
+    parser.add_argument("--batch", type=int, default=None)
+    parser.add_argument("--dtype", default=None)
+    parser.add_argument("--message-bytes", type=int, nargs="+", default=None)
+    parser.add_argument("--min-run-time", type=float, default=None)
+    parser.add_argument("--csv", default=None, help="write rank 0's rows to this CSV file")
+    args = parser.parse_args(argv)
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        parser.error("start it with torchrun, which sets RANK and WORLD_SIZE: "
+                     "torchrun --standalone --nproc-per-node 2 -m gpuinfer.parallel")
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    config = _lab_config(world, args.backend or default_backend(), args.d_model, args.d_ff,
+                         args.batch, args.message_bytes, args.dtype, args.min_run_time, 0,
+                         120, gpus)
+    _worker(rank, world, None, config, _Report(config, args.csv) if rank == 0 else None)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -21,11 +21,12 @@ def test_time_fn_reports_a_median_and_uses_all_threads(monkeypatch):
 
 
 def test_time_fn_measures_more_work_as_slower():
-    small = torch.randn(64, 64)
+    # 4096x the FLOPs; asserting only 4x leaves room for a busy machine.
+    small = torch.randn(32, 32)
     big = torch.randn(512, 512)
     t_small = bench.time_fn(lambda: small @ small, min_run_time=0.02, device="cpu")
     t_big = bench.time_fn(lambda: big @ big, min_run_time=0.02, device="cpu")
-    assert t_big.median_s > 10 * t_small.median_s
+    assert t_big.median_s > 4 * t_small.median_s
 
 
 def test_time_fn_rejects_bad_arguments():

@@ -183,8 +183,34 @@ class Agenda(Directive):
         return [table]
 
 
+# --- one copy of each script per page ----------------------------------------------------
+
+def _script_key(js):
+    attributes = getattr(js, "attributes", {}) or {}
+    filename = getattr(js, "filename", js) or ""  # an inline script: None from the registry, "" from the builder
+    return (str(filename), tuple(sorted((k, str(v)) for k, v in attributes.items())))
+
+
+def drop_duplicate_scripts(app, pagename, templatename, context, doctree):
+    """Keep the first of identical <script> entries. sphinx-thebe 0.3 adds its inline
+    configuration (`const THEBE_JS_URL = ...`) twice under Sphinx 7.4 (once through the
+    registry, once through the builder), and the second copy throws "Identifier
+    'THEBE_JS_URL' has already been declared" on every page."""
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, unique = set(), []
+    for js in scripts:
+        key = _script_key(js)
+        if key not in seen:
+            seen.add(key)
+            unique.append(js)
+    scripts[:] = unique
+
+
 def setup(app):
     app.connect("build-finished", _on_build_finished)
+    app.connect("html-page-context", drop_duplicate_scripts)
     app.add_role("page", page_role)
     app.add_directive("agenda", Agenda)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -170,7 +170,7 @@
       show("kv-bytes-per-token", si(r.kvBytesPerToken, "B") + " per token (" + r.kvDtype + ")", r.kvBytesPerToken);
       show("weight-read-ceiling", count(r.weightReadCeiling) + " tokens/s", r.weightReadCeiling);
       show("decode-ceiling", count(r.decodeCeiling) + " tokens/s in total, " +
-           count(r.perSequence) + " per sequence (" + si(r.stepS, "s") + " a step)", r.decodeCeiling);
+           count(r.perSequence) + " per sequence (" + sig3.format(r.stepS * 1e3) + " ms a step)", r.decodeCeiling);
       show("verdict", r.computeBound ? "compute-bound" : "memory-bound", r.computeBound ? 1 : 0);
       show("verdict-why", "intensity " + sig3.format(r.intensity) + " FLOP/byte against a ridge point of " +
            sig3.format(r.ridge) + " FLOP/byte (" + r.computeDtype + " compute)");

@@ -434,8 +434,9 @@ def interconnect_for(accelerator) -> Interconnect:
     for ic in _INTERCONNECTS:
         if acc.name in ic.gpus:
             return ic
-    raise KeyError(f"{acc.name} has no NVLink entry in the interconnect table; its GPUs "
-                   f"talk over PCIe: pass e.g. get_interconnect('PCIe Gen4 x16')")
+    raise KeyError(f"{acc.name} has no NVLink entry in the interconnect table (cards "
+                   f"without NVLink, or bridged only in pairs, talk over PCIe): name the "
+                   f"link, e.g. get_interconnect('PCIe Gen4 x16')")
 
 
 def interconnects():

@@ -208,9 +208,22 @@ def drop_duplicate_scripts(app, pagename, templatename, context, doctree):
     scripts[:] = unique
 
 
+def drop_launch_buttons_of_text_pages(app, pagename, templatename, context, doctree):
+    """Only .ipynb pages open on Colab. A page written as a MyST text notebook (the
+    machine page, the instructor notes) runs at build time only; Colab cannot open its
+    .md file, so its rocket button would lead nowhere."""
+    if str(app.env.doc2path(pagename, base=False)).endswith(".ipynb"):
+        return
+    buttons = context.get("header_buttons")
+    if buttons:
+        buttons[:] = [b for b in buttons if b.get("label") != "launch-buttons"]
+
+
 def setup(app):
     app.connect("build-finished", _on_build_finished)
     app.connect("html-page-context", drop_duplicate_scripts)
+    # After sphinx-book-theme's add_launch_buttons (priority 501).
+    app.connect("html-page-context", drop_launch_buttons_of_text_pages, priority=600)
     app.add_role("page", page_role)
     app.add_directive("agenda", Agenda)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -79,5 +79,14 @@ def test_notebook_page_launches_itself_on_colab(site_dir, page):
 
 
 @pytest.mark.site
+@pytest.mark.parametrize("page", [p for p in sitecheck.toc_pages() if p not in sitecheck.notebook_pages()])
+def test_text_page_has_no_colab_button(site_dir, page):
+    """Colab opens .ipynb files only: a Markdown page (even one executed at build time)
+    must not offer a launch button that leads nowhere."""
+    html = (site_dir / f"{page}.html").read_text()
+    assert "colab.research.google.com" not in html, page
+
+
+@pytest.mark.site
 def test_there_are_notebook_pages_to_launch():
     assert sitecheck.notebook_pages(), "no .ipynb page in _toc.yml"

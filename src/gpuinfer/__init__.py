@@ -11,6 +11,11 @@ Modules, named after the ideas they hold:
     bench      the one timer every lab uses, and the measurements built on it
     parallel   sharding across devices: ring all-reduce, tensor/pipeline-parallel
                decode, tensor-parallel layers on torch.distributed
+    quant      integer quantisation: scales, calibration (min-max, percentile,
+               entropy), SQNR; number formats and their range and precision
+    tabular    a small MLP on tabular data: its counts, a synthetic batch, and
+               time as kernel overhead + roofline work
+    cost       cost per million predictions, break-even utilisation and demand
     exercises  self-check answers for the worked problems
 """
 

@@ -68,6 +68,14 @@ def test_preferred_batch_size_starts_without_waiting_for_max_batch():
     np.testing.assert_allclose(without["start"], [0.3] * 4)
 
 
+def test_preferred_size_is_the_largest_one_that_can_be_formed():
+    # Triton: if a preferred size can be formed, send the largest such batch. 7 requests
+    # wait at t=0, preferred [2, 4], max 8: a batch of 4 (not 7), then 2, then the last 1.
+    df = batching.simulate(np.zeros(7), 1.0, max_batch=8, preferred_batch_sizes=[2, 4])
+    assert df["batch_size"].tolist() == [4] * 4 + [2] * 2 + [1]
+    np.testing.assert_allclose(df["start"], [0] * 4 + [1] * 2 + [2])
+
+
 def test_fixed_arrivals_slower_than_service_never_wait():
     # D/D/1 below saturation: arrivals every 2 s, service 1 s: no queue, latency 1 s.
     df = batching.simulate(np.arange(10) * 2.0, 1.0, max_batch=8)

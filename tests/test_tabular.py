@@ -20,10 +20,10 @@ def test_flops_and_bytes_by_hand():
     # 2 FLOPs per weight per row: 2 * (10*5 + 5*2) = 120 per row.
     assert tabular.mlp_flops(1, 10, (5,), 2) == 120
     assert tabular.mlp_flops(8, 10, (5,), 2) == 960
-    # fp32: 4 bytes x (67 parameters: 10*5 + 5 + 5*2 + 2) plus each layer's input and
-    # output per row: (10 + 5) + (5 + 2) = 22.
-    assert tabular.mlp_bytes(1, 10, (5,), 2, "fp32") == 4 * (67 + 22)
-    assert tabular.mlp_bytes(3, 10, (5,), 2, "fp16") == 2 * (67 + 3 * 22)
+    # fp32: 4 bytes x (67 parameters: 10*5 + 5 + 5*2 + 2) plus, per row, each Linear's
+    # input and output, (10 + 5) + (5 + 2) = 22, and the ReLU's read and write, 5 + 5.
+    assert tabular.mlp_bytes(1, 10, (5,), 2, "fp32") == 4 * (67 + 22 + 10)
+    assert tabular.mlp_bytes(3, 10, (5,), 2, "fp16") == 2 * (67 + 3 * (22 + 10))
 
 
 def test_kernel_count_matches_the_modules():

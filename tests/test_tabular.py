@@ -24,6 +24,8 @@ def test_flops_and_bytes_by_hand():
     # input and output, (10 + 5) + (5 + 2) = 22, and the ReLU's read and write, 5 + 5.
     assert tabular.mlp_bytes(1, 10, (5,), 2, "fp32") == 4 * (67 + 22 + 10)
     assert tabular.mlp_bytes(3, 10, (5,), 2, "fp16") == 2 * (67 + 3 * (22 + 10))
+    # Fused ReLU: no extra traffic.
+    assert tabular.mlp_bytes(1, 10, (5,), 2, "fp32", fused=True) == 4 * (67 + 22)
 
 
 def test_kernel_count_matches_the_modules():

@@ -59,16 +59,18 @@ def mlp_flops(batch=1, n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN,
 
 
 def mlp_bytes(batch=1, n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN,
-              n_outputs=DEFAULT_OUTPUTS, dtype="fp32") -> float:
+              n_outputs=DEFAULT_OUTPUTS, dtype="fp32", *, fused=False) -> float:
     """DRAM bytes of one eager forward pass: every parameter read once, and every
     kernel's input read and output written once: each Linear reads [batch, in] and
     writes [batch, out]; each ReLU, a separate kernel in eager mode, reads and writes
-    [batch, width] again (a fused kernel would not). Small batches may stay in cache."""
+    [batch, width] again; `fused=True` counts the ReLU inside the matmul kernel, as
+    TensorRT or torch.compile fuse it, so it adds no traffic. Small batches may stay in
+    cache."""
     w = _widths(n_features, hidden, n_outputs)
     b = _batch(batch)
     bpe = _dtypes.bytes_per_element(dtype)
     linear = sum(b * (a + c) for a, c in zip(w[:-1], w[1:]))
-    relu = sum(2 * b * h for h in w[1:-1])
+    relu = 0 if fused else sum(2 * b * h for h in w[1:-1])
     activations = linear + relu
     return bpe * (mlp_params(n_features, hidden, n_outputs) + activations)
 

@@ -127,6 +127,29 @@ def test_sidebar_navigation_reaches_every_page(browser):
     assert not browser.errors, browser.errors
 
 
+def test_site_root_opens_the_home_page(browser):
+    browser.page.goto(browser.base_url)
+    browser.page.wait_for_url(f"**/{PAGES[0]}.html")
+    assert browser.page.locator("article h1").first.inner_text().strip()
+
+
+def test_phone_reader_can_open_the_navigation(browser, screenshot_dir):
+    """At phone width the sidebar hides behind a button; pressing it shows every page."""
+    browser.page.set_viewport_size(PHONE)
+    browser.goto(PAGES[0])
+    # pydata-sphinx-theme moves the sidebar into a <dialog> at narrow widths.
+    nav = "#pst-primary-sidebar-modal a.reference.internal"
+    assert not browser.page.locator(nav).first.is_visible()
+    browser.page.locator("button.primary-toggle:visible").first.click()
+    browser.page.locator(nav).first.wait_for(state="visible")
+    browser.page.wait_for_timeout(300)
+    browser.page.screenshot(path=str(screenshot_dir / "phone_navigation.png"))
+    # Sections fold under their chapter (a click away): count every link the dialog holds.
+    hrefs = browser.page.locator(nav).evaluate_all("els => els.map(a => a.href)")
+    assert {_docname(h, browser.base_url) for h in hrefs} >= set(PAGES[1:])
+    assert not browser.errors, browser.errors
+
+
 def test_search_finds_a_chapter(browser):
     chapter = next(p for p in PAGES if p.startswith("chapters/"))
     browser.goto(chapter)

@@ -63,8 +63,8 @@ def mlp_bytes(batch=1, n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN,
     """DRAM bytes of one eager forward pass: every parameter read once, and every
     kernel's input read and output written once: each Linear reads [batch, in] and
     writes [batch, out]; each ReLU, a separate kernel in eager mode, reads and writes
-    [batch, width] again; `fused=True` counts the ReLU inside the matmul kernel, as
-    TensorRT or torch.compile fuse it, so it adds no traffic. Small batches may stay in
+    [batch, width] again; `fused=True` counts the ReLU inside the matmul kernel (an
+    epilogue, as TensorRT fuses it), so it adds no traffic. Small batches may stay in
     cache."""
     w = _widths(n_features, hidden, n_outputs)
     b = _batch(batch)

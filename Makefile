@@ -46,8 +46,11 @@ notebooks: $(STAMP)
 book-strict: $(STAMP)
 	$(BIN)/jupyter-book build . --warningiserror --keep-going
 
+# The built site in headless Chromium (Debian's /usr/bin/chromium; .ci/run installs it),
+# plus the offline link check. Screenshots for a person to look at: _build/screenshots/.
 site: $(STAMP)
-	$(BIN)/python -m pytest tests -m site
+	$(BIN)/python -m pytest -p no:cacheprovider tests -m site
+	@echo "Screenshots: _build/screenshots/"
 
 strip: $(STAMP)
 	$(BIN)/python -m gpuinfer strip $(NOTEBOOKS)

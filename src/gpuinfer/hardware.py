@@ -198,31 +198,44 @@ def _key(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name)
 
 
-_BY_KEY: dict[str, Accelerator] = {}
-for _acc in _ENTRIES:
-    for _alias in (_acc.name, *_acc.aliases):
-        _BY_KEY.setdefault(_key(_alias), _acc)
+class _Table:
+    """Look-up by name for a catalogue table: names and aliases, normalised by `_key`;
+    an unknown name raises KeyError listing the closest entries."""
+
+    def __init__(self, entries, what):
+        self.entries, self.what = entries, what
+        self.by_key = {}
+        for entry in entries:
+            for alias in (entry.name, *entry.aliases):
+                self.by_key.setdefault(_key(alias), entry)
+
+    def names(self) -> list[str]:
+        return [e.name for e in self.entries]
+
+    def get(self, name):
+        if not isinstance(name, str) or not name.strip():
+            raise KeyError(f"{self.what} name must be a non-empty string, got {name!r}")
+        hit = self.by_key.get(_key(name))
+        if hit is not None:
+            return hit
+        close = difflib.get_close_matches(_key(name), list(self.by_key), n=5, cutoff=0.4)
+        closest = list(dict.fromkeys(self.by_key[c].name for c in close)) or self.names()
+        raise KeyError(f"unknown {self.what} {name!r}; closest catalogue entries: "
+                       f"{', '.join(closest)}")
+
+
+_DEVICES = _Table(_ENTRIES, "device")
 
 
 def names() -> list[str]:
     """The catalogue's device names."""
-    return [a.name for a in _ENTRIES]
+    return _DEVICES.names()
 
 
 def get(name) -> Accelerator:
     """Look up a device by catalogue name ("H100 SXM"), short name ("h100") or the
     name torch reports ("NVIDIA H100 80GB HBM3"). An Accelerator passes through."""
-    if isinstance(name, Accelerator):
-        return name
-    if not isinstance(name, str) or not name.strip():
-        raise KeyError(f"device name must be a non-empty string, got {name!r}")
-    acc = _BY_KEY.get(_key(name))
-    if acc is not None:
-        return acc
-    close = difflib.get_close_matches(_key(name), list(_BY_KEY), n=5, cutoff=0.4)
-    closest = list(dict.fromkeys(_BY_KEY[c].name for c in close)) or names()
-    raise KeyError(f"unknown device {name!r}; closest catalogue entries: "
-                   f"{', '.join(closest)}")
+    return name if isinstance(name, Accelerator) else _DEVICES.get(name)
 
 
 def catalogue():
@@ -290,7 +303,7 @@ def _from_torch_properties(torch_name, props, l2) -> Accelerator:
         f"{torch_name!r} is not in the gpuinfer catalogue: its peak FLOP/s are unknown "
         f"and its bandwidth is {'estimated from clocks' if bandwidth == bandwidth else 'unknown'}. "
         f"Measurements still work; ceilings need a catalogue entry "
-        f"(closest: {', '.join(difflib.get_close_matches(_key(torch_name), list(_BY_KEY), n=3, cutoff=0.0))}).",
+        f"(closest: {', '.join(difflib.get_close_matches(_key(torch_name), list(_DEVICES.by_key), n=3, cutoff=0.0))}).",
         stacklevel=3)
     return Accelerator(torch_name, memory_bytes=float(props.total_memory),
                        bandwidth=bandwidth, peaks={}, cache_bytes=float(l2) if l2 else None,
@@ -401,30 +414,18 @@ _INTERCONNECTS = [
              "One 400 Gb/s port (IEEE 802.3bs).", aliases=("400gbe", "400 gbe")),
 ]
 
-_IC_BY_KEY: dict[str, Interconnect] = {}
-for _ic in _INTERCONNECTS:
-    for _alias in (_ic.name, *_ic.aliases):
-        _IC_BY_KEY.setdefault(_key(_alias), _ic)
+_LINKS = _Table(_INTERCONNECTS, "interconnect")
 
 
 def interconnect_names() -> list[str]:
     """The interconnect table's names."""
-    return [i.name for i in _INTERCONNECTS]
+    return _LINKS.names()
 
 
 def get_interconnect(name) -> Interconnect:
     """Look up a link by name ("NVLink 4", "PCIe Gen5 x16", "InfiniBand NDR x8") or alias
     ("nvlink4", "ndr"). An Interconnect passes through."""
-    if isinstance(name, Interconnect):
-        return name
-    if not isinstance(name, str) or not name.strip():
-        raise KeyError(f"interconnect name must be a non-empty string, got {name!r}")
-    ic = _IC_BY_KEY.get(_key(name))
-    if ic is not None:
-        return ic
-    close = difflib.get_close_matches(_key(name), list(_IC_BY_KEY), n=5, cutoff=0.4)
-    closest = list(dict.fromkeys(_IC_BY_KEY[c].name for c in close)) or interconnect_names()
-    raise KeyError(f"unknown interconnect {name!r}; closest entries: {', '.join(closest)}")
+    return name if isinstance(name, Interconnect) else _LINKS.get(name)
 
 
 def interconnect_for(accelerator) -> Interconnect:

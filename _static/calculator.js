@@ -109,6 +109,67 @@
     return Math.abs(value) >= 100 ? whole.format(value) : sig3.format(value);
   }
 
+  // --- the chart: decode ceiling against the batch (log-log SVG, no library) ----------------
+
+  const SVG = "http://www.w3.org/2000/svg";
+
+  function el(name, attrs, text) {
+    const node = document.createElementNS(SVG, name);
+    Object.keys(attrs).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function drawChart(svg, cat, acc, model, dtype, batch, context, r) {
+    while (svg.firstChild) svg.removeChild(svg.firstChild);
+    const W = 640, H = 300, L = 64, R = 16, T = 14, B = 46;
+    // Batches 1, 2, 4 ... far enough to show the bend and the memory limit.
+    const limit = Math.max(batch, Number.isFinite(r.computeBoundBatch) ? 2 * r.computeBoundBatch : 0,
+                           Math.min(r.maxBatch, 4096), 64);
+    const batches = [];
+    for (let b = 1; b < 2 * limit; b *= 2) batches.push(b);
+    batches.push(batches[batches.length - 1] * 2);  // one step past the limit
+    const rows = batches.map(function (b) {
+      return { b: b, t: compute(cat, acc, model, dtype, b, context).decodeCeiling };
+    });
+    const xs = rows.map(function (p) { return p.b; }).concat([batch]);
+    const ys = rows.map(function (p) { return p.t; }).concat([r.decodeCeiling]);
+    const x0 = 1, x1 = Math.max.apply(null, xs);
+    const y0 = Math.pow(10, Math.floor(Math.log10(Math.min.apply(null, ys))));
+    const y1 = Math.pow(10, Math.ceil(Math.log10(Math.max.apply(null, ys))));
+    const X = function (v) { return L + (W - L - R) * Math.log(v / x0) / Math.log(x1 / x0); };
+    const Y = function (v) { return H - B - (H - T - B) * Math.log(v / y0) / Math.log(y1 / y0); };
+    svg.setAttribute("viewBox", "0 0 " + W + " " + H);
+    const ink = "currentColor";
+    svg.appendChild(el("rect", { x: L, y: T, width: W - L - R, height: H - T - B, fill: "none", stroke: ink, "stroke-opacity": 0.4 }));
+    for (let d = y0; d <= y1 * 1.0001; d *= 10) {  // decades of tokens/s
+      svg.appendChild(el("line", { x1: L, x2: W - R, y1: Y(d), y2: Y(d), stroke: ink, "stroke-opacity": 0.15 }));
+      svg.appendChild(el("text", { x: L - 6, y: Y(d) + 4, "text-anchor": "end", "font-size": 12, fill: ink }, count(d)));
+    }
+    for (let b = 1; b <= x1 * 1.0001; b *= (x1 > 256 ? 8 : 4)) {
+      svg.appendChild(el("line", { x1: X(b), x2: X(b), y1: T, y2: H - B, stroke: ink, "stroke-opacity": 0.15 }));
+      svg.appendChild(el("text", { x: X(b), y: H - B + 16, "text-anchor": "middle", "font-size": 12, fill: ink }, count(b)));
+    }
+    svg.appendChild(el("text", { x: (L + W - R) / 2, y: H - 8, "text-anchor": "middle", "font-size": 13, fill: ink },
+                       "batch (sequences, log scale)"));
+    svg.appendChild(el("text", { x: 14, y: (T + H - B) / 2, "text-anchor": "middle", "font-size": 13, fill: ink,
+                                 transform: "rotate(-90 14 " + (T + H - B) / 2 + ")" }, "decode ceiling (tokens/s, log scale)"));
+    const fits = rows.filter(function (p) { return p.b <= r.maxBatch; });
+    const over = rows.filter(function (p) { return p.b >= (fits.length ? fits[fits.length - 1].b : 1); });
+    const line = function (pts) { return pts.map(function (p, i) { return (i ? "L" : "M") + X(p.b).toFixed(1) + " " + Y(p.t).toFixed(1); }).join(" "); };
+    if (fits.length) svg.appendChild(el("path", { d: line(fits), fill: "none", stroke: ink, "stroke-width": 2, "data-role": "chart-fits" }));
+    if (over.length > 1) svg.appendChild(el("path", { d: line(over), fill: "none", stroke: ink, "stroke-width": 1.5, "stroke-dasharray": "5 4", "data-role": "chart-does-not-fit" }));
+    if (r.maxBatch >= 1 && r.maxBatch <= x1) {
+      svg.appendChild(el("line", { x1: X(r.maxBatch), x2: X(r.maxBatch), y1: T, y2: H - B, stroke: ink, "stroke-dasharray": "2 3" }));
+      svg.appendChild(el("text", { x: X(r.maxBatch) - 4, y: T + 14, "text-anchor": "end", "font-size": 12, fill: ink }, "memory full"));
+    }
+    svg.appendChild(el("circle", { cx: X(batch), cy: Y(r.decodeCeiling), r: 6, fill: "none", stroke: ink, "stroke-width": 2,
+                                   "data-role": "chart-point", "data-value": String(r.decodeCeiling) }));
+    svg.setAttribute("aria-label", "Decode ceiling in tokens per second against batch size for " + model + " in " + dtype +
+                     " on " + acc + " at " + context + " tokens of context: it rises with the batch while the step is " +
+                     "memory-bound and levels off once it is compute-bound; the dashed part does not fit in memory.");
+  }
+
   // --- the page ---------------------------------------------------------------------------
 
   function init(root, cat) {
@@ -136,13 +197,16 @@
 
     // Defaults, then whatever the address says (#accelerator=T4&model=...&batch=8).
     const defaults = { accelerator: "T4", model: "llama-2-7b", dtype: "fp16", batch: "1", context: "1024" };
-    const fromHash = new URLSearchParams(window.location.hash.replace(/^#/, ""));
-    Object.keys(defaults).forEach(function (key) {
-      const el = form.elements[key];
-      const wanted = fromHash.get(key) || defaults[key];
-      el.value = wanted;
-      if (el.tagName === "SELECT" && el.value !== wanted) el.value = defaults[key];
-    });
+    function applyAddress() {
+      const fromHash = new URLSearchParams(window.location.hash.replace(/^#/, ""));
+      Object.keys(defaults).forEach(function (key) {
+        const el = form.elements[key];
+        const wanted = fromHash.get(key) || defaults[key];
+        el.value = wanted;
+        if (el.tagName === "SELECT" && el.value !== wanted) el.value = defaults[key];
+      });
+    }
+    applyAddress();
 
     function show(role, text, value) {
       const el = $(role);
@@ -190,11 +254,14 @@
       const params = new URLSearchParams({ accelerator: accSel.value, model: modelSel.value,
         dtype: dtypeSel.value, batch: String(batch), context: String(context) });
       history.replaceState(null, "", "#" + params.toString());
+      drawChart($("chart"), cat, accSel.value, modelSel.value, dtypeSel.value, batch, context, r);
     }
 
     form.addEventListener("input", update);
     form.addEventListener("change", update);
     form.addEventListener("submit", function (e) { e.preventDefault(); update(); });
+    // A link to another case on this page (#accelerator=...&batch=...) changes only the hash.
+    window.addEventListener("hashchange", function () { applyAddress(); update(); });
     update();
     root.setAttribute("data-ready", "true");
   }

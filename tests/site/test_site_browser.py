@@ -249,6 +249,11 @@ def test_calculator_agrees_with_gpuinfer(browser):
                 shown = _first_number(text)  # what the reader sees: three significant digits
                 assert abs(shown - want) <= 0.005 * abs(want) + 1e-12, (case, role, text, want)
         assert page.locator("#gpuinfer-calculator [data-role=error]").is_hidden()
+        # The chart marks the same decode ceiling, and draws the curve it sits on.
+        point = page.locator("#gpuinfer-calculator [data-role=chart-point]")
+        assert float(point.get_attribute("data-value")) == pytest.approx(_expected(*case)["decode-ceiling"], rel=1e-9)
+        assert page.locator("#gpuinfer-calculator svg path").count() >= 1
+        assert "tokens per second against batch size" in page.locator("#gpuinfer-calculator svg").get_attribute("aria-label")
     assert not browser.errors, browser.errors
 
 
@@ -275,3 +280,11 @@ def test_calculator_reads_its_inputs_from_the_address(browser):
     want = llm.decode_ceiling("llama-3-70b", "H200", batch=32, context=8192, dtype="int4")
     got = float(page.locator("[data-role=decode-ceiling]").get_attribute("data-value"))
     assert got == pytest.approx(want, rel=1e-9)
+    # A link to another case on the same page changes only the address's fragment.
+    page.evaluate("location.hash = 'accelerator=L4&model=mistral-7b&dtype=int8&batch=4&context=512'")
+    want = llm.decode_ceiling("mistral-7b", "L4", batch=4, context=512, dtype="int8")
+    page.wait_for_function(
+        "w => Math.abs(Number(document.querySelector('[data-role=decode-ceiling]').dataset.value) / w - 1) < 1e-9",
+        arg=want)
+    assert page.locator("select[name=accelerator]").input_value() == "L4"
+    assert not browser.errors, browser.errors

@@ -41,7 +41,7 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest tests -m "not site"
 
 notebooks: $(STAMP)
-	$(BIN)/python -m pytest -p no:cacheprovider --nbval-lax -n $(JOBS) $(NOTEBOOKS)
+	$(BIN)/python -m pytest -p no:cacheprovider --nbval-lax -n $(JOBS) --dist loadfile $(NOTEBOOKS)
 
 book-strict: $(STAMP)
 	$(BIN)/jupyter-book build . --warningiserror --keep-going

@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from gpuinfer import bench, hardware, llm, reference  # noqa: E402
+from gpuinfer import bench, decoding, hardware, llm, reference  # noqa: E402
 
 
 def _env(device_type="cuda", entry="H200"):
@@ -31,8 +31,8 @@ def test_tidy_matmul_and_decode_rows_from_bench():
     t = reference.tidy(mm, "matmul", env).iloc[0]
     assert t["value"] == pytest.approx(mm.iloc[0]["achieved_tflops"] * 1e12)
     assert t["ceiling"] == pytest.approx(mm.iloc[0]["roofline_tflops"] * 1e12)
-    spec = bench.lab_model("mistral-7b", "cpu", width_divisor=8, weight_budget_bytes=1e6)
-    row = bench.DecodeStack(spec, device="cpu").measure(2, 8, min_run_time=0.01)
+    spec = decoding.lab_model("mistral-7b", "cpu", width_divisor=8, weight_budget_bytes=1e6)
+    row = decoding.DecodeStack(spec, device="cpu").measure(2, 8, min_run_time=0.01)
     d = reference.tidy([row], "decode", env).iloc[0]
     assert d["value"] == pytest.approx(2 / row["seconds"])
     assert d["ceiling"] == pytest.approx(llm.decode_ceiling(spec, hardware.cpu(), 2, 8, "fp32"))

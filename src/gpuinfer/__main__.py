@@ -56,6 +56,7 @@ def bench_plan(device, sizes="full") -> dict:
     import dataclasses
 
     from . import bench as _bench
+    from . import decoding as _decoding
 
     if sizes not in SIZES:
         raise ValueError(f"sizes must be one of {', '.join(SIZES)}, got {sizes!r}")
@@ -63,7 +64,7 @@ def bench_plan(device, sizes="full") -> dict:
     cache = _bench.cache_bytes(device)
     MiB = 2**20
     if sizes == "tiny":
-        model = dataclasses.replace(_bench.lab_model(_bench.LAB_MODEL, device, width_divisor=8,
+        model = dataclasses.replace(_decoding.lab_model(_decoding.LAB_MODEL, device, width_divisor=8,
                                                      weight_budget_bytes=8 * MiB),
                                     n_layers=1)
         return {"read_sizes": [MiB], "flush_cache": False,
@@ -77,9 +78,9 @@ def bench_plan(device, sizes="full") -> dict:
         read_sizes = [16 * MiB, 128 * MiB] if quick else _bench.default_read_sizes(device)
     return {"read_sizes": read_sizes, "flush_cache": True,
             "matmul_shapes": _bench.lab_matmul_shapes(device, quick=quick),
-            "model": _bench.lab_model(_bench.LAB_MODEL, device),
-            "batches": _bench.lab_batches(device, quick=quick),
-            "context": _bench.LAB_CONTEXT, "min_run_time": None}
+            "model": _decoding.lab_model(_decoding.LAB_MODEL, device),
+            "batches": _decoding.lab_batches(device, quick=quick),
+            "context": _decoding.LAB_CONTEXT, "min_run_time": None}
 
 
 def run_bench(sizes="quick", device=None, progress=True):
@@ -88,6 +89,7 @@ def run_bench(sizes="quick", device=None, progress=True):
     from tqdm.auto import tqdm
 
     from . import bench as _bench
+    from . import decoding as _decoding
     from . import reference as _reference
 
     device = _bench._device(device)
@@ -111,7 +113,7 @@ def run_bench(sizes="quick", device=None, progress=True):
                                         progress=progress)
             frames.append(_reference.tidy(rows, "matmul", env))
         elif stage == "decode step":
-            stack = _bench.DecodeStack(plan["model"], device=device)
+            stack = _decoding.DecodeStack(plan["model"], device=device)
             rows = stack.sweep(plan["batches"], ctx, cuda_graph=on_gpu, min_run_time=mrt,
                                progress=progress)
             if on_gpu:  # the same batch-1 step without CUDA graphs: launch overhead
@@ -120,8 +122,8 @@ def run_bench(sizes="quick", device=None, progress=True):
             frames.append(_reference.tidy(rows, "decode", env))
         else:
             rows = [stack.measure(1, ctx, cuda_graph=on_gpu, min_run_time=mrt)]
-            for kernel in [k for k in _bench.KERNELS if k != "dense"]:
-                if not _bench.kernel_available(kernel, device):
+            for kernel in [k for k in _decoding.KERNELS if k != "dense"]:
+                if not _decoding.kernel_available(kernel, device):
                     print(f"  {kernel}: no kernel for this device in torch "
                           f"{env['torch']}; skipped")
                     continue
@@ -170,6 +172,7 @@ def summary(df) -> str:
 
 def bench_command(args) -> int:
     from . import bench as _bench
+    from . import decoding as _decoding
     from . import hardware as _hardware
     from . import reference as _reference
     from .book import si

@@ -45,7 +45,7 @@ def tidy(rows, experiment, env) -> "pandas.DataFrame":
     """`bench` rows (a DataFrame or list of dicts) of one `experiment` as tidy rows with
     `env` (`bench.environment()`) on each. weight_read rows come from
     `bench.weight_read_bandwidth`, matmul from `bench.matmul_tflops`, decode and
-    quantised from `bench.DecodeStack.measure` / `sweep`."""
+    quantised from `decoding.DecodeStack.measure` / `sweep`."""
     import pandas as pd
 
     if experiment not in UNITS:

@@ -1,7 +1,7 @@
 """Exercises of the labs *fp16 matmuls on the roofline*, *A decode step, batched* and
 *Quantised weights*. Every answer is computed with the package."""
 
-from .. import bench, dtypes, hardware, llm, reference, roofline
+from .. import bench, decoding, dtypes, hardware, llm, reference, roofline
 from . import register
 
 MATMUL = "labs/02_matmul_roofline"
@@ -91,7 +91,7 @@ def _():
           hint="Count every pass over the weight: the int8 read, the fp16 temporary "
           "written, and the temporary read again by the matmul.")
 def _():
-    return bench.weight_traffic_bytes_per_weight("int8-dequant", "fp16")
+    return decoding.weight_traffic_bytes_per_weight("int8-dequant", "fp16")
 
 
 @register("lab-quant-int4-group-bytes", where=QUANT,
@@ -100,7 +100,7 @@ def _():
           "shared by its group.")
 def _():
     return (dtypes.bytes_per_element("int4")
-            + dtypes.bytes_per_element("fp16") / bench.INT4_GROUP_SIZE)
+            + dtypes.bytes_per_element("fp16") / decoding.INT4_GROUP_SIZE)
 
 
 @register("lab-quant-gptfast-int4-share", where=QUANT,

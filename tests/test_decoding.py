@@ -1,0 +1,110 @@
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gpuinfer import bench, decoding, hardware, llm  # noqa: E402
+
+
+def test_lab_model_layer_count_by_hand():
+    # Llama-2-7B at 1/8 width: d 512, 4 heads of 128, d_ff 1376. Per layer
+    # 4 x 512^2 + 3 x 512 x 1376 = 3,162,112 weights = 12.65 MB in fp32: 10 fit 128 MB.
+    spec = decoding.lab_model("llama-2-7b", "cpu")
+    assert (spec.n_layers, spec.d_model, spec.n_heads, spec.d_ff) == (10, 512, 4, 1376)
+    assert spec.vocab_size == 0
+    # Full width in fp16: 202,375,168 weights = 404.75 MB a layer; 7 GB holds 17.
+    assert decoding.lab_model("llama-2-7b", "cpu", "fp16", weight_budget_bytes=7e9,
+                           width_divisor=1).n_layers == 17
+    assert decoding.lab_model("llama-2-7b", "cpu", "fp16", weight_budget_bytes=1e12,
+                           width_divisor=1).n_layers == 32
+    with pytest.raises(ValueError, match="width_divisor"):
+        decoding.lab_model("llama-2-7b", "cpu", width_divisor=3)
+    assert decoding.lab_batches("cpu") == [1, 2, 4, 8, 16, 32, 64]
+
+
+def _small_spec(n_heads=4, n_kv_heads=2, n_layers=2):
+    import dataclasses
+
+    return dataclasses.replace(llm.get("llama-2-7b"), name="small", n_layers=n_layers,
+                               d_model=128, n_heads=n_heads, n_kv_heads=n_kv_heads,
+                               head_dim=32, d_ff=256, vocab_size=0)
+
+
+def test_decode_stack_matches_a_reference_transformer_layer():
+    import torch.nn.functional as F
+
+    spec = _small_spec(n_layers=1)
+    stack = decoding.DecodeStack(spec, "fp32", "cpu")
+    batch, context = 3, 5
+    x, [(k, v)] = stack.inputs(batch, context)
+    w = stack.layers[0]
+    h = F.rms_norm(x, (128,))
+    qkv = h @ w["qkv"].T
+    q = qkv[:, :128].reshape(batch, 4, 1, 32)              # 4 query heads
+    kr, vr = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)  # 2 KV heads
+    a = F.scaled_dot_product_attention(q, kr, vr).reshape(batch, 128)
+    x = x + a @ w["o"].T
+    gate, up = (F.rms_norm(x, (128,)) @ w["gate_up"].T).chunk(2, dim=-1)
+    expected = x + (F.silu(gate) * up) @ w["down"].T
+    assert torch.allclose(stack.output(batch, context), expected, atol=1e-5)
+
+
+def test_decode_stack_counts_the_same_bytes_and_flops_as_llm():
+    spec = _small_spec()
+    stack = decoding.DecodeStack(spec, "fp32", "cpu")
+    # The step multiplies by every weight but the norms (2 x d_model a layer, + final).
+    assert stack.n_params == spec.n_params - spec.n_layers * 2 * 128 - 128
+    assert stack.weight_bytes == 4 * stack.n_params
+    row = stack.measure(batch=2, context=8, min_run_time=0.01)
+    assert row["step_bytes"] == llm.decode_step_bytes(spec, 2, 8, "fp32")
+    assert row["step_flops"] == llm.decode_step_flops(spec, 2, 8)
+    ceiling = llm.decode_ceiling(spec, bench.accelerator_for("cpu"), 2, 8, "fp32")
+    assert row["ceiling_tokens_per_s"] == pytest.approx(ceiling)
+    assert row["tokens_per_s"] == pytest.approx(2 / row["seconds"])
+    assert row["fraction_of_ceiling"] == pytest.approx(row["tokens_per_s"] / ceiling)
+    assert row["kv_cache_bytes"] == 2 * 8 * llm.kv_cache_bytes_per_token(spec, "fp32")
+    with pytest.raises(ValueError, match="batch"):
+        stack.measure(batch=0)
+    with pytest.raises(ValueError, match="kernel"):
+        decoding.DecodeStack(spec, "fp32", "cpu", kernel="int3")
+
+
+def test_quantised_stacks_store_fewer_bytes_and_stay_close():
+    from gpuinfer import quant
+
+    spec = _small_spec()
+    dense = decoding.DecodeStack(spec, "fp32", "cpu")
+    y = dense.output(2, 4)
+    n_out = sum(a for a, _ in dense._shapes.values()) * spec.n_layers
+    int8 = dense.quantised("int8-dequant")
+    # one byte a weight + one fp32 scale per output row
+    assert int8.weight_bytes == dense.n_params + 4 * n_out
+    assert quant.sqnr_db(y, int8.output(2, 4)) > 30
+    packed = dense.quantised("int8-pack")
+    assert torch.allclose(packed.output(2, 4), int8.output(2, 4), rtol=1e-4, atol=1e-4)
+    int4 = dense.quantised("int4-unpack")
+    # half a byte a weight + one fp32 scale per 32 weights
+    assert int4.weight_bytes == dense.n_params / 2 + 4 * dense.n_params / 32
+    assert 10 < quant.sqnr_db(y, int4.output(2, 4)) < quant.sqnr_db(y, int8.output(2, 4))
+    row = int4.measure(1, 0, min_run_time=0.01)
+    assert row["weight_format"] == "int4" and row["kernel"] == "int4-unpack"
+    assert row["weight_read_ceiling_tokens_per_s"] == pytest.approx(
+        llm.weight_read_ceiling(spec.n_params, 0.5, bench.accelerator_for("cpu").bandwidth))
+    with pytest.raises(ValueError, match="kernel"):
+        dense.quantised("dense")
+
+
+def test_kernel_availability_on_the_cpu():
+    assert decoding.kernel_available("dense", "cpu")
+    assert decoding.kernel_available("int4-unpack", "cpu")
+
+
+def test_weight_traffic_per_kernel_by_hand():
+    assert decoding.weight_traffic_bytes_per_weight("dense", "fp16") == 2
+    # read int8 (1) + write fp16 temporary (2) + read it in the matmul (2)
+    assert decoding.weight_traffic_bytes_per_weight("int8-dequant", "fp16") == 5
+    assert decoding.weight_traffic_bytes_per_weight("int8-pack", "fp32") == 1
+    assert math.isnan(decoding.weight_traffic_bytes_per_weight("int4-unpack"))
+    with pytest.raises(ValueError, match="kernel"):
+        decoding.weight_traffic_bytes_per_weight("int2")

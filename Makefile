@@ -38,7 +38,7 @@ book: $(STAMP)
 test: unit notebooks book-strict site
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not site"
+	$(BIN)/python -m pytest -p no:cacheprovider tests -m "not site"
 
 notebooks: $(STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider --nbval-lax -n $(JOBS) --dist loadfile $(NOTEBOOKS)

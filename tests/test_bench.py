@@ -1,6 +1,5 @@
 import math
 
-import pandas as pd
 import pytest
 
 torch = pytest.importorskip("torch")

@@ -4,7 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuinfer import bench, decoding, hardware, llm  # noqa: E402
+from gpuinfer import bench, decoding, llm  # noqa: E402
 
 
 def test_lab_model_layer_count_by_hand():

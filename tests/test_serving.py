@@ -1,11 +1,10 @@
 """Fusion byte counts, auto-tuning and memory plans, against values worked by hand."""
 
-import math
 
 import pytest
 import torch
 
-from gpuinfer import hardware, llm, serving
+from gpuinfer import llm, serving
 
 
 # --- layer fusion -----------------------------------------------------------------------

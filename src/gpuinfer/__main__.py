@@ -172,7 +172,6 @@ def summary(df) -> str:
 
 def bench_command(args) -> int:
     from . import bench as _bench
-    from . import decoding as _decoding
     from . import hardware as _hardware
     from . import reference as _reference
     from .book import si

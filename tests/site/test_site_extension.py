@@ -3,7 +3,6 @@ compute their clock times and refuse rows that do not add up; `{page}` links a p
 book has and only names one it does not have yet."""
 
 import io
-import pathlib
 import sys
 
 import pytest

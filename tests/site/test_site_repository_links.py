@@ -2,7 +2,6 @@
 links, the publishing workflow, and the launch buttons of the built pages must all agree
 with it (the Colab setup cells are checked in tests/test_notebooks.py)."""
 
-import pathlib
 import re
 
 import pytest

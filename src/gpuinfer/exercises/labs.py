@@ -1,7 +1,7 @@
 """Exercises of the labs *fp16 matmuls on the roofline*, *A decode step, batched* and
 *Quantised weights*. Every answer is computed with the package."""
 
-from .. import bench, decoding, dtypes, hardware, llm, reference, roofline
+from .. import decoding, dtypes, hardware, llm, reference, roofline
 from . import register
 
 MATMUL = "labs/02_matmul_roofline"

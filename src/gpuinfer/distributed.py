@@ -1,0 +1,345 @@
+"""Tensor-parallel layers on torch.distributed, and their timing. Lab: *Tensor-parallel
+layers*; chapter: *Beyond one GPU*.
+
+Each rank holds a shard of an MLP (column-parallel, then row-parallel), the partial sums
+are all-reduced, and the result is checked against the unsharded layer; the step and
+all-reduces of several sizes are timed with `bench.time_fn` on rank 0 while the other
+ranks keep in step. gloo on CPU processes, NCCL with one GPU a rank; never a home-made
+engine. `gpuinfer.parallel` holds the model these measurements are compared with.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as _dtypes
+from . import parallel as _parallel
+
+# The lab's runner. Workers start once (torch.multiprocessing spawn, or torchrun) and do
+# every measurement in that one start: process start-up costs seconds.
+
+
+def column_shard(weight, rank, world_size):
+    """Rank `rank`'s column block of `weight` [d_in, d_out] -> [d_in, d_out / N]:
+    a column-parallel layer, whose output each rank holds a slice of."""
+    d_out = weight.shape[-1]
+    if d_out % world_size:
+        raise ValueError(f"{world_size} ranks do not divide the {d_out} output columns")
+    w = d_out // world_size
+    return weight[..., rank * w:(rank + 1) * w].contiguous()
+
+
+def row_shard(weight, rank, world_size):
+    """Rank `rank`'s row block of `weight` [d_in, d_out] -> [d_in / N, d_out]:
+    a row-parallel layer, whose outputs are partial sums to be all-reduced."""
+    d_in = weight.shape[0]
+    if d_in % world_size:
+        raise ValueError(f"{world_size} ranks do not divide the {d_in} input rows")
+    w = d_in // world_size
+    return weight[rank * w:(rank + 1) * w].contiguous()
+
+
+def mlp_reference(x, w_in, w_out):
+    """The unsharded layer pair the lab shards: gelu(x @ w_in) @ w_out.
+    x: [batch, d_model], w_in: [d_model, d_ff], w_out: [d_ff, d_model]."""
+    import torch.nn.functional as F
+
+    return F.gelu(x @ w_in) @ w_out
+
+
+def tp_mlp_partial(x, w_in_shard, w_out_shard, out=None):
+    """One rank's share of the tensor-parallel MLP, before the all-reduce: the column-
+    parallel layer (and its elementwise gelu) needs no communication; the row-parallel
+    layer leaves a partial sum [batch, d_model] that the ranks add up."""
+    import torch
+    import torch.nn.functional as F
+
+    h = F.gelu(x @ w_in_shard)  # [batch, d_ff / N]
+    return torch.matmul(h, w_out_shard, out=out)  # [batch, d_model], partial
+
+
+def tp_mlp_forward(x, w_in_shard, w_out_shard, group=None):
+    """The tensor-parallel MLP on one rank: partial product, then one all-reduce (sum),
+    after which every rank holds the full output [batch, d_model]."""
+    import torch.distributed as dist
+
+    y = tp_mlp_partial(x, w_in_shard, w_out_shard)
+    dist.all_reduce(y, group=group)
+    return y
+
+
+def _lockstep_time(call, buf, leader, device, min_run_time, chunk=32):
+    """Time a collective `call()` with `bench.time_fn` on the leader rank while the other
+    ranks keep joining it.
+
+    The timer decides how many calls to make as it goes, so the ranks cannot agree on a
+    count in advance. Instead the followers call in chunks of `chunk` and, after each
+    chunk, read a stop flag carried in the last element of the all-reduced `buf` (zero
+    until the leader raises it). After timing, the leader raises the flag and pads its
+    calls to the end of the followers' chunk. Nobody reads the flag between calls, so no
+    host synchronisation is added to the timed calls. Returns the leader's Timing (None on
+    the others)."""
+    from . import bench
+
+    if not leader:
+        while True:
+            for _ in range(chunk):
+                call()
+            if float(buf[-1]) > 0.5:
+                return None
+    calls = [0]
+
+    def counted():
+        call()
+        calls[0] += 1
+
+    timing = bench.time_fn(counted, device=device, min_run_time=min_run_time)
+    buf[-1] = 1.0  # the sum stays >= 1 from here on: zeros elsewhere stay zero
+    for _ in range(chunk - calls[0] % chunk):
+        call()
+    bench.synchronize(device)
+    return timing
+
+
+def _timed_allreduce(n_elems, group, leader, device, tdtype, min_run_time):
+    import torch
+    import torch.distributed as dist
+
+    buf = torch.zeros(n_elems + 1, device=device, dtype=tdtype)  # payload + stop flag
+
+    def call():
+        dist.all_reduce(buf, group=group)
+
+    return _lockstep_time(call, buf, leader, device, min_run_time)
+
+
+def _timed_tp_step(x, w_in, w_out, group, leader, device, min_run_time):
+    import torch
+    import torch.distributed as dist
+
+    batch, d_model = x.shape[0], w_out.shape[1]
+    buf = torch.zeros(batch * d_model + 1, device=device, dtype=x.dtype)  # + stop flag
+    out = buf[:-1].view(batch, d_model)  # the partial sum is written in place
+
+    def call():
+        tp_mlp_partial(x, w_in, w_out, out=out)
+        dist.all_reduce(buf, group=group)
+
+    return _lockstep_time(call, buf, leader, device, min_run_time)
+
+
+def _worker(rank, world_size, port, config, results):
+    """One rank of `run_tp_lab` (or of `torchrun -m gpuinfer.distributed`): join the group, check the sharded layer against the
+    unsharded one, then time the all-reduces and the sharded step for every group size."""
+    import datetime
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    from . import bench
+
+    backend = config["backend"]
+    if port is not None:  # spawned by run_tp_lab; under torchrun the launcher sets these
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    if backend == "nccl":
+        local_rank = int(os.environ.get("LOCAL_RANK", rank))
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        torch.set_num_threads(config["threads_per_rank"])
+        device = torch.device("cpu")
+    dist.init_process_group(backend, rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=config["timeout_s"]))
+    try:
+        tdtype = _dtypes.torch_dtype(config["dtype"])
+        bpe = _dtypes.bytes_per_element(config["dtype"])
+        rows = []
+        sizes = [n for n in config["group_sizes"] if n > 1]
+        groups = {n: dist.new_group(list(range(n))) for n in sizes}  # every rank creates all
+        d_model, d_ff, batch = config["d_model"], config["d_ff"], config["batch"]
+        gen = torch.Generator().manual_seed(config["seed"])  # the same weights on every rank
+        x = torch.randn(batch, d_model, generator=gen)
+        w_in = torch.randn(d_model, d_ff, generator=gen) * d_model ** -0.5
+        w_out = torch.randn(d_ff, d_model, generator=gen) * d_ff ** -0.5
+        ref = mlp_reference(x, w_in, w_out)  # [batch, d_model], unsharded, fp32
+        x_dev = x.to(device, tdtype)
+        min_t = config["min_run_time"]
+
+        for n in [1, *sizes]:
+            member = rank < n
+            group = groups.get(n)
+            if member:
+                w_in_s = column_shard(w_in, rank, n).to(device, tdtype)
+                w_out_s = row_shard(w_out, rank, n).to(device, tdtype)
+                # Correctness: the sharded layer against the unsharded one.
+                if n > 1:
+                    y = tp_mlp_forward(x_dev, w_in_s, w_out_s, group=group)
+                else:
+                    y = tp_mlp_partial(x_dev, w_in_s, w_out_s)
+                err = float((y.float().cpu() - ref).abs().max())
+                # Compute only: the rank's shard without the all-reduce.
+                compute = bench.time_fn(lambda: tp_mlp_partial(x_dev, w_in_s, w_out_s),
+                                        device=device, min_run_time=min_t)
+                step = _timed_tp_step(x_dev, w_in_s, w_out_s, group, rank == 0, device,
+                                      min_t) if n > 1 else compute
+                if rank == 0:
+                    rows.append({"kind": "step", "n_devices": n, "batch": batch,
+                                 "d_model": d_model, "d_ff": d_ff,
+                                 "message_bytes": batch * d_model * bpe,
+                                 "max_abs_error": err, "compute_s": compute.median_s,
+                                 "seconds": step.median_s})
+                for n_bytes in (config["message_bytes"] if n > 1 else []):
+                    n_elems = max(1, int(n_bytes // bpe))
+                    t = _timed_allreduce(n_elems, group, rank == 0, device, tdtype, min_t)
+                    if rank == 0:
+                        rows.append({"kind": "allreduce", "n_devices": n,
+                                     "message_bytes": n_elems * bpe, "seconds": t.median_s})
+            dist.barrier()  # ranks outside this group wait here
+        if rank == 0:
+            results.put(rows)
+    finally:
+        dist.destroy_process_group()
+
+
+def default_backend() -> str:
+    """"nccl" when at least two GPUs are visible (and torch has NCCL), else "gloo"."""
+    import torch
+    import torch.distributed as dist
+
+    if torch.cuda.is_available() and torch.cuda.device_count() >= 2 and dist.is_nccl_available():
+        return "nccl"
+    return "gloo"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _lab_config(world_size, backend, d_model, d_ff, batch, message_bytes, dtype,
+                min_run_time, seed, timeout_s, gpus_visible) -> dict:
+    """Check the lab's settings and fill in the defaults for a CPU (gloo) or GPU (nccl) run."""
+    import os
+
+    if backend not in ("gloo", "nccl"):
+        raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
+    gpu = backend == "nccl"
+    world_size = _parallel._devices(world_size, "world_size")
+    if world_size < 2:
+        raise ValueError("world_size must be at least 2 to measure communication")
+    if gpu and gpus_visible < 2:
+        raise ValueError("the nccl backend needs at least two visible GPUs")
+    dtype = _dtypes.canonical(dtype or ("fp16" if gpu else "fp32"))
+    d_model = d_model or (8192 if gpu else 512)
+    d_ff = d_ff or 4 * d_model
+    batch = batch or (16 if gpu else 8)
+    if message_bytes is None:
+        top = 256 * 2**20 if gpu else 8 * 2**20
+        message_bytes = [int(s) for s in np.geomspace(4096, top, 9 if gpu else 7)]
+    for name, v in (("d_model", d_model), ("d_ff", d_ff), ("batch", batch)):
+        _parallel._devices(v, name)
+    for v in message_bytes:
+        _parallel._positive("message_bytes", v)
+    group_sizes = [n for n in (2 ** k for k in range(world_size.bit_length()))
+                   if n <= world_size]
+    for n in group_sizes:
+        if d_ff % n:
+            raise ValueError(f"{n} ranks do not divide d_ff = {d_ff}")
+    return {"backend": backend, "dtype": dtype, "d_model": int(d_model), "d_ff": int(d_ff),
+            "batch": int(batch), "message_bytes": [int(v) for v in message_bytes],
+            "group_sizes": group_sizes, "seed": int(seed), "timeout_s": timeout_s,
+            "min_run_time": min_run_time or (0.1 if gpu else 0.05),
+            "threads_per_rank": max(1, (os.cpu_count() or 2) // world_size)}
+
+
+def _frame(rows, config):
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    df.insert(0, "backend", config["backend"])
+    df.insert(1, "dtype", config["dtype"])
+    return df
+
+
+def run_tp_lab(world_size=None, *, backend=None, d_model=None, d_ff=None, batch=None,
+               message_bytes=None, dtype=None, min_run_time=None, seed=0, timeout_s=120):
+    """Start `world_size` ranks once (torch.multiprocessing spawn) and, in that one start,
+    for each group size N = 1, 2, 4, ... up to world_size:
+    shard an MLP (column- then row-parallel), check its output against the unsharded
+    layer, time the shard's compute alone and the whole step (compute + all-reduce), and
+    time all-reduces of each size in `message_bytes` (bytes). Returns a pandas DataFrame,
+    one row a measurement (`kind` "step" or "allreduce"), seconds as medians of rank 0's
+    timings.
+
+    Defaults: gloo on CPU processes (2 ranks, fp32, small sizes) unless several GPUs are
+    visible, then NCCL, one rank a GPU, fp16, larger sizes. The same measurement runs
+    under torchrun: `torchrun --standalone --nproc-per-node 8 -m gpuinfer.distributed`."""
+    import torch
+    import torch.multiprocessing as mp
+
+    backend = backend or default_backend()
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if world_size is None:
+        world_size = gpus if backend == "nccl" else 2
+    if backend == "nccl" and _parallel._devices(world_size, "world_size") > gpus:
+        raise ValueError(f"world_size {world_size} exceeds the {gpus} visible GPUs")
+    config = _lab_config(world_size, backend, d_model, d_ff, batch, message_bytes, dtype,
+                         min_run_time, seed, timeout_s, gpus)
+    ctx = mp.get_context("spawn")
+    results = ctx.SimpleQueue()
+    mp.spawn(_worker, args=(int(world_size), _free_port(), config, results),
+             nprocs=int(world_size), join=True)
+    return _frame(results.get(), config)
+
+
+class _Report:
+    """Rank 0's results under torchrun: printed, and written to CSV if asked."""
+
+    def __init__(self, config, csv_path):
+        self.config, self.csv_path = config, csv_path
+
+    def put(self, rows):
+        df = _frame(rows, self.config)
+        print(df.to_string())
+        if self.csv_path:
+            df.to_csv(self.csv_path, index=False)
+
+
+def main(argv=None) -> int:
+    """`torchrun --standalone --nproc-per-node N -m gpuinfer.distributed [options]`: the lab's
+    measurement, one process a rank, started by torchrun instead of from a notebook."""
+    import argparse
+    import os
+
+    import torch
+
+    parser = argparse.ArgumentParser(prog="python -m gpuinfer.distributed", description=main.__doc__)
+    parser.add_argument("--backend", choices=("gloo", "nccl"), default=None)
+    parser.add_argument("--d-model", type=int, default=None)
+    parser.add_argument("--d-ff", type=int, default=None)
+    parser.add_argument("--batch", type=int, default=None)
+    parser.add_argument("--dtype", default=None)
+    parser.add_argument("--message-bytes", type=int, nargs="+", default=None)
+    parser.add_argument("--min-run-time", type=float, default=None)
+    parser.add_argument("--csv", default=None, help="write rank 0's rows to this CSV file")
+    args = parser.parse_args(argv)
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        parser.error("start it with torchrun, which sets RANK and WORLD_SIZE: "
+                     "torchrun --standalone --nproc-per-node 2 -m gpuinfer.distributed")
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    config = _lab_config(world, args.backend or default_backend(), args.d_model, args.d_ff,
+                         args.batch, args.message_bytes, args.dtype, args.min_run_time, 0,
+                         120, gpus)
+    _worker(rank, world, None, config, _Report(config, args.csv) if rank == 0 else None)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -156,8 +156,13 @@ def test_search_finds_a_chapter(browser):
     title = browser.page.locator("article h1").first.inner_text()
     word = max(re.findall(r"[A-Za-z]{4,}", title), key=len).lower()
     browser.goto("search", f"?q={word}")
+    # Sphinx's searchtools adds results one at a time (5 ms apart) and writes the summary
+    # line only when the last one is in: wait for the summary, not for the first result.
     browser.page.wait_for_function(
-        "document.querySelectorAll('#search-results ul.search li').length > 0", timeout=30_000)
+        "(document.querySelector('#search-results p.search-summary')?.innerText || '').length > 0",
+        timeout=30_000)
+    summary = browser.page.locator("#search-results p.search-summary").inner_text()
+    assert "found" in summary, summary
     hits = browser.page.eval_on_selector_all("#search-results ul.search li a", "els => els.map(a => a.href)")
     assert any(_docname(h, browser.base_url) == chapter for h in hits), (word, hits[:10])
     assert not browser.errors, browser.errors

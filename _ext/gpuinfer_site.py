@@ -1,5 +1,5 @@
-"""Sphinx extension of the course website: the calculator's catalogue, and the workshop's
-links and agendas.
+"""Sphinx extension of the course website: the calculator's catalogue, the workshop's links
+and agendas, and exercises numbered per page.
 
 1. Appendix *Calculator*. At the end of every HTML build it writes
 `_static/gpuinfer-catalogue.js` (and the same data as `_static/gpuinfer-catalogue.json`)
@@ -219,7 +219,30 @@ def drop_launch_buttons_of_text_pages(app, pagename, templatename, context, doct
         buttons[:] = [b for b in buttons if b.get("label") != "launch-buttons"]
 
 
+def number_exercises_per_page(app, env):
+    """Exercises count from 1 on every page ("Exercise 2" in lab 1, not "Exercise 36").
+
+    sphinx-exercise numbers exercises with Sphinx's numfig, which counts across the whole
+    book. Sphinx's toctree collector assigns those numbers on ``env-get-updated``; this
+    handler runs after it and renumbers each page's exercises in the order Sphinx found
+    them. Pages whose numbers it changes are returned for rewriting.
+    """
+    changed = []
+    for docname, figtypes in env.toc_fignumbers.items():
+        numbers = figtypes.get("exercise")
+        if not numbers:
+            continue
+        ordered = sorted(numbers, key=lambda label: numbers[label])
+        renumbered = {label: (i,) for i, label in enumerate(ordered, start=1)}
+        if renumbered != numbers:
+            figtypes["exercise"] = renumbered
+            changed.append(docname)
+    return changed
+
+
 def setup(app):
+    # After Sphinx's TocTreeCollector, which assigns figure numbers at the default 500.
+    app.connect("env-get-updated", number_exercises_per_page, priority=900)
     app.connect("build-finished", _on_build_finished)
     app.connect("html-page-context", drop_duplicate_scripts)
     # After sphinx-book-theme's add_launch_buttons (priority 501).

@@ -3,6 +3,7 @@ compute their clock times and refuse rows that do not add up; `{page}` links a p
 book has and only names one it does not have yet."""
 
 import io
+import re
 import sys
 
 import pytest
@@ -83,3 +84,36 @@ def test_duplicate_inline_scripts_are_dropped():
     gpuinfer_site.drop_duplicate_scripts(None, "index", "page.html", context, None)
     assert [(str(j.filename), j.attributes) for j in context["script_files"]] == [
         ("None", {"body": body}), ("a.js", {}), ("a.js", {"async": "async"})]
+
+
+def _exercises(n: int, prefix: str) -> str:
+    return "\n".join(f"```{{exercise}}\n:label: {prefix}-{i}\n\nQuestion {i}.\n```\n"
+                     for i in range(1, n + 1))
+
+
+def test_exercises_count_from_one_on_every_page(tmp_path):
+    """sphinx-exercise alone numbers across the book (the second page's first exercise
+    would be "Exercise 3"); the extension restarts the count on each page."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(sitecheck.ROOT / '_ext')!r})\n"
+        "extensions = ['myst_parser', 'sphinx_exercise', 'gpuinfer_site']\n")
+    (src / "index.md").write_text("# First\n\n" + _exercises(2, "first") +
+                                  "\n```{toctree}\n:hidden:\nsecond\n```\n")
+    (src / "second.md").write_text("# Second\n\n" + _exercises(3, "second") +
+                                   "\nSee {ref}`second-3`.\n")
+    warnings = io.StringIO()
+    from sphinx.application import Sphinx
+    app = Sphinx(str(src), str(src), str(tmp_path / "out"), str(tmp_path / "doctrees"), "html",
+                 status=None, warning=warnings, freshenv=True)
+    app.build()
+    # A second Sphinx app in one process re-registers Sphinx's own nodes: not ours to judge.
+    ours = [w for w in warnings.getvalue().splitlines() if "already registered" not in w]
+    assert not any("WARNING" in w for w in ours), ours
+    first = (tmp_path / "out" / "index.html").read_text()
+    second = (tmp_path / "out" / "second.html").read_text()
+    numbers = lambda html: [int(n) for n in re.findall(r"Exercise (\d+)", html)]  # noqa: E731
+    assert sorted(set(numbers(first))) == [1, 2]
+    assert sorted(set(numbers(second))) == [1, 2, 3], numbers(second)

@@ -20,6 +20,7 @@ import datetime
 import math
 import warnings
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -71,6 +72,23 @@ def cache_bytes(device=None) -> float:
     """Last-level cache of `device` in bytes (L2 on a GPU as torch reports it; the CPU's
     L3), or 64 MiB when it cannot be read, a safe over-estimate for a flush."""
     return accelerator_for(device).cache_bytes or 64 * MiB
+
+
+class _Target(NamedTuple):
+    """What every measurement resolves first: where it runs and in which format."""
+    device: object          # torch.device
+    dtype: str              # canonical name, e.g. "fp16"
+    tdtype: object          # torch.dtype
+    bytes_per_element: float
+    accelerator: _hardware.Accelerator
+    cache: float            # bytes
+
+
+def _target(device, dtype) -> _Target:
+    device = _device(device)
+    dtype = _dtypes.canonical(dtype or default_dtype(device))
+    return _Target(device, dtype, _dtypes.torch_dtype(dtype), _dtypes.bytes_per_element(dtype),
+                   accelerator_for(device), cache_bytes(device))
 
 
 def synchronize(device=None):
@@ -246,12 +264,7 @@ def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_ca
     """
     import torch
 
-    device = _device(device)
-    dtype = _dtypes.canonical(dtype or default_dtype(device))
-    tdtype = _dtypes.torch_dtype(dtype)
-    bpe = _dtypes.bytes_per_element(dtype)
-    acc = accelerator_for(device)
-    cache = cache_bytes(device)
+    device, dtype, tdtype, bpe, acc, cache = _target(device, dtype)
     sizes = default_read_sizes(device) if sizes_bytes is None else list(sizes_bytes)
     for s in sizes:
         if not s > 0:
@@ -295,12 +308,7 @@ def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
     smaller than it) so that small shapes are not timed from cache."""
     import torch
 
-    device = _device(device)
-    dtype = _dtypes.canonical(dtype or default_dtype(device))
-    tdtype = _dtypes.torch_dtype(dtype)
-    bpe = _dtypes.bytes_per_element(dtype)
-    acc = accelerator_for(device)
-    cache = cache_bytes(device)
+    device, dtype, tdtype, bpe, acc, cache = _target(device, dtype)
     peak = _peak(acc, dtype)
     shapes = default_matmul_shapes(device) if shapes is None else [tuple(s) for s in shapes]
 

@@ -21,10 +21,14 @@ from __future__ import annotations
 import math
 import pathlib
 import re
+from typing import TYPE_CHECKING
 
 from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
+
+if TYPE_CHECKING:  # pandas is imported where a table is built, not at import time
+    import pandas
 
 DIRECTORY = pathlib.Path(__file__).parent / "data" / "reference"
 

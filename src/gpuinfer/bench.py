@@ -355,13 +355,10 @@ def decode_step(d_model, n_matrices, batch=1, dtype=None, device=None, *,
     """
     import torch
 
-    device = _device(device)
-    dtype = _dtypes.canonical(dtype or default_dtype(device))
-    tdtype = _dtypes.torch_dtype(dtype)
+    device, dtype, tdtype, bpe, acc, _ = _target(device, dtype)
     for name, v in (("d_model", d_model), ("n_matrices", n_matrices), ("batch", batch)):
         if int(v) != v or v <= 0:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    acc = accelerator_for(device)
     # Scaled so activations stay O(1) through the chain (no fp16 overflow).
     weights = [(torch.randn(d_model, d_model, device=device) * d_model**-0.5).to(tdtype)
                for _ in range(n_matrices)]  # n x [d_model, d_model]
@@ -378,7 +375,6 @@ def decode_step(d_model, n_matrices, batch=1, dtype=None, device=None, *,
         fn = _graphed(step)
     t = time_fn(fn, min_run_time=min_run_time, device=device)
     n_params = n_matrices * d_model * d_model
-    bpe = _dtypes.bytes_per_element(dtype)
     # A GPU missing from the catalogue may have no known bandwidth: no ceiling then.
     ceiling = (_llm.weight_read_ceiling(n_params, bpe, acc.bandwidth, batch)
                if math.isfinite(acc.bandwidth) and acc.bandwidth > 0 else math.nan)

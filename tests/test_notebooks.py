@@ -18,8 +18,6 @@ def _config():
     return yaml.safe_load((ROOT / "_config.yml").read_text())
 
 
-def _version():
-    return re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
 
 
 def _toc_files():
@@ -69,11 +67,39 @@ def test_colab_setup_cell_is_hidden_pinned_and_colab_only(path):
     assert first["cell_type"] == "code"
     assert "remove-cell" in first.get("metadata", {}).get("tags", [])
     assert 'if "google.colab" in sys.modules' in source
-    url = _config()["repository"]["url"].removeprefix("https://")
-    assert f"git+https://{url}@v{_version()}" in source, "pinned to the release tag"
+    repo = _config()["repository"]
+    url = repo["url"].removeprefix("https://")
+    assert f"git+https://{url}@{repo['branch']}\"" in source, \
+        "installs the branch the website is built from (_config.yml: repository.branch)"
     # The comment in CONTRIBUTING.md's cell says "Colab already has torch": check the code only.
     code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
     assert "torch" not in code.replace("gpuinfer", ""), "never reinstall torch on Colab"
+
+
+def test_the_installed_ref_exists():
+    """The Colab cells install `repository.branch`; a ref that does not exist in the
+    repository makes every lab's first cell fail (a tag `v0.1.0` once did)."""
+    import subprocess
+
+    branch = _config()["repository"]["branch"]
+    refs = subprocess.run(["git", "-C", str(ROOT), "for-each-ref", "--format=%(refname)"],
+                          capture_output=True, text=True)
+    if refs.returncode != 0:
+        pytest.skip("not a git checkout")
+    names = refs.stdout.split()
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--abbrev-ref", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+    known = {r.rsplit("/", 1)[-1] for r in names if r.startswith(("refs/heads/", "refs/remotes/"))}
+    if not known and head == "HEAD":
+        pytest.skip("a detached checkout with no branches: nothing to compare with")
+    assert branch in known | {head}, f"branch {branch!r} is not in this repository: {sorted(known)}"
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.parent.name == "labs"],
+                         ids=[i for i in IDS if i.startswith("labs")])
+def test_labs_open_on_a_gpu_runtime_in_colab(path):
+    meta = _load(path)["metadata"]
+    assert meta.get("accelerator") == "GPU" and meta.get("colab", {}).get("gpuType") == "T4"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

@@ -25,8 +25,16 @@ from typing import Iterable
 
 import numpy as np
 
-__all__ = ["number", "positive", "non_negative", "count", "fraction", "choice",
+__all__ = ["UnknownName", "number", "positive", "non_negative", "count", "fraction", "choice",
            "same_shape", "scalar_or_array", "is_number", "callable_", "ensure"]
+
+
+class UnknownName(KeyError, ValueError):
+    """An unknown name (a model, a device, a format, a policy): a KeyError, as a look-up
+    failure, and a ValueError, as a bad argument value, so either `except` catches it."""
+
+    def __str__(self):  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
 
 
 def _show(value) -> str:
@@ -171,7 +179,8 @@ def fraction(name, value, *, zero_ok=False, one_ok=True, array=False):
 
 def choice(name, value, options: Iterable, *, normalise=None):
     """`value` if it is one of `options` (compared after `normalise`, e.g. str.lower),
-    else KeyError naming the closest options (TypeError for a non-string)."""
+    else `UnknownName` (a KeyError and a ValueError) naming the closest options
+    (TypeError for a non-string)."""
     options = list(options)
     if not isinstance(value, str):
         raise TypeError(f"{name} must be one of {', '.join(map(repr, options))}; "
@@ -181,9 +190,9 @@ def choice(name, value, options: Iterable, *, normalise=None):
     if key in table:
         return table[key]
     close = difflib.get_close_matches(key, list(table), n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(repr(table[c]) for c in close)}?" if close else ""
-    raise KeyError(f"{name}={value!r} is not known{hint} Known: "
-                   f"{', '.join(map(repr, options))}")
+    hint = f" (did you mean {' or '.join(repr(table[c]) for c in close)}?)" if close else ""
+    raise UnknownName(f"{name}={value!r} is not known{hint}. Known: "
+                      f"{', '.join(map(repr, options))}")
 
 
 def same_shape(**arrays):

@@ -1,43 +1,141 @@
 """The roofline model (Williams, Waterman & Patterson 2009). Chapter: *The roofline model*.
 
-attainable FLOP/s = min(peak FLOP/s, bandwidth x arithmetic intensity)
+    attainable FLOP/s = min(peak FLOP/s, bandwidth x arithmetic intensity)
 
 Intensity is FLOP per byte moved to or from DRAM; the ridge point is the intensity where
-the two roofs meet, peak / bandwidth.
+the two roofs meet, peak / bandwidth. The same statement as a time, for one operation
+that does `flops` of arithmetic on `bytes` of memory traffic:
+
+    seconds = max(bytes / bandwidth, flops / peak)                  (`op_seconds`)
+
+This module is the only place that formula is written. A model's step is a table of
+operations (the matmuls, attention, ...), each with its FLOPs, its bytes and the format
+it computes in; `evaluate` puts every row on a device's roofline, and the step takes the
+*sum* of the rows' times, because the kernels run one after another (Pope et al. 2023;
+the JAX scaling book's inference chapter; per-layer tools such as LLM-Viewer). Every
+model in the package (`llm`, `parallel`, `tabular`, `serving`) builds its operations and
+asks `evaluate`. A device without a catalogue peak (or bandwidth) for a format gets NaN
+times, never a made-up number (`peak_or_nan`).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from . import dtypes as _dtypes
 from . import hardware as _hardware
+from . import validate as _v
 
-
-def _positive(name, value):
-    arr = np.asarray(value, dtype=float)
-    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-        raise ValueError(f"{name} must be positive and finite, got {value!r}")
-    return arr
+#: Columns an operations table must have.
+OP_COLUMNS = ("flops", "bytes", "dtype")
 
 
 def attainable_flops(intensity, peak_flops, bandwidth):
     """Roofline FLOP/s at `intensity` (FLOP/byte; scalar or array), given the peak
     (FLOP/s) and the memory bandwidth (bytes/s). Vectorised over numpy arrays."""
-    intensity = np.asarray(intensity, dtype=float)
-    if np.any(intensity < 0) or np.any(np.isnan(intensity)):
-        raise ValueError(f"intensity must be >= 0 FLOP/byte, got {intensity!r}")
-    peak = _positive("peak_flops", peak_flops)
-    bw = _positive("bandwidth", bandwidth)
-    out = np.minimum(peak, bw * intensity)
-    return float(out) if out.ndim == 0 else out
+    intensity = _v.non_negative("intensity", intensity, array=True)
+    peak = _v.positive("peak_flops", peak_flops, array=True)
+    bw = _v.positive("bandwidth", bandwidth, array=True)
+    return _v.scalar_or_array(np.minimum(peak, bw * intensity))
+
+
+def op_seconds(flops, bytes_, peak_flops, bandwidth):
+    """Seconds for an operation on the roofline: max(bytes / bandwidth, flops / peak).
+    Vectorised; a NaN peak or bandwidth (unknown) gives NaN, not a number."""
+    flops = _v.non_negative("flops", flops, array=True)
+    bytes_ = _v.non_negative("bytes", bytes_, array=True)
+    peak = _positive_or_nan("peak_flops", peak_flops)
+    bw = _positive_or_nan("bandwidth", bandwidth)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _v.scalar_or_array(np.maximum(bytes_ / bw, flops / peak))
+
+
+def _positive_or_nan(name, value):
+    """A positive number or array; NaN passes (it means "unknown" and gives NaN times)."""
+    if value is None or isinstance(value, (str, bool)):
+        raise TypeError(f"{name} must be a positive number (or NaN: unknown), got {value!r}")
+    arr = np.asarray(value, dtype=float)
+    known = arr[~np.isnan(arr)]
+    if np.any(known <= 0) or np.any(np.isinf(known)):
+        raise ValueError(f"{name} must be positive and finite (or NaN: unknown), got {value!r}")
+    return arr
+
+
+def peak_or_nan(accelerator, dtype) -> float:
+    """The device's dense peak FLOP/s for `dtype`, or NaN when the catalogue has none
+    (a T4 has no bf16 peak; a GPU missing from the catalogue has no peaks at all)."""
+    acc = _hardware.get(accelerator)
+    try:
+        return acc.peak_flops(dtype)
+    except ValueError:
+        return math.nan
+
+
+def bandwidth_or_nan(accelerator) -> float:
+    acc = _hardware.get(accelerator)
+    bw = acc.bandwidth
+    return float(bw) if bw and bw > 0 and math.isfinite(bw) else math.nan
+
+
+def evaluate(ops, accelerator):
+    """Put each operation of a table on `accelerator`'s roofline.
+
+    `ops`: a DataFrame (or a mapping {name: {"flops", "bytes", "dtype"}}) with one row per
+    operation: `flops` (FLOP), `bytes` (bytes moved to or from DRAM), `dtype` (the format
+    the operation computes in: its peak). Returns a copy with `intensity` (FLOP/byte),
+    `memory_s`, `compute_s`, `seconds` = max of the two, and `bound` ("memory" or
+    "compute"; "unknown" where the device lacks the peak). The step's time is
+    `seconds.sum()`: operations run one after another.
+    """
+    import pandas as pd
+
+    acc = _hardware.get(accelerator)
+    if isinstance(ops, dict):
+        ops = pd.DataFrame.from_dict(ops, orient="index")
+    if not isinstance(ops, pd.DataFrame):
+        raise TypeError(f"ops must be a DataFrame (or a mapping of rows) with columns "
+                        f"{', '.join(OP_COLUMNS)}, got {type(ops).__name__}")
+    missing = [c for c in OP_COLUMNS if c not in ops.columns]
+    if missing:
+        raise ValueError(f"ops lacks the columns {missing}; each operation needs "
+                         f"{', '.join(OP_COLUMNS)}")
+    out = ops.copy()
+    flops = _v.non_negative("ops['flops']", out["flops"].to_numpy(dtype=float), array=True)
+    nbytes = _v.non_negative("ops['bytes']", out["bytes"].to_numpy(dtype=float), array=True)
+    bw = bandwidth_or_nan(acc)
+    peaks = np.array([peak_or_nan(acc, d) for d in out["dtype"]], dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["intensity"] = flops / nbytes
+        out["memory_s"] = nbytes / bw
+        out["compute_s"] = flops / peaks
+    out["seconds"] = op_seconds(flops, nbytes, peaks, bw) if len(out) else []
+    bound = np.where(out["compute_s"] > out["memory_s"], "compute", "memory")
+    unknown = np.isnan(out["memory_s"]) | np.isnan(out["compute_s"])
+    out["bound"] = np.where(unknown, "unknown", bound)
+    return out
+
+
+def total_seconds(ops, accelerator) -> float:
+    """The step time of an operations table: the sum of its rows' roofline times."""
+    return float(evaluate(ops, accelerator)["seconds"].sum())
+
+
+def step_seconds(terms, accelerator):
+    """Vectorised form of `total_seconds` for tables whose FLOPs and bytes are arrays
+    (a sweep over batch or context): `terms` maps an operation name to (flops, bytes,
+    dtype); returns sum over operations of `op_seconds`, broadcast over the arrays."""
+    acc = _hardware.get(accelerator)
+    bw = bandwidth_or_nan(acc)
+    total = 0.0
+    for flops, nbytes, dtype in terms.values():
+        total = total + np.asarray(op_seconds(flops, nbytes, peak_or_nan(acc, dtype), bw))
+    return _v.scalar_or_array(total)
 
 
 def _dims(m, n, k):
-    for name, v in (("m", m), ("n", n), ("k", k)):
-        if not float(v).is_integer() or v <= 0:
-            raise ValueError(f"matmul size {name} must be a positive integer, got {v!r}")
-    return int(m), int(n), int(k)
+    return tuple(_v.count(name, v, maximum=1 << 40) for name, v in (("m", m), ("n", n), ("k", k)))
 
 
 def matmul_flops(m, n, k) -> float:
@@ -47,7 +145,9 @@ def matmul_flops(m, n, k) -> float:
 
 
 def matmul_bytes(m, n, k, dtype="fp16") -> float:
-    """Fewest DRAM bytes for [m, k] @ [k, n] -> [m, n]: read A and B once, write C once."""
+    """Fewest DRAM bytes for [m, k] @ [k, n] -> [m, n]: read A and B once, write C once
+    (the compulsory traffic; a real kernel re-reads tiles of a large GEMM, so this is a
+    lower bound on its bytes and an upper bound on its intensity)."""
     m, n, k = _dims(m, n, k)
     return (m * k + k * n + m * n) * _dtypes.bytes_per_element(dtype)
 

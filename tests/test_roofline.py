@@ -43,7 +43,7 @@ def test_large_square_intensity():
 
 @pytest.mark.parametrize("m, n, k", [(0, 1, 1), (1, -1, 1), (1, 1, 2.5)])
 def test_matmul_rejects_bad_sizes(m, n, k):
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(ValueError, match="whole number"):
         roofline.matmul_flops(m, n, k)
 
 
@@ -60,3 +60,42 @@ def test_plot_draws_the_roof_and_the_points():
     assert "decode GEMV" in labels and "prefill" in labels
     with pytest.raises(ValueError, match="bf16"):
         roofline.plot(hardware.get("T4"), "bf16")
+
+
+def test_op_seconds_is_the_larger_of_the_two_times():
+    # 1e9 FLOP on 1e6 B at 100e12 FLOP/s, 1e12 B/s: compute 10 us, memory 1 us.
+    assert roofline.op_seconds(1e9, 1e6, 100e12, 1e12) == pytest.approx(10e-6)
+    assert roofline.op_seconds(1e6, 1e9, 100e12, 1e12) == pytest.approx(1e-3)
+    np.testing.assert_allclose(roofline.op_seconds([1e9, 1e6], [1e6, 1e9], 100e12, 1e12),
+                               [10e-6, 1e-3])
+    assert np.isnan(roofline.op_seconds(1e9, 1e6, float("nan"), 1e12))  # unknown peak
+
+
+def test_evaluate_puts_each_operation_on_the_roof_and_sums():
+    ops = {"matmul": {"flops": 2e12, "bytes": 1e9, "dtype": "fp16"},   # 2000 FLOP/B
+           "gemv": {"flops": 2e9, "bytes": 1e9, "dtype": "fp16"},      # 2 FLOP/B
+           "bf16": {"flops": 1e9, "bytes": 1e6, "dtype": "bf16"}}
+    out = roofline.evaluate(ops, "T4")   # 65e12 fp16, 320e9 B/s, no bf16 peak
+    assert out.loc["matmul", "seconds"] == pytest.approx(2e12 / 65e12)
+    assert out.loc["matmul", "bound"] == "compute"
+    assert out.loc["gemv", "seconds"] == pytest.approx(1e9 / 320e9)
+    assert out.loc["gemv", "bound"] == "memory"
+    assert out.loc["gemv", "intensity"] == pytest.approx(2.0)
+    assert np.isnan(out.loc["bf16", "seconds"]) and out.loc["bf16", "bound"] == "unknown"
+    two = {k: v for k, v in ops.items() if k != "bf16"}
+    assert roofline.total_seconds(two, "T4") == pytest.approx(2e12 / 65e12 + 1e9 / 320e9)
+    # The vectorised form agrees.
+    terms = {k: (v["flops"], v["bytes"], v["dtype"]) for k, v in two.items()}
+    assert roofline.step_seconds(terms, "T4") == pytest.approx(roofline.total_seconds(two, "T4"))
+
+
+@pytest.mark.parametrize("ops, error", [
+    ([1, 2, 3], TypeError),
+    ({"x": {"flops": 1.0, "bytes": 1.0}}, ValueError),                 # no dtype
+    ({"x": {"flops": -1.0, "bytes": 1.0, "dtype": "fp16"}}, ValueError),
+    ({"x": {"flops": 1.0, "bytes": float("nan"), "dtype": "fp16"}}, ValueError),
+    ({"x": {"flops": 1.0, "bytes": 1.0, "dtype": "fp7"}}, KeyError),
+])
+def test_evaluate_refuses_bad_tables(ops, error):
+    with pytest.raises(error):
+        roofline.evaluate(ops, "T4")

@@ -67,8 +67,9 @@ def peak_or_nan(accelerator, dtype) -> float:
     """The device's dense peak FLOP/s for `dtype`, or NaN when the catalogue has none
     (a T4 has no bf16 peak; a GPU missing from the catalogue has no peaks at all)."""
     acc = _hardware.get(accelerator)
+    peak = _dtypes.peak_dtype(dtype)  # an unknown format is an error, not a NaN
     try:
-        return acc.peak_flops(dtype)
+        return acc.peak_flops(peak)
     except ValueError:
         return math.nan
 

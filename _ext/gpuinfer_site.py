@@ -3,14 +3,11 @@ and agendas, and exercises numbered per page.
 
 1. Appendix *Calculator*. At the end of every HTML build it writes
 `_static/gpuinfer-catalogue.js` (and the same data as `_static/gpuinfer-catalogue.json`)
-from `gpuinfer.hardware.catalogue()` and `gpuinfer.llm.catalogue()`: one source of truth,
-never a hand copy. Units are SI: bytes, bytes/s, FLOP/s, FLOP.
-
-The browser needs only what the roofline of a decode step uses (`gpuinfer.llm`):
-weight bytes = parameters x bytes per element; step bytes = weights + batch x context x
-KV bytes per token; step FLOPs = batch x (FLOPs per sequence + FLOPs per context token x
-context). The per-model FLOP terms are *measured* from `llm.decode_step_flops`, and the
-export refuses to write them if that function stops being linear in the context.
+from `gpuinfer.hardware.catalogue()`, `gpuinfer.llm.catalogue()` and, for every model and
+number format, `gpuinfer.llm.step_constants()`: the constants of the per-operation decode
+model, from which _static/calculator.js rebuilds a step exactly as `gpuinfer.llm` does
+(tests/test_calculator.py checks the two agree on a grid). One source of truth, never a
+hand copy. Units are SI: bytes, bytes/s, FLOP/s, FLOP.
 """
 
 from __future__ import annotations
@@ -37,15 +34,17 @@ def _clean(value):
 
 
 def catalogue_payload() -> dict:
-    """The calculator's data, computed by the package: dtypes, accelerators, models."""
+    """The calculator's data, computed by the package: formats, accelerators, models
+    with their step constants per format, and the memory reserve `max_batch` subtracts."""
     import gpuinfer
     from gpuinfer import dtypes, hardware, llm
 
     formats = {}
     for name in dtypes.DTYPES:
-        weight, kv, compute = llm._formats(name, None, None)
+        weight, kv, compute = dtypes.formats(name)
         formats[name] = {"bytes_per_element": dtypes.bytes_per_element(weight),
-                         "kv_dtype": kv, "compute_dtype": compute}
+                         "kv_dtype": kv, "compute_dtype": compute,
+                         "peak": dtypes.peak_dtype(compute)}
 
     accelerators = []
     for row in hardware.catalogue().to_dict("records"):
@@ -61,22 +60,18 @@ def catalogue_payload() -> dict:
     models = []
     for row in llm.catalogue().to_dict("records"):
         name = row["name"]
-        f0 = llm.decode_step_flops(name, batch=1, context=0)
-        f1 = llm.decode_step_flops(name, batch=1, context=1) - f0
-        for context in (2, 4096):
-            if llm.decode_step_flops(name, batch=1, context=context) != f0 + f1 * context:
-                raise ValueError(f"llm.decode_step_flops({name!r}) is no longer linear in the "
-                                 "context; the calculator's export must change with it")
         models.append({
             "name": name, "n_params": int(row["n_params"]),
             "attention": row["attention"], "n_layers": int(row["n_layers"]),
             "n_heads": int(row["n_heads"]), "n_kv_heads": int(row["n_kv_heads"]),
             "kv_cache_bytes_per_token": {d: llm.kv_cache_bytes_per_token(name, d)
                                          for d in dtypes.DTYPES},
-            "flops_per_sequence": f0, "flops_per_context_token": f1,
+            "step": {d: llm.step_constants(name, d) for d in dtypes.DTYPES},
             "source": row["source"]})
 
     return {"version": gpuinfer.__version__, "dtypes": formats,
+            "reserve_bytes": llm.DEFAULT_RESERVE_BYTES,
+            "operations": list(llm.OPERATIONS),
             "accelerators": accelerators, "models": models}
 
 

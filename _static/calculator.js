@@ -1,43 +1,42 @@
 // The decode calculator (appendix/calculator.md). No kernel: it runs in the browser on
 // the catalogue that _ext/gpuinfer_site.py exports from gpuinfer at build time
-// (_static/gpuinfer-catalogue.js). The arithmetic is gpuinfer.llm's, step for step:
-// weight_read_ceiling, decode_step_time / decode_ceiling, compute_bound_batch, max_batch.
-// SI units throughout (bytes, bytes/s, FLOP, FLOP/s, seconds). The site tests
-// (tests/site/test_browser.py) check the page against gpuinfer to three significant digits.
-(function () {
+// (_static/gpuinfer-catalogue.js): devices, models and, per model and number format, the
+// constants of gpuinfer.llm's per-operation decode model (llm.step_constants). `decodeTerms`
+// mirrors llm._StepModel.decode_terms and `opSeconds` roofline.op_seconds, line for line;
+// tests/test_calculator.py runs this file under Node and checks `compute` against the
+// package on every model x device x format x (batch, context) of a grid.
+// SI units throughout (bytes, bytes/s, FLOP, FLOP/s, seconds).
+(function (root) {
   "use strict";
 
-  // This file is loaded on every page (Jupyter Book adds all of _static/*.js); it acts
-  // only where the calculator's form is.
-  const thisScript = document.currentScript;
+  // --- the formulas of gpuinfer.llm and gpuinfer.roofline ---------------------------------
 
-  function start() {
-    const root = document.getElementById("gpuinfer-calculator");
-    if (!root) return;
-    if (window.GPUINFER_CATALOGUE) return init(root, window.GPUINFER_CATALOGUE);
-    // The catalogue sits beside this script in _static/.
-    const src = thisScript ? thisScript.src.replace(/calculator\.js(\?.*)?$/, "gpuinfer-catalogue.js") : null;
-    if (!src) return fail(root, "cannot locate the catalogue script");
-    const tag = document.createElement("script");
-    tag.src = src;
-    tag.onload = function () { init(root, window.GPUINFER_CATALOGUE); };
-    tag.onerror = function () { fail(root, "the catalogue (_static/gpuinfer-catalogue.js) did not load; build the book with `make book`"); };
-    document.head.appendChild(tag);
+  // roofline.op_seconds: an operation takes the longer of moving its bytes and doing its FLOPs.
+  function opSeconds(flops, bytes, peak, bandwidth) {
+    return Math.max(bytes / bandwidth, flops / peak);
   }
 
-  function fail(root, message) {
-    const out = root.querySelector("[data-role=error]");
-    if (out) { out.textContent = "Calculator unavailable: " + message + "."; out.hidden = false; }
+  // llm._StepModel.decode_terms: {operation: [flops, bytes]} of one decode step.
+  function decodeTerms(k, batch, context) {
+    const tokens = batch, pairs = batch * (context + 1), cached = batch * context;
+    return {
+      embedding: [0, tokens * k.embed_bytes_per_token],
+      linear: [tokens * k.linear_flops_per_token,
+               k.linear_weight_bytes + tokens * k.linear_act_bytes_per_token],
+      attention: [pairs * k.attn_flops_per_pair,
+                  cached * k.kv_per_token + tokens * k.kv_per_token + tokens * k.attn_act_bytes_per_token],
+      lm_head: [tokens * k.head_flops_per_row,
+                k.head_weight_bytes > 0 ? k.head_weight_bytes + tokens * k.head_act_bytes_per_row : 0]
+    };
   }
 
-  // --- the formulas of gpuinfer.llm -----------------------------------------------------
-
-  function peakFlops(acc, dtype) {
-    if (!(dtype in acc.peak_flops)) {
+  function peakFlops(acc, dtype, peakName) {
+    if (!(peakName in acc.peak_flops)) {
       const have = Object.keys(acc.peak_flops).join(", ") || "none";
-      throw new Error(acc.name + " has no " + dtype + " peak in the catalogue; it has: " + have);
+      throw new Error(acc.name + " has no " + peakName + " peak in the catalogue (for " + dtype +
+                      " compute); it has: " + have);
     }
-    return acc.peak_flops[dtype];
+    return acc.peak_flops[peakName];
   }
 
   function positiveInteger(name, value) {
@@ -45,6 +44,22 @@
       throw new Error(name + " must be a positive whole number");
     }
     return value;
+  }
+
+  // llm.compute_bound_batch: the first batch at which `linear` and `lm_head` are both
+  // compute-bound. compute_s - memory_s is affine in the batch: find where it crosses zero.
+  function computeBoundBatch(k, peak, bw) {
+    let worst = 0;
+    ["linear", "lm_head"].forEach(function (op) {
+      if (op === "lm_head" && !(k.head_weight_bytes > 0)) return;
+      const f = [1, 2].map(function (b) {
+        const t = decodeTerms(k, b, 0)[op];
+        return t[0] / peak - t[1] / bw;
+      });
+      const slope = f[1] - f[0];
+      worst = Math.max(worst, slope > 0 ? 1 - f[0] / slope : Infinity);
+    });
+    return Number.isFinite(worst) ? Math.max(1, Math.floor(worst) + 1) : Infinity;
   }
 
   // Everything the page shows, for one choice of inputs (the package's names in comments).
@@ -57,38 +72,68 @@
     if (!fmt) throw new Error("unknown dtype " + dtype);
     positiveInteger("batch", batch);
     positiveInteger("context", context);
+    const k = model.step[dtype];                                          // llm.step_constants
     const bw = acc.bandwidth_bytes_per_s;
-    const kvDtype = fmt.kv_dtype, computeDtype = fmt.compute_dtype;
-    const peak = peakFlops(acc, computeDtype);
-    const weightBytes = model.n_params * fmt.bytes_per_element;            // weight_bytes
-    const kvPerToken = model.kv_cache_bytes_per_token[kvDtype];            // kv_cache_bytes_per_token
-    const stepBytes = weightBytes + batch * context * kvPerToken;          // decode_step_bytes
-    const flopsPerSeq = model.flops_per_sequence + model.flops_per_context_token * context;
-    const stepFlops = batch * flopsPerSeq;                                 // decode_step_flops
-    const memoryS = stepBytes / bw, computeS = stepFlops / peak;
-    const stepS = Math.max(memoryS, computeS);                             // decode_step_time
-    // compute_bound_batch
-    const margin = flopsPerSeq / peak - context * kvPerToken / bw;
-    const computeBoundBatch = margin <= 0 ? Infinity : Math.ceil(weightBytes / bw / margin);
-    // max_batch (no reserve)
-    const free = acc.memory_bytes - weightBytes;
-    const maxBatch = free <= 0 ? 0 : Math.floor(free / (context * kvPerToken));
+    const peak = peakFlops(acc, k.compute_dtype, fmt.peak);
+    const terms = decodeTerms(k, batch, context);
+    const ops = {}; let stepS = 0, stepFlops = 0, stepBytes = 0;
+    cat.operations.forEach(function (op) {                                // roofline.evaluate
+      const flops = terms[op][0], bytes = terms[op][1];
+      const seconds = opSeconds(flops, bytes, peak, bw);
+      ops[op] = { flops: flops, bytes: bytes, seconds: seconds,
+                  bound: flops / peak > bytes / bw ? "compute" : "memory" };
+      stepS += seconds; stepFlops += flops; stepBytes += bytes;
+    });
+    // max_batch, with the stated reserve.
+    const free = acc.memory_bytes - cat.reserve_bytes - k.weight_bytes;
+    const maxBatch = free <= 0 ? 0 : Math.floor(free / (context * k.kv_per_token));
     return {
-      accelerator: acc, model: model, dtype: dtype, kvDtype: kvDtype, computeDtype: computeDtype,
-      weightBytes: weightBytes, kvBytesPerToken: kvPerToken,
-      memoryBytes: acc.memory_bytes,
-      neededBytes: weightBytes + batch * context * kvPerToken,
-      weightReadCeiling: batch * bw / weightBytes,                         // weight_read_ceiling
+      accelerator: acc, model: model, dtype: dtype, kvDtype: k.kv_dtype, computeDtype: k.compute_dtype,
+      weightBytes: k.weight_bytes, kvBytesPerToken: k.kv_per_token,
+      memoryBytes: acc.memory_bytes, reserveBytes: cat.reserve_bytes,
+      neededBytes: k.weight_bytes + batch * context * k.kv_per_token,
+      weightReadCeiling: batch * bw / (model.n_params * fmt.bytes_per_element), // weight_read_ceiling
       decodeCeiling: batch / stepS,                                        // decode_ceiling
       perSequence: 1 / stepS,
-      stepS: stepS, memoryS: memoryS, computeS: computeS,
+      stepS: stepS, ops: ops,
       intensity: stepFlops / stepBytes,                                    // decode_intensity
+      attentionIntensity: ops.attention.flops / ops.attention.bytes,
       ridge: peak / bw,
-      computeBound: computeS > memoryS,
-      computeBoundBatch: computeBoundBatch,
+      computeBoundBatch: computeBoundBatch(k, peak, bw),                   // compute_bound_batch
       maxBatch: maxBatch,
       fits: batch <= maxBatch
     };
+  }
+
+  const api = { compute: compute, decodeTerms: decodeTerms, opSeconds: opSeconds,
+                computeBoundBatch: computeBoundBatch };
+  if (typeof module === "object" && module.exports) {  // Node: the grid test
+    module.exports = api;
+    return;
+  }
+  root.GpuinferCalculator = api;
+
+  // This file is loaded on every page (Jupyter Book adds all of _static/*.js); it acts
+  // only where the calculator's form is.
+  const thisScript = document.currentScript;
+
+  function start() {
+    const el = document.getElementById("gpuinfer-calculator");
+    if (!el) return;
+    if (window.GPUINFER_CATALOGUE) return init(el, window.GPUINFER_CATALOGUE);
+    // The catalogue sits beside this script in _static/.
+    const src = thisScript ? thisScript.src.replace(/calculator\.js(\?.*)?$/, "gpuinfer-catalogue.js") : null;
+    if (!src) return fail(el, "cannot locate the catalogue script");
+    const tag = document.createElement("script");
+    tag.src = src;
+    tag.onload = function () { init(el, window.GPUINFER_CATALOGUE); };
+    tag.onerror = function () { fail(el, "the catalogue (_static/gpuinfer-catalogue.js) did not load; build the book with `make book`"); };
+    document.head.appendChild(tag);
+  }
+
+  function fail(el, message) {
+    const out = el.querySelector("[data-role=error]");
+    if (out) { out.textContent = "Calculator unavailable: " + message + "."; out.hidden = false; }
   }
 
   // --- formatting -------------------------------------------------------------------------
@@ -235,15 +280,30 @@
       show("weight-read-ceiling", count(r.weightReadCeiling) + " tokens/s", r.weightReadCeiling);
       show("decode-ceiling", count(r.decodeCeiling) + " tokens/s in total, " +
            count(r.perSequence) + " per sequence (" + sig3.format(r.stepS * 1e3) + " ms a step)", r.decodeCeiling);
-      show("verdict", r.computeBound ? "compute-bound" : "memory-bound", r.computeBound ? 1 : 0);
-      show("verdict-why", "intensity " + sig3.format(r.intensity) + " FLOP/byte against a ridge point of " +
-           sig3.format(r.ridge) + " FLOP/byte (" + r.computeDtype + " compute)");
+      const opRows = $("ops");
+      while (opRows.firstChild) opRows.removeChild(opRows.firstChild);
+      cat.operations.forEach(function (op) {
+        const o = r.ops[op], tr = document.createElement("tr");
+        [op.replace("_", " "), sig3.format(o.seconds * 1e3) + " ms",
+         whole.format(100 * o.seconds / r.stepS) + "%", o.bound].forEach(function (text) {
+          const td = document.createElement("td"); td.textContent = text; tr.appendChild(td);
+        });
+        tr.setAttribute("data-op", op); tr.setAttribute("data-value", String(o.seconds));
+        tr.setAttribute("data-bound", o.bound);
+        opRows.appendChild(tr);
+      });
+      const linearBound = r.ops.linear.bound === "compute";
+      show("verdict", linearBound ? "compute-bound" : "memory-bound", linearBound ? 1 : 0);
+      show("verdict-why", "their intensity is about the batch (" + sig3.format(r.ops.linear.flops / r.ops.linear.bytes) +
+           " FLOP/byte) against a ridge point of " + sig3.format(r.ridge) + " FLOP/byte (" + r.computeDtype +
+           " compute); attention stays at " + sig3.format(r.attentionIntensity) + " FLOP/byte, memory-bound at any batch");
       show("compute-bound-batch", Number.isFinite(r.computeBoundBatch)
-           ? "from batch " + count(r.computeBoundBatch)
-           : "never at this context (KV reads grow as fast as the FLOPs)",
+           ? "from batch " + count(r.computeBoundBatch) + " (at any context)"
+           : "never: this device has no peak for " + r.computeDtype,
            Number.isFinite(r.computeBoundBatch) ? r.computeBoundBatch : "inf");
       show("max-batch", r.maxBatch === 0 ? "0: the weights alone do not fit"
-           : count(r.maxBatch) + " sequences of " + count(context) + " tokens", r.maxBatch);
+           : count(r.maxBatch) + " sequences of " + count(context) + " tokens (" + si(r.reserveBytes, "B") +
+             " held back for the CUDA context and workspace)", r.maxBatch);
       show("fits", r.fits ? "fits: " + si(r.neededBytes, "B") + " of " + si(r.memoryBytes, "B")
            : "does not fit: " + si(r.neededBytes, "B") + " needed, " + si(r.memoryBytes, "B") + " on the device",
            r.fits ? 1 : 0);
@@ -268,4 +328,4 @@
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
-})();
+})(typeof window !== "undefined" ? window : this);

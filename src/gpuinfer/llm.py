@@ -277,6 +277,26 @@ class _StepModel:
                           pairs_full=float(np.sum(q * (c + q))))
 
 
+#: The constants of `_StepModel` that `decode_terms` reads: what the website's calculator
+#: (_static/calculator.js, `decodeTerms`) needs to rebuild a decode step in the browser.
+STEP_CONSTANTS = ("linear_weight_bytes", "linear_flops_per_token", "linear_act_bytes_per_token",
+                  "head_weight_bytes", "head_flops_per_row", "head_act_bytes_per_row",
+                  "embed_bytes_per_token", "kv_per_token", "attn_flops_per_pair",
+                  "attn_act_bytes_per_token")
+
+
+def step_constants(model, dtype="fp16", *, kv_dtype=None, compute_dtype=None) -> dict:
+    """Appendix *Calculator*: the per-model constants of the operations table (bytes,
+    FLOPs per token, per (query, key) pair, ...), with the formats and the weights'
+    bytes. The website's calculator rebuilds a decode step from them in JavaScript; a
+    test checks it against this module on every model x device x format x (batch,
+    context) of a grid."""
+    sm = _StepModel(model, dtype, kv_dtype, compute_dtype)
+    return {"weight_dtype": sm.weight, "kv_dtype": sm.kv, "compute_dtype": sm.compute,
+            "weight_bytes": weight_bytes(model, dtype),
+            **{k: float(getattr(sm, k)) for k in STEP_CONSTANTS}}
+
+
 def _table(terms):
     import pandas as pd
 
@@ -489,7 +509,7 @@ def step_timer(model, accelerator, dtype="fp16", *, kv_dtype=None, compute_dtype
         c = np.asarray(context, dtype=float)
         lg = np.ones_like(q) if logits is None else np.asarray(logits, dtype=float)
         terms = sm.step_terms(q, c, lg)
-        return float(sum(_roofline.op_seconds(f, b, peak, bw) for f, b, _ in terms.values()))
+        return float(sum(_roofline._seconds(f, b, peak, bw) for f, b, _ in terms.values()))
 
     return seconds
 

@@ -48,8 +48,13 @@ def op_seconds(flops, bytes_, peak_flops, bandwidth):
     bytes_ = _v.non_negative("bytes", bytes_, array=True)
     peak = _positive_or_nan("peak_flops", peak_flops)
     bw = _positive_or_nan("bandwidth", bandwidth)
+    return _v.scalar_or_array(_seconds(flops, bytes_, peak, bw))
+
+
+def _seconds(flops, nbytes, peak, bandwidth):
+    """The roofline, unchecked: for callers that built their arguments themselves."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        return _v.scalar_or_array(np.maximum(bytes_ / bw, flops / peak))
+        return np.maximum(nbytes / bandwidth, flops / peak)
 
 
 def _positive_or_nan(name, value):
@@ -131,7 +136,8 @@ def step_seconds(terms, accelerator):
     bw = bandwidth_or_nan(acc)
     total = 0.0
     for flops, nbytes, dtype in terms.values():
-        total = total + np.asarray(op_seconds(flops, nbytes, peak_or_nan(acc, dtype), bw))
+        total = total + _seconds(np.asarray(flops, dtype=float), np.asarray(nbytes, dtype=float),
+                                 peak_or_nan(acc, dtype), bw)
     return _v.scalar_or_array(total)
 
 

@@ -200,7 +200,7 @@ def test_screenshots(browser, screenshot_dir):
 CASES = [  # accelerator, model, dtype, batch, context
     ("T4", "llama-2-7b", "fp16", 1, 1024),
     ("A100 80GB", "llama-3-8b", "int4", 64, 4096),
-    ("H100 SXM", "llama-2-70b", "fp8", 8, 2048),
+    ("H100 SXM", "llama-2-70b", "fp8_e4m3", 8, 2048),
     ("H200", "mistral-7b", "int8", 256, 512),
     ("T4", "llama-2-13b", "fp16", 1, 1024),
     ("EPYC 9654", "llama-3-8b", "fp32", 4, 8192),
@@ -208,16 +208,16 @@ CASES = [  # accelerator, model, dtype, batch, context
 
 
 def _expected(acc, model, dtype, batch, context):
-    """What the package says, with the rule the docstring states: int8, int4 and fp8 are
-    weight-only, so the matmuls (and the ridge point that matters) are fp16."""
+    """What the package says. The verdict is the weight matmuls' (`linear` row) bound;
+    quantised formats are weight-only, so the peak that matters is fp16's."""
     a = hardware.get(acc)
-    compute = "fp16" if dtype in ("int8", "int4", "fp8") else dtype
+    table = llm.decode_step_breakdown(model, acc, batch=batch, context=context, dtype=dtype)
     return {
         "weight-read-ceiling": llm.weight_read_ceiling(llm.get(model).n_params,
                                                        dtypes.bytes_per_element(dtype), a.bandwidth, batch),
         "decode-ceiling": llm.decode_ceiling(model, acc, batch=batch, context=context, dtype=dtype),
-        "verdict": float(llm.decode_intensity(model, batch, context, dtype) > a.ridge_point(compute)),
-        "compute-bound-batch": llm.compute_bound_batch(model, acc, context=context, dtype=dtype),
+        "verdict": float(table.loc["linear", "bound"] == "compute"),
+        "compute-bound-batch": llm.compute_bound_batch(model, acc, dtype=dtype),
         "max-batch": float(llm.max_batch(model, acc, context=context, dtype=dtype)),
     }
 
@@ -254,6 +254,12 @@ def test_calculator_agrees_with_gpuinfer(browser):
                 shown = _first_number(text)  # what the reader sees: three significant digits
                 assert abs(shown - want) <= 0.005 * abs(want) + 1e-12, (case, role, text, want)
         assert page.locator("#gpuinfer-calculator [data-role=error]").is_hidden()
+        # The split of the step's time: one row per operation, each with its bound.
+        table = llm.decode_step_breakdown(case[1], case[0], batch=case[3], context=case[4], dtype=case[2])
+        for op in llm.OPERATIONS:
+            row = page.locator(f"#gpuinfer-calculator [data-role=ops] tr[data-op={op}]")
+            assert float(row.get_attribute("data-value")) == pytest.approx(table.loc[op, "seconds"], rel=1e-9)
+            assert row.get_attribute("data-bound") == table.loc[op, "bound"], (case, op)
         # The chart marks the same decode ceiling, and draws the curve it sits on.
         point = page.locator("#gpuinfer-calculator [data-role=chart-point]")
         assert float(point.get_attribute("data-value")) == pytest.approx(_expected(*case)["decode-ceiling"], rel=1e-9)

@@ -27,31 +27,27 @@ def test_export_holds_every_device_model_and_dtype(payload):
 
 def test_export_numbers_are_the_packages(payload):
     t4 = next(a for a in payload["accelerators"] if a["name"] == "T4")
-    assert t4["bandwidth_bytes_per_s"] == 320e9 and t4["memory_bytes"] == 16e9
-    assert t4["peak_flops"] == {"fp32": 8.1e12, "fp16": 65e12, "int8": 130e12}  # no bf16 on a T4
+    assert t4["bandwidth_bytes_per_s"] == 320e9
+    assert t4["memory_bytes"] == hardware.get("T4").memory_bytes
+    assert "bf16" not in t4["peak_flops"] and t4["peak_flops"]["fp16"] == 65e12  # no bf16 on a T4
     m = next(m for m in payload["models"] if m["name"] == "llama-2-7b")
     assert m["n_params"] == 6_738_415_616
     assert m["kv_cache_bytes_per_token"]["fp16"] == 524_288  # 2 x 32 x 32 x 128 x 2 bytes
-    # 2 FLOPs per weight, and 4 x layers x heads x head_dim per cached token.
-    assert m["flops_per_sequence"] == 2 * 6_738_415_616
-    assert m["flops_per_context_token"] == 4 * 32 * 32 * 128
-    for context in (0, 1, 777, 32768):
-        assert m["flops_per_sequence"] + context * m["flops_per_context_token"] == \
-            llm.decode_step_flops("llama-2-7b", 1, context)
+    assert m["step"]["fp16"] == llm.step_constants("llama-2-7b", "fp16")
+    # 2 FLOPs per matmul weight per token; 4 x 32 layers x 4096 per (query, key) pair.
+    assert m["step"]["fp16"]["linear_flops_per_token"] == 2 * 6_476_005_376
+    assert m["step"]["fp16"]["attn_flops_per_pair"] == 4 * 32 * 4096
+    assert payload["reserve_bytes"] == llm.DEFAULT_RESERVE_BYTES
+    assert payload["operations"] == list(llm.OPERATIONS)
 
 
 def test_quantised_formats_are_weight_only(payload):
-    for name in ("int8", "int4", "fp8"):
+    for name in ("int8", "int4", "fp8_e4m3", "nvfp4"):
         assert payload["dtypes"][name]["kv_dtype"] == "fp16"
         assert payload["dtypes"][name]["compute_dtype"] == "fp16"
-    assert payload["dtypes"]["int4"]["bytes_per_element"] == 0.5
-    assert payload["dtypes"]["bf16"] == {"bytes_per_element": 2.0, "kv_dtype": "bf16", "compute_dtype": "bf16"}
-
-
-def test_export_refuses_a_formula_it_cannot_carry(monkeypatch):
-    monkeypatch.setattr(llm, "decode_step_flops", lambda m, batch=1, context=0: 1.0 + context ** 2)
-    with pytest.raises(ValueError, match="no longer linear"):
-        gpuinfer_site.catalogue_payload()
+    assert payload["dtypes"]["int4"]["bytes_per_element"] == 0.5625  # an fp16 scale per 32
+    assert payload["dtypes"]["bf16"] == {"bytes_per_element": 2.0, "kv_dtype": "bf16",
+                                         "compute_dtype": "bf16", "peak": "bf16"}
 
 
 def test_written_script_and_json_hold_the_same_data(tmp_path, payload):

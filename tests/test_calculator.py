@@ -1,0 +1,101 @@
+"""The website's calculator (_static/calculator.js) against the package, on the whole grid
+of models x devices x formats x (batch, context), from the catalogue the build exports.
+
+The calculator rebuilds a decode step in JavaScript from `llm.step_constants`; this test
+runs that file under Node and compares every number with `gpuinfer.llm`, so a change to
+either side alone fails here (not only in the browser tests of `make site`)."""
+
+import json
+import math
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gpuinfer import dtypes, hardware, llm
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "_ext"))
+import gpuinfer_site  # noqa: E402
+
+CASES = [(1, 1), (16, 1024), (512, 128), (4096, 32768)]  # (batch, context)
+
+RUNNER = r"""
+const calc = require(process.argv[2]);
+const cat = JSON.parse(require("fs").readFileSync(process.argv[3], "utf8"));
+const cases = JSON.parse(require("fs").readFileSync(process.argv[4], "utf8"));
+const out = cases.map(function (c) {
+  try {
+    const r = calc.compute(cat, c[0], c[1], c[2], c[3], c[4]);
+    const ops = {};
+    Object.keys(r.ops).forEach(function (k) { ops[k] = r.ops[k].seconds; });
+    return { ok: true, decode: r.decodeCeiling, step: r.stepS, ops: ops,
+             cbb: Number.isFinite(r.computeBoundBatch) ? r.computeBoundBatch : null,
+             max: r.maxBatch, wrc: r.weightReadCeiling, weights: r.weightBytes };
+  } catch (e) { return { ok: false, error: e.message }; }
+});
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("Node.js is not installed: the calculator's JavaScript cannot run here")
+    tmp = tmp_path_factory.mktemp("calc")
+    payload = gpuinfer_site.catalogue_payload()
+    cases = [(a["name"], m["name"], d, b, c) for a in payload["accelerators"]
+             for m in payload["models"] for d in payload["dtypes"] for b, c in CASES]
+    (tmp / "cat.json").write_text(json.dumps(payload))
+    (tmp / "cases.json").write_text(json.dumps(cases))
+    (tmp / "run.js").write_text(RUNNER)
+    done = subprocess.run([node, str(tmp / "run.js"), str(ROOT / "_static" / "calculator.js"),
+                           str(tmp / "cat.json"), str(tmp / "cases.json")],
+                          capture_output=True, text=True, check=True)
+    return dict(zip(cases, json.loads(done.stdout)))
+
+
+def test_the_grid_is_whole(results):
+    names = {(a, m, d) for a, m, d, _, _ in results}
+    assert len(names) == len(hardware.names()) * len(llm.names()) * len(dtypes.DTYPES)
+
+
+def test_every_case_agrees_with_the_package(results):
+    checked = 0
+    for acc in hardware.names():
+        for model in llm.names():
+            for dtype in dtypes.DTYPES:
+                b = np.array([c[0] for c in CASES])
+                c = np.array([c[1] for c in CASES])
+                want = np.atleast_1d(llm.decode_step_time(model, acc, b, c, dtype))
+                for (batch, context), t in zip(CASES, want):
+                    got = results[(acc, model, dtype, batch, context)]
+                    if math.isnan(t):  # no peak for the compute format: the page says so
+                        assert not got["ok"] and "no" in got["error"], (acc, model, dtype, got)
+                        continue
+                    assert got["ok"], (acc, model, dtype, got)
+                    assert got["step"] == pytest.approx(t, rel=1e-12), (acc, model, dtype, batch, context)
+                    assert got["decode"] == pytest.approx(batch / t, rel=1e-12)
+                    assert got["max"] == llm.max_batch(model, acc, context, dtype)
+                    assert got["weights"] == llm.weight_bytes(model, dtype)
+                    cbb = llm.compute_bound_batch(model, acc, dtype)
+                    assert (got["cbb"] if got["cbb"] is not None else math.inf) == cbb
+                    checked += 1
+    assert checked > 1000
+
+
+@pytest.mark.parametrize("acc, model, dtype, batch, context", [
+    ("T4", "llama-2-7b", "fp16", 1, 1),
+    ("A100 80GB", "llama-3-8b", "int4", 512, 128),
+    ("H200", "llama-3-70b", "fp8_e4m3", 16, 1024),
+    ("H100 SXM", "mistral-7b", "nvfp4", 4096, 32768),
+])
+def test_each_operation_agrees(results, acc, model, dtype, batch, context):
+    got = results[(acc, model, dtype, batch, context)]
+    want = llm.decode_step_breakdown(model, acc, batch, context, dtype)["seconds"]
+    for op in llm.OPERATIONS:
+        assert got["ops"][op] == pytest.approx(want[op], rel=1e-12), op

@@ -1,4 +1,5 @@
-"""gpuinfer.quant against the theory of uniform quantisers and hand-worked values."""
+"""gpuinfer.quant against the theory of uniform quantisers, the OCP FP8/MX and NVFP4 rules,
+SmoothQuant, and hand-worked values (the arithmetic is written beside each expected value)."""
 
 import math
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from gpuinfer import quant
+from gpuinfer import dtypes, quant
 
 RNG = np.random.default_rng(0)
 
@@ -253,16 +254,31 @@ def test_bytes_per_weight_counts_the_scales():
         quant.bytes_per_weight(4, 32, -1)
 
 
-# --- number formats ---------------------------------------------------------------------------
+# --- number formats: one vocabulary with gpuinfer.dtypes -------------------------------------
+
+def test_formats_are_the_dtypes_vocabulary():
+    # Every format dtypes knows that stores values (tf32 is a compute mode), no other.
+    assert set(quant.FORMATS) == set(dtypes.DTYPES) - {"tf32"}
+    for name in quant.FORMATS:
+        p = quant.format_properties(name)
+        assert p["bytes"] == dtypes.bytes_per_element(name), name
+        assert p["bits"] == dtypes.value_bits(name), name
+    # Aliases resolve through dtypes.canonical, not by splitting the name.
+    assert quant.format_properties("fp8")["format"] == "fp8_e4m3"
+    assert quant.format_properties("fp4")["format"] == "fp4_e2m1"
+
 
 @pytest.mark.parametrize("name, bits, nbytes, largest, eps", [
     ("fp32", 32, 4, 3.4028235e38, 2**-23),
     ("fp16", 16, 2, 65504.0, 2**-10),           # IEEE 754 binary16
     ("bf16", 16, 2, 3.3895314e38, 2**-7),       # 8 exponent bits, 7 mantissa bits
-    ("fp8_e4m3", 8, 1, 448.0, 2**-3),           # OCP FP8: E4M3 max 448
-    ("fp8_e5m2", 8, 1, 57344.0, 2**-2),         # OCP FP8: E5M2 max 57344
+    ("fp8_e4m3", 8, 1, 448.0, 2**-3),           # OCP FP8: E4M3 max 1.75 x 2**8 = 448
+    ("fp8_e5m2", 8, 1, 57344.0, 2**-2),         # OCP FP8: E5M2 max 1.75 x 2**15 = 57344
+    ("fp4_e2m1", 4, 0.5, 6.0, 2**-1),           # OCP MX: E2M1 max 1.5 x 2**2 = 6
+    ("mxfp4", 4, 0.5 + 1 / 32, 6.0, 2**-1),     # + an 8-bit E8M0 scale per 32: 4.25 bits
+    ("nvfp4", 4, 0.5 + 1 / 16, 6.0, 2**-1),     # + an 8-bit E4M3 scale per 16: 4.5 bits
     ("int8", 8, 1, 127.0, 1 / 127),
-    ("int4", 4, 0.5, 7.0, 1 / 7),
+    ("int4", 4, 0.5 + 2 / 32, 7.0, 1 / 7),      # + an fp16 scale per 32: 4.5 bits
 ])
 def test_format_properties(name, bits, nbytes, largest, eps):
     p = quant.format_properties(name)
@@ -272,10 +288,22 @@ def test_format_properties(name, bits, nbytes, largest, eps):
     assert p["min"] == pytest.approx(-largest if p["kind"] == "float" else -(largest + 1))
 
 
+@pytest.mark.parametrize("name, tdtype", [("fp32", torch.float32), ("fp16", torch.float16),
+                                          ("bf16", torch.bfloat16),
+                                          ("fp8_e4m3", torch.float8_e4m3fn),
+                                          ("fp8_e5m2", torch.float8_e5m2)])
+def test_float_grids_agree_with_torch_finfo(name, tdtype):
+    info, p = torch.finfo(tdtype), quant.format_properties(name)
+    assert p["max"] == float(info.max)
+    assert p["min_positive_normal"] == float(info.smallest_normal)
+    assert p["relative_precision"] == float(info.eps)
+
+
 @pytest.mark.parametrize("name, count, largest", [
-    ("fp8_e4m3", 126, 448.0),      # 0x01..0x7E; 0x7F is NaN (no infinities in E4M3FN)
-    ("fp8_e5m2", 123, 57344.0),    # 0x01..0x7B; 0x7C is inf, 0x7D..0x7F NaN
-    ("fp16", 31743, 65504.0),      # 0x0001..0x7BFF
+    ("fp8_e4m3", 126, 448.0),      # 15 binades x 8 + 7 subnormals - the NaN code (480)
+    ("fp8_e5m2", 123, 57344.0),    # 30 binades x 4 + 3 subnormals
+    ("fp16", 31743, 65504.0),      # 30 x 1024 + 1023
+    ("fp4_e2m1", 7, 6.0),          # 0.5 (subnormal), 1, 1.5, 2, 3, 4, 6
     ("int8", 127, 127.0), ("int4", 7, 7.0)])
 def test_representable_values(name, count, largest):
     v = quant.representable_values(name)
@@ -283,42 +311,312 @@ def test_representable_values(name, count, largest):
     assert np.all(np.diff(v) > 0)
 
 
+def test_fp4_e2m1_grid_by_hand():
+    np.testing.assert_array_equal(quant.representable_values("fp4_e2m1"),
+                                  [0.5, 1, 1.5, 2, 3, 4, 6])
+
+
+@pytest.mark.parametrize("name, tdtype", [("fp8_e4m3", torch.float8_e4m3fn),
+                                          ("fp8_e5m2", torch.float8_e5m2),
+                                          ("fp16", torch.float16)])
+def test_enumerated_values_match_torch_bit_patterns(name, tdtype):
+    # An independent derivation: every 8/16-bit pattern with the sign bit clear, read by torch.
+    bits = torch.finfo(tdtype).bits
+    store = {8: torch.uint8, 16: torch.int16}[bits]
+    codes = torch.arange(1, 2 ** (bits - 1), dtype=torch.int64).to(store)
+    values = codes.view(tdtype).double().numpy()
+    np.testing.assert_array_equal(quant.representable_values(name),
+                                  np.sort(values[np.isfinite(values)]))
+
+
 def test_formats_table_has_every_format():
     assert list(quant.formats_table()["format"]) == list(quant.FORMATS)
 
 
-# --- bad input ----------------------------------------------------------------------------------
+# --- casting onto a float grid: round to nearest even, subnormals, saturation ------------------
 
-@pytest.mark.parametrize("kwargs, words", [
-    ({"bits": 1}, "bits"), ({"bits": 17}, "bits"), ({"bits": 8.5}, "bits"),
-    ({"bits": True}, "bits"), ({"axis": 2}, "axis 2"), ({"axis": "rows"}, "axis"),
-    ({"method": "mse"}, "method 'mse'"), ({"group_size": 7}, "group_size 7"),
-    ({"group_size": 0}, "group_size"), ({"axis": 0, "group_size": 4}, "not both"),
-    ({"method": "entropy", "symmetric": False}, "symmetric"),
-    ({"method": "percentile", "percentile": 0}, "percentile"),
-    ({"axis": 1, "calibration": np.ones((5, 3))}, "channels"),
-    ({"group_size": 4, "calibration": np.ones(8)}, "calibration"),
-    ({"calibration": []}, "empty"),
+@pytest.mark.parametrize("x, expected", [
+    # E2M1 ties go to the even mantissa: 0.25 between 0 and 0.5 -> 0; 0.75 between 0.5
+    # (mantissa 1) and 1.0 (mantissa 0) -> 1; 1.25 -> 1; 1.75 -> 2; 2.5 -> 2; 3.5 -> 4;
+    # 5 between 4 (even) and 6 -> 4.
+    (0.25, 0.0), (0.75, 1.0), (1.25, 1.0), (1.75, 2.0), (2.5, 2.0), (3.5, 4.0), (5.0, 4.0),
+    (0.3, 0.5),   # subnormal: 0.3 / 0.5 = 0.6 steps -> 1 step
+    (5.5, 6.0), (7.0, 6.0), (1e9, 6.0),   # saturates at 6, no infinity in E2M1
+    (-2.6, -3.0), (-100.0, -6.0),
 ])
-def test_bad_input_names_what_was_wrong(kwargs, words):
-    with pytest.raises(ValueError, match=words):
-        quant.quantize(np.ones((4, 8)), **kwargs)
+def test_fp4_e2m1_rounding_by_hand(x, expected):
+    assert quant.fake_quantize_float(np.array([x]), "fp4_e2m1")[0] == expected
 
 
-def test_more_bad_input():
-    with pytest.raises(ValueError, match="inf or nan"):
-        quant.quantize(np.array([1.0, np.inf]))
-    with pytest.raises(ValueError, match="same shape"):
-        quant.sqnr_db(np.ones(3), np.ones(4))
-    with pytest.raises(ValueError, match="does not fit"):
-        quant.dequantize(np.ones((2, 2), np.int8), np.ones(3), np.zeros(3))
-    with pytest.raises(ValueError, match="even"):
-        quant.pack_int4(np.ones((2, 3), np.int8))
-    with pytest.raises(ValueError, match="4 bits"):
-        quant.pack_int4(np.full((2, 2), 100, np.int8))
-    with pytest.raises(ValueError, match="too many"):
-        quant.representable_values("fp32")
-    with pytest.raises(ValueError, match="unknown format"):
+@pytest.mark.parametrize("fmt, x, expected", [
+    ("fp8_e4m3", 448.0, 448.0), ("fp8_e4m3", 464.0, 448.0),  # 464: tie 448 / (480): even
+    ("fp8_e4m3", 500.0, 448.0), ("fp8_e4m3", 1e6, 448.0),    # saturate, never NaN
+    ("fp8_e4m3", 1 + 1 / 16, 1.0),        # tie between 1 (1.000) and 1.125 (1.001)
+    ("fp8_e4m3", 1 + 3 / 16, 1.25),       # tie between 1.125 (1.001) and 1.25 (1.010)
+    ("fp8_e4m3", 2.0**-9, 2.0**-9),       # smallest subnormal: 2**(1 - 7) x 2**-3
+    ("fp8_e4m3", 2.0**-10, 0.0),          # half of it: tie with 0 (even) -> 0
+    ("fp8_e4m3", 1.5 * 2.0**-10, 2.0**-9),
+    ("fp8_e5m2", 57344.0, 57344.0), ("fp8_e5m2", 61440.0, 57344.0),  # saturate, no inf
+    ("fp8_e5m2", 1.125, 1.0),             # tie between 1 (1.00) and 1.25 (1.01)
+    ("fp8_e5m2", 2.0**-16, 2.0**-16),     # smallest subnormal: 2**(1 - 15) x 2**-2
+])
+def test_fp8_rounding_by_hand(fmt, x, expected):
+    assert quant.fake_quantize_float(np.array([x]), fmt)[0] == expected
+    assert quant.fake_quantize_float(np.array([-x]), fmt)[0] == -expected
+
+
+@pytest.mark.parametrize("fmt, tdtype, spread", [("fp8_e4m3", torch.float8_e4m3fn, 50.0),
+                                                 ("fp8_e4m3", torch.float8_e4m3fn, 1e-3),
+                                                 ("fp8_e5m2", torch.float8_e5m2, 5e3)])
+def test_casts_agree_with_torch_inside_the_range(fmt, tdtype, spread):
+    x = RNG.normal(size=50_000) * spread      # normals and (for 1e-3) subnormals
+    x = x[np.abs(x) <= quant.format_properties(fmt)["max"]]
+    expected = torch.from_numpy(x).to(tdtype).double().numpy()
+    np.testing.assert_array_equal(quant.fake_quantize_float(x, fmt), expected)
+
+
+def test_grid_values_round_trip_exactly():
+    for fmt in ["fp8_e4m3", "fp8_e5m2", "fp4_e2m1"]:
+        v = quant.representable_values(fmt)
+        v = np.concatenate([-v, [0.0], v])
+        np.testing.assert_array_equal(quant.fake_quantize_float(v, fmt), v)
+
+
+def test_torch_in_torch_out_for_floats():
+    x = torch.tensor([0.74, 5.2, -9.0])
+    out = quant.fake_quantize_float(x, "fp4")
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float32
+    assert out.tolist() == [0.5, 6.0, -6.0]   # 0.74 -> 0.5 (not a tie), 5.2 -> 6
+
+
+# --- scales: per tensor, per channel, MX (E8M0) and NVFP4 (E4M3 + fp32) ------------------------
+
+def test_fp32_scale_puts_the_largest_value_on_the_maximum():
+    # Per channel: row 0's amax 896 maps to 448 (scale 2), row 1's 0.5 to 448.
+    w = np.array([[896.0, 3.0], [0.5, -0.25]])
+    out = quant.fake_quantize_float(w, "fp8_e4m3", axis=0)
+    # Row 0: 3 / 2 = 1.5 is on the grid -> 3 exactly. Row 1: scale 0.5 / 448;
+    # -0.25 / scale = -224 is on the grid (1.75 x 2**7) -> -0.25 exactly.
+    np.testing.assert_array_equal(out, w)
+    # Per tensor (scale 896 / 448 = 2): 0.5 / 2 = 0.25 = 2**-2 is on the grid, -0.25 / 2 =
+    # -0.125 too; everything round-trips here as well.
+    np.testing.assert_array_equal(quant.fake_quantize_float(w, "fp8_e4m3", scale_fmt="fp32"), w)
+
+
+@pytest.mark.parametrize("amax, expected", [
+    (6.0, 1.0),          # floor(log2 6) = 2; 2 - emax(E2M1) 2 = 0 -> 2**0
+    (7.0, 1.0),          # also 2**0: 7 will saturate to 6
+    (8.0, 2.0),          # floor(log2 8) = 3 -> 2**1
+    (12.0, 2.0),         # 12 / 2 = 6: exact
+    (0.1, 2.0**-6),      # floor(log2 0.1) = -4 -> 2**-6
+    (0.0, 2.0**-127),    # an all-zero block: the smallest E8M0 scale
+])
+def test_mx_scale_follows_the_ocp_rule(amax, expected):
+    assert quant.mx_scale(amax) == expected
+
+
+def test_mxfp4_block_by_hand():
+    block = np.zeros(32)
+    block[:5] = [7.0, 5.0, 0.3, -2.6, 6.0]
+    # Scale 2**0 (amax 7): 7 saturates to 6, 5 ties to 4, 0.3 -> 0.5, -2.6 -> -3, 6 stays.
+    out = quant.fake_quantize_float(block, "mxfp4")
+    np.testing.assert_array_equal(out[:5], [6.0, 4.0, 0.5, -3.0, 6.0])
+    assert np.all(out[5:] == 0)
+    # A second block with amax 0.1: scale 2**-6; 0.1 / 2**-6 = 6.4 -> 6 -> 0.09375.
+    two = np.concatenate([block, np.full(32, 0.1)])
+    np.testing.assert_allclose(quant.fake_quantize_float(two, "mxfp4")[32:], 6 * 2.0**-6)
+    # Same as spelling out the parts.
+    np.testing.assert_array_equal(
+        quant.fake_quantize_float(two, "fp4_e2m1", block_size=32, scale_fmt="e8m0"),
+        quant.fake_quantize_float(two, "mxfp4"))
+
+
+def test_nvfp4_scales_and_block_by_hand():
+    # Two blocks of 16. Tensor amax 2688 = 6 x 448 -> s_t = 2688 / (6 x 448) = 1.
+    x = np.zeros(32)
+    x[0], x[1] = 2688.0, 1000.0          # block 0: amax 2688 -> s_b = 2688 / 6 = 448
+    x[16], x[17] = 7.0, 1.0              # block 1: amax 7 -> 7 / 6 = 1.1667 -> E4M3 1.125
+    s_b, s_t = quant.nvfp4_scales([2688.0, 7.0], 2688.0)
+    assert s_t == 1.0
+    np.testing.assert_array_equal(s_b, [448.0, 1.125])   # 1.1667 / 0.125 = 9.33 -> 9
+    out = quant.fake_quantize_float(x, "nvfp4")
+    # 2688 / 448 = 6 -> 2688; 1000 / 448 = 2.23 -> 2 -> 896.
+    # 7 / 1.125 = 6.22 -> 6 -> 6.75; 1 / 1.125 = 0.889 -> 1 -> 1.125.
+    np.testing.assert_array_equal(out[[0, 1, 16, 17]], [2688.0, 896.0, 6.75, 1.125])
+
+
+def test_block_formats_fix_their_blocks():
+    x = np.ones((2, 64))
+    with pytest.raises(ValueError, match="fixes blocks of 32"):
+        quant.fake_quantize_float(x, "mxfp4", block_size=16)
+    with pytest.raises(ValueError, match="fixes blocks of 16"):
+        quant.fake_quantize_float(x, "nvfp4", scale_fmt="e8m0")
+
+
+def test_sqnr_per_bit_orders_the_4_bit_formats():
+    # Gaussian rows: NVFP4 (smaller blocks, finer E4M3 scales) beats MXFP4 (power-of-two
+    # scales that leave the block max anywhere in [4, 8) and clip above 6); both far
+    # below fp8 E4M3 (3 mantissa bits: ~31 dB), itself below int8 per channel.
+    w = _rows_of_different_scales()
+    db = {name: quant.sqnr_db(w, out) for name, out in {
+        "int8": quant.fake_quantize(w, bits=8, axis=0),
+        "fp8": quant.fake_quantize_float(w, "fp8_e4m3", axis=0),
+        "nvfp4": quant.fake_quantize_float(w, "nvfp4"),
+        "mxfp4": quant.fake_quantize_float(w, "mxfp4")}.items()}
+    assert db["int8"] > db["fp8"] > db["nvfp4"] > db["mxfp4"]
+    assert 29 < db["fp8"] < 34
+
+
+# --- SmoothQuant, dynamic and static activation scales -----------------------------------------
+
+def test_smoothquant_scales_by_hand():
+    act, w = np.array([16.0, 1.0, 0.0]), np.array([1.0, 4.0, 2.0])
+    # alpha 0.5: sqrt(16) / sqrt(1) = 4; sqrt(1) / sqrt(4) = 0.5; no activation -> 1.
+    np.testing.assert_allclose(quant.smoothquant_scales(act, w), [4.0, 0.5, 1.0])
+    # alpha 1: all the range moves into the weights (s = max|X|); alpha 0: s = 1 / max|W|.
+    np.testing.assert_allclose(quant.smoothquant_scales(act, w, alpha=1.0), [16.0, 1.0, 1.0])
+    np.testing.assert_allclose(quant.smoothquant_scales(act, w, alpha=0.0), [1.0, 0.25, 1.0])
+    # At alpha 0.5 both sides end with the same range, sqrt(max|X| x max|W|): 16/4 = 1 x 4.
+    s = quant.smoothquant_scales(act[:2], w[:2])
+    np.testing.assert_allclose(act[:2] / s, w[:2] * s)
+
+
+def _outlier_activations(n_tokens, seed, d_in=256, outliers=(3, 77, 140, 201)):
+    x = np.random.default_rng(seed).normal(size=(n_tokens, d_in))   # [tokens, d_in]
+    x[:, list(outliers)] *= 30
+    return x
+
+
+def test_smoothing_leaves_the_product_unchanged_and_lowers_w8a8_error():
+    w = RNG.normal(size=(64, 256)) / 16                   # [d_out, d_in]
+    x_cal, x = _outlier_activations(512, 1), _outlier_activations(256, 2)
+    s = quant.smoothquant_scales(np.abs(x_cal).max(axis=0), np.abs(w).max(axis=0))
+    np.testing.assert_allclose((x / s) @ (w * s).T, x @ w.T, rtol=1e-9, atol=1e-9)
+
+    def w8a8(x_in, w_in, cal):
+        a = quant.fake_quantize(x_in, bits=8, calibration=cal)    # static, per tensor
+        return a @ quant.fake_quantize(w_in, bits=8, axis=0).T
+
+    y = x @ w.T
+    before = quant.sqnr_db(y, w8a8(x, w, x_cal))
+    after = quant.sqnr_db(y, w8a8(x / s, w * s, x_cal / s))
+    assert after > before + 6     # the outlier channels no longer set every token's step
+
+
+def test_dynamic_per_token_scales_beat_a_static_range_on_varying_tokens():
+    # Tokens whose magnitude varies 100x: one static range (min-max of a calibration set)
+    # is too coarse for the quiet tokens; a scale per token (axis 0) follows each.
+    r = np.random.default_rng(3)
+    gain = np.exp(r.normal(0, 1.5, size=(256, 1)))
+    x = r.normal(size=(256, 128)) * gain
+    cal = r.normal(size=(256, 128)) * np.exp(r.normal(0, 1.5, size=(256, 1)))
+    static = quant.sqnr_db(x, quant.fake_quantize(x, bits=8, calibration=cal))
+    dynamic = quant.sqnr_db(x, quant.fake_quantize(x, bits=8, axis=0))
+    assert dynamic > static + 6
+
+
+# --- bad input: every public function, one table ------------------------------------------------
+
+X = np.ones((4, 8))
+BAD_INPUT = [
+    # (function, args, kwargs, error, words in the message)
+    (quant.qrange, (1,), {}, ValueError, "bits"),
+    (quant.qrange, (17,), {}, ValueError, "bits"),
+    (quant.qrange, (8.5,), {}, ValueError, "bits"),
+    (quant.qrange, (True,), {}, TypeError, "bits"),
+    (quant.qrange, (8, "yes"), {}, TypeError, "symmetric"),
+    (quant.ideal_sqnr_db, (8, "square"), {}, KeyError, "signal"),
+    (quant.ideal_sqnr_db, (None,), {}, TypeError, "bits"),
+    (quant.quantize, (X,), {"axis": 2}, ValueError, "axis 2"),
+    (quant.quantize, (X,), {"axis": "rows"}, TypeError, "axis"),
+    (quant.quantize, (X,), {"method": "mse"}, KeyError, "method='mse'"),
+    (quant.quantize, (X,), {"method": "entrpy"}, KeyError, "did you mean 'entropy'"),
+    (quant.quantize, (X,), {"group_size": 7}, ValueError, "group_size 7"),
+    (quant.quantize, (X,), {"group_size": 0}, ValueError, "group_size"),
+    (quant.quantize, (X,), {"axis": 0, "group_size": 4}, ValueError, "not both"),
+    (quant.quantize, (X,), {"method": "entropy", "symmetric": False}, ValueError, "symmetric"),
+    (quant.quantize, (X,), {"method": "percentile", "percentile": 0}, ValueError, "percentile"),
+    (quant.quantize, (X,), {"method": "percentile", "percentile": 101}, ValueError, "percentile"),
+    (quant.quantize, (X,), {"axis": 1, "calibration": np.ones((5, 3))}, ValueError, "channels"),
+    (quant.quantize, (X,), {"group_size": 4, "calibration": np.ones(8)}, ValueError, "calibration"),
+    (quant.quantize, (X,), {"calibration": []}, ValueError, "empty"),
+    (quant.quantize, (X,), {"calibration": [np.array([1.0, np.nan])]}, ValueError, "NaN"),
+    (quant.quantize, (np.array([1.0, np.inf]),), {}, ValueError, "NaN or infinite"),
+    (quant.quantize, (np.array([1.0, np.nan, 2.0]),), {"method": "entropy"}, ValueError, "NaN"),
+    (quant.quantize, (np.array([1.0, np.nan, 2.0]),), {"method": "percentile"}, ValueError, "NaN"),
+    (quant.quantize, (torch.tensor([1.0, float("nan")]),), {}, ValueError, "NaN"),
+    (quant.quantize, (np.array([]),), {}, ValueError, "empty"),
+    (quant.quantize, ("1, 2, 3",), {}, TypeError, "numbers"),
+    (quant.quantize, (None,), {}, TypeError, "numbers"),
+    (quant.calibrate, (X,), {"method": "entropy", "num_bins": 100_000}, ValueError, "num_bins"),
+    (quant.calibrate, (X,), {"method": "entropy", "num_bins": 64}, ValueError, "num_bins"),
+    (quant.calibrate, (X,), {"method": "entropy", "num_bins": 2048.5}, ValueError, "num_bins"),
+    (quant.fake_quantize, (X,), {"bits": 0}, ValueError, "bits"),
+    (quant.scale_zero_point, (np.nan, 1.0), {}, ValueError, "lo"),
+    (quant.scale_zero_point, (-1.0, np.inf), {}, ValueError, "hi"),
+    (quant.scale_zero_point, (2.0, 1.0), {}, ValueError, "inverted"),
+    (quant.scale_zero_point, ([0.0, 3.0], [1.0, 2.0]), {}, ValueError, "lo must be <= hi"),
+    (quant.scale_zero_point, ([0.0, 1.0], [1.0, 2.0, 3.0]), {}, ValueError, "matching"),
+    (quant.scale_zero_point, ("a", 1.0), {}, TypeError, "lo"),
+    (quant.dequantize, (np.ones(3, np.int8), np.nan, 0), {}, ValueError, "scale"),
+    (quant.dequantize, (np.ones(3, np.int8), 0.0, 0), {}, ValueError, "scale"),
+    (quant.dequantize, (np.ones(3, np.int8), -0.1, 0), {}, ValueError, "scale"),
+    (quant.dequantize, (np.ones(3), 0.1, 0), {}, TypeError, "q must hold integers"),
+    (quant.dequantize, (np.ones(3, np.int8), 0.1, 0.5), {}, TypeError, "zero_point"),
+    (quant.dequantize, (np.ones((2, 2), np.int8), np.ones(3), np.zeros(3, np.int8)), {},
+     ValueError, "does not fit"),
+    (quant.sqnr_db, (np.ones(3), np.ones(4)), {}, ValueError, "same shape"),
+    (quant.sqnr_db, (np.ones(3), np.array([1.0, np.nan, 1.0])), {}, ValueError, "x_hat"),
+    (quant.max_abs_error, ([], []), {}, ValueError, "empty"),
+    (quant.mse, ("abc", "abd"), {}, TypeError, "numbers"),
+    (quant.bytes_per_weight, (4, 0), {}, ValueError, "group_size"),
+    (quant.bytes_per_weight, (4, 32, -1), {}, ValueError, "scale_bytes"),
+    (quant.bytes_per_weight, (4, 32, 2, np.nan), {}, ValueError, "zero_point_bytes"),
+    (quant.pack_int4, (np.ones((2, 3), np.int8),), {}, ValueError, "even"),
+    (quant.pack_int4, (np.full((2, 2), 100, np.int8),), {}, ValueError, "4 bits"),
+    (quant.pack_int4, (np.array([[-3, 12]]),), {}, ValueError, "all in"),   # mixed signs
+    (quant.pack_int4, (np.array([[1.7, 2.2]]),), {}, TypeError, "integers"),
+    (quant.pack_int4, (torch.tensor([[1.0, 2.0]]),), {}, TypeError, "integers"),
+    (quant.unpack_int4, (np.array([[-1, 3]]),), {}, ValueError, "0..255"),
+    (quant.unpack_int4, (np.array([[300]]),), {}, ValueError, "0..255"),
+    (quant.unpack_int4, (np.array([[1.5]]),), {}, TypeError, "integers"),
+    (quant.unpack_int4, (np.array([[1]], np.uint8),), {"signed": "no"}, TypeError, "signed"),
+    (quant.mx_scale, (-1.0,), {}, ValueError, "amax"),
+    (quant.mx_scale, (np.nan,), {}, ValueError, "amax"),
+    (quant.mx_scale, (1.0, "int8"), {}, ValueError, "float element format"),
+    (quant.nvfp4_scales, ([7.0], 6.0), {}, ValueError, "exceed"),
+    (quant.nvfp4_scales, ([1.0], -1.0), {}, ValueError, "tensor_amax"),
+    (quant.fake_quantize_float, (X, "fp6"), {}, KeyError, "fp6"),
+    (quant.fake_quantize_float, (X, "int8"), {}, ValueError, "float element format"),
+    (quant.fake_quantize_float, (X, None), {}, TypeError, "fmt"),
+    (quant.fake_quantize_float, (X, "fp8_e4m3"), {"block_size": 3}, ValueError, "block_size 3"),
+    (quant.fake_quantize_float, (X, "fp8_e4m3"), {"block_size": 4, "axis": 0}, ValueError,
+     "not both"),
+    (quant.fake_quantize_float, (X, "fp8_e4m3", 4, "e5m0"), {}, KeyError, "scale_fmt"),
+    (quant.fake_quantize_float, (np.array([1.0, np.nan]), "fp8_e4m3"), {}, ValueError, "NaN"),
+    (quant.fake_quantize_float, (np.array([np.inf]), "nvfp4"), {}, ValueError, "infinite"),
+    (quant.format_properties, ("fp6",), {}, KeyError, "fp6"),
+    (quant.format_properties, (8,), {}, TypeError, "name"),
+    (quant.representable_values, ("fp32",), {}, ValueError, "too many"),
+    (quant.representable_values, ("nvfp4",), {}, ValueError, "fp4_e2m1"),
+    (quant.smoothquant_scales, ([1.0, 2.0], [1.0]), {}, ValueError, "one entry per input"),
+    (quant.smoothquant_scales, ([1.0, -2.0], [1.0, 1.0]), {}, ValueError, "act_absmax"),
+    (quant.smoothquant_scales, ([1.0, 2.0], [1.0, np.nan]), {}, ValueError, "weight_absmax"),
+    (quant.smoothquant_scales, ([1.0], [1.0]), {"alpha": 1.5}, ValueError, "alpha"),
+    (quant.smoothquant_scales, ([1.0], [1.0]), {"alpha": "half"}, TypeError, "alpha"),
+]
+
+
+@pytest.mark.parametrize("fn, args, kwargs, error, words", BAD_INPUT,
+                         ids=[f"{f.__name__}-{i}" for i, (f, *_) in enumerate(BAD_INPUT)])
+def test_bad_input_gets_a_clear_error(fn, args, kwargs, error, words):
+    with pytest.raises(error, match=words):
+        fn(*args, **kwargs)
+
+
+def test_unknown_names_are_both_key_and_value_errors():
+    # validate.UnknownName: old `except ValueError` callers keep working.
+    with pytest.raises(ValueError):
+        quant.quantize(X, method="mse")
+    with pytest.raises(ValueError):
         quant.format_properties("fp6")
-    with pytest.raises(ValueError, match="signal"):
-        quant.ideal_sqnr_db(8, "square")

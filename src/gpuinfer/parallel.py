@@ -3,70 +3,66 @@ pipeline-parallel decode. (The lab's layers on torch.distributed: `gpuinfer.dist
 
 Chapter: *Beyond one GPU*; lab: *Tensor-parallel layers*. SI units: bytes, bytes/s, s.
 
-The model of a tensor-parallel (TP) decode step on N devices (Megatron-LM's layout,
-Shoeybi et al. 2019; Pope et al. 2023 call it 1D weight-stationary):
-- every weight matrix is split N ways (attention by heads, the MLP by its hidden size),
-  and so is the KV cache, by KV heads; a KV head cannot be split, so when N exceeds the
-  number of KV heads each head is *replicated* on N / n_kv_heads devices;
-- each device runs the single-device roofline on its shard: max(bytes / bandwidth,
-  FLOPs / peak), with bytes and FLOPs divided by N;
-- each layer needs two all-reduces of the activations, [batch, d_model] each: one after
-  the attention block's output projection, one after the MLP's down projection;
+A tensor-parallel (TP) decode step on N devices (Megatron-LM's layout, Shoeybi et al.
+2019; Pope et al. 2023 call it 1D weight-stationary):
+- each device holds a *shard* of the model (`shard`): a 1/N slice of the query heads, of
+  the MLP's hidden size and of the vocabulary; the KV heads are split too, but a KV head
+  cannot be split, so when N exceeds the number of KV heads each head (and its K/V
+  projections) is *replicated* on N / n_kv_heads devices;
+- each device runs the per-operation roofline of `gpuinfer.llm` on its shard (the shard's
+  matmuls, its heads' attention, its slice of the LM head);
+- each layer needs two all-reduces of the activations, [batch, d_model] each (after the
+  attention block's output projection and after the MLP's down projection), and the
+  vocabulary-parallel embedding one more per step: 2 x layers + 1;
 - the all-reduces sit on the critical path (the next layer needs their result), so
-  their time is *added*, not overlapped: step = sharded roofline + communication.
+  their time is *added*: step = the shard's step + communication.
 
-A ring all-reduce of S bytes on N devices (Patarasuk & Yuan 2009) moves 2(N-1)/N x S bytes
-through each device's link in each direction, in 2(N-1) steps:
-    time = 2(N-1)/N x S / bandwidth + 2(N-1) x step latency (+ a fixed cost per call).
-These are ceilings: real libraries add kernel launches, synchronisation and protocol
-overheads.
+An all-reduce of S bytes on N devices costs, in NCCL's own model (src/graph/tuning.cc,
+via `gpuinfer.hardware`), for each protocol p (LL, LL128, Simple) of its ring algorithm
+    base_p + 2(N-1) x step_p + 2(N-1)/N x S / (bandwidth x fraction_p)
+and NCCL picks the fastest: LL's low latency comes with half the bandwidth, Simple has
+the full bandwidth at a higher latency per step (`allreduce_protocols`). A ring that
+spans more GPUs than a link's domain (8 on an HGX board's NVLink) crosses the network for
+2(n-1) of its steps, n nodes, at the network's bandwidth per GPU. NCCL also has tree,
+NVLink SHARP (NVLS) and custom one-shot all-reduces (vLLM, TensorRT-LLM); this model is
+the ring alone, so for small messages on NVSwitch systems it is an upper bound on time.
+These are ceilings: real libraries add kernel launches and synchronisation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import numbers
 
 import numpy as np
 
 from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
+from . import validate as _v
 
-# --- collectives -------------------------------------------------------------------------
+#: The network a ring takes past an NVLink domain, unless told (HGX H100/H200 nodes:
+#: eight ConnectX-7 400 Gb/s ports, one per GPU).
+DEFAULT_NETWORK = "InfiniBand NDR x8"
 
 
 def _devices(n_devices, name="n_devices") -> int:
-    if isinstance(n_devices, bool) or not isinstance(n_devices, numbers.Real) \
-            or not float(n_devices).is_integer() or n_devices < 1:
-        raise ValueError(f"{name} must be a whole number >= 1, got {n_devices!r}")
-    return int(n_devices)
+    return _v.count(name, n_devices, maximum=1 << 20,
+                    why_maximum="no machine has more devices than that")
 
 
-def _non_negative(name, value):
-    arr = np.asarray(value, dtype=float)
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise ValueError(f"{name} must be non-negative and finite, got {value!r}")
-    return arr
+def _positive(name, value):  # kept for gpuinfer.distributed
+    return _v.positive(name, value, array=True)
 
 
-def _positive(name, value):
-    arr = np.asarray(value, dtype=float)
-    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-        raise ValueError(f"{name} must be positive and finite, got {value!r}")
-    return arr
-
-
-def _scalar(x):
-    return float(x) if np.ndim(x) == 0 else x
-
+# --- collectives -------------------------------------------------------------------------
 
 def allreduce_bytes_sent(n_bytes, n_devices):
     """Bytes each device sends (and receives) in a ring all-reduce of `n_bytes`:
     2(N-1)/N x n_bytes (reduce-scatter, then all-gather). 0 on one device."""
     n = _devices(n_devices)
-    s = _non_negative("n_bytes", n_bytes)
-    return _scalar(2.0 * (n - 1) / n * s)
+    s = _v.non_negative("n_bytes", n_bytes, array=True)
+    return _v.scalar_or_array(2.0 * (n - 1) / n * s)
 
 
 def allreduce_time(n_bytes, n_devices, bandwidth, latency=0.0, *, base_latency=0.0):
@@ -77,21 +73,78 @@ def allreduce_time(n_bytes, n_devices, bandwidth, latency=0.0, *, base_latency=0
     the datasheet's bidirectional 900e9); `latency`: seconds per ring step; `base_latency`:
     seconds per call, whatever N."""
     n = _devices(n_devices)
-    s = _non_negative("n_bytes", n_bytes)
-    bw = float(_positive("bandwidth", bandwidth))
-    lat = float(_non_negative("latency", latency))
-    base = float(_non_negative("base_latency", base_latency))
+    s = _v.non_negative("n_bytes", n_bytes, array=True)
+    bw = _v.positive("bandwidth", bandwidth)
+    lat = _v.non_negative("latency", latency)
+    base = _v.non_negative("base_latency", base_latency)
     if n == 1:
-        return _scalar(np.zeros_like(s))
-    return _scalar(2.0 * (n - 1) / n * s / bw + 2 * (n - 1) * lat + base)
+        return _v.scalar_or_array(np.zeros_like(s))
+    return _v.scalar_or_array(2.0 * (n - 1) / n * s / bw + 2 * (n - 1) * lat + base)
 
 
-def interconnect_allreduce_time(n_bytes, n_devices, interconnect):
-    """`allreduce_time` with the bandwidth and NCCL latency model of a catalogue link
-    (a name such as "NVLink 4", or a `hardware.Interconnect`)."""
+def _route(n, interconnect, network):
+    """(link inside a domain, network or None, nodes): how a ring of n GPUs is wired."""
     ic = _hardware.get_interconnect(interconnect)
-    return allreduce_time(n_bytes, n_devices, ic.bandwidth_bytes_per_s, ic.step_latency_s,
-                          base_latency=ic.base_latency_s)
+    if n <= ic.domain_gpus or ic.kind == "network":
+        return ic, None, 1
+    net = _hardware.get_interconnect(DEFAULT_NETWORK if network is None else network)
+    if net.kind != "network":
+        raise ValueError(f"network must be a network link (InfiniBand, Ethernet), got {net.name}")
+    return ic, net, math.ceil(n / ic.domain_gpus)
+
+
+def allreduce_protocols(n_bytes, n_devices, interconnect, *, network=None):
+    """NCCL's ring all-reduce of `n_bytes` on `n_devices` over `interconnect` under each
+    protocol (LL, LL128, Simple), from NCCL's own cost model: a DataFrame indexed by
+    protocol with `base_s`, `latency_s` (base + steps), `bandwidth_s`, `seconds` and
+    `fastest` (the one NCCL would pick). Past the link's domain (8 GPUs of an HGX
+    board) the ring crosses `network` (default `DEFAULT_NETWORK`) for 2(n-1) of its
+    2(N-1) steps, n nodes, at the network's bandwidth per GPU."""
+    import pandas as pd
+
+    n = _devices(n_devices)
+    s = _v.non_negative("n_bytes", n_bytes)
+    ic, net, nodes = _route(n, interconnect, network)
+    rows = {}
+    steps = 2 * (n - 1)
+    net_steps = 2 * (nodes - 1)
+    for proto, cost in ic.protocols.items():
+        if net is None:
+            latency = cost.base_latency_s + steps * cost.step_latency_s
+            bandwidth = cost.bandwidth_bytes_per_s
+        else:
+            ncost = net.nccl(proto)
+            per_gpu = net.bandwidth_bytes_per_s / ic.domain_gpus  # node ports shared by its GPUs
+            latency = (cost.base_latency_s + (steps - net_steps) * cost.step_latency_s
+                       + net_steps * ncost.step_latency_s)
+            bandwidth = min(cost.bandwidth_bytes_per_s, per_gpu * ncost.bandwidth_fraction)
+        moved = 2.0 * (n - 1) / n * s / bandwidth if n > 1 else 0.0
+        rows[proto] = {"base_s": cost.base_latency_s if n > 1 else 0.0,
+                       "latency_s": latency if n > 1 else 0.0, "bandwidth_s": moved,
+                       "seconds": (latency + moved) if n > 1 else 0.0,
+                       "bandwidth_bytes_per_s": bandwidth}
+    df = pd.DataFrame.from_dict(rows, orient="index")
+    df["fastest"] = df.index == df["seconds"].idxmin()
+    df.attrs.update(interconnect=ic.name, network=net.name if net else None, nodes=nodes)
+    return df
+
+
+def interconnect_allreduce_time(n_bytes, n_devices, interconnect, *, network=None,
+                                protocol=None):
+    """Seconds of an all-reduce of `n_bytes` on `n_devices` over a catalogue link (a
+    name such as "NVLink 4", or a `hardware.Interconnect`): NCCL's fastest ring protocol
+    (or `protocol`: "LL", "LL128", "Simple"); see `allreduce_protocols`. Vectorised over
+    `n_bytes`."""
+    sizes = _v.non_negative("n_bytes", n_bytes, array=True)
+    out = []
+    for s in np.atleast_1d(sizes):
+        df = allreduce_protocols(float(s), n_devices, interconnect, network=network)
+        if protocol is None:
+            out.append(df["seconds"].min())
+        else:
+            out.append(df.loc[_v.choice("protocol", protocol, list(df.index),
+                                        normalise=str.lower), "seconds"])
+    return float(out[0]) if np.ndim(sizes) == 0 else np.array(out)
 
 
 def allreduce_crossover_bytes(n_devices, bandwidth, latency=0.0, *, base_latency=0.0):
@@ -99,9 +152,9 @@ def allreduce_crossover_bytes(n_devices, bandwidth, latency=0.0, *, base_latency
     terms: below it the all-reduce is latency-bound, above it bandwidth-bound (the
     communication roofline's ridge). 0 when there is no latency; inf on one device."""
     n = _devices(n_devices)
-    bw = float(_positive("bandwidth", bandwidth))
-    fixed = 2 * (n - 1) * float(_non_negative("latency", latency)) \
-        + float(_non_negative("base_latency", base_latency))
+    bw = _v.positive("bandwidth", bandwidth)
+    fixed = 2 * (n - 1) * _v.non_negative("latency", latency) \
+        + _v.non_negative("base_latency", base_latency)
     if n == 1:
         return math.inf
     return fixed * bw * n / (2.0 * (n - 1))
@@ -113,7 +166,10 @@ def allreduce_bus_bandwidth(n_bytes, n_devices, seconds):
     n = _devices(n_devices)
     if n == 1:
         raise ValueError("bus bandwidth needs n_devices >= 2: one device moves nothing")
-    return _scalar(allreduce_bytes_sent(n_bytes, n) / _positive("seconds", seconds))
+    t = _v.positive("seconds", seconds, array=True)
+    s = _v.non_negative("n_bytes", n_bytes, array=True)
+    _v.same_shape(n_bytes=s, seconds=t)
+    return _v.scalar_or_array(allreduce_bytes_sent(s, n) / t)
 
 
 def fit_allreduce(n_bytes, seconds, n_devices) -> dict:
@@ -124,8 +180,8 @@ def fit_allreduce(n_bytes, seconds, n_devices) -> dict:
     n = _devices(n_devices)
     if n == 1:
         raise ValueError("fitting an all-reduce needs n_devices >= 2")
-    s = _non_negative("n_bytes", n_bytes).ravel()
-    t = _positive("seconds", seconds).ravel()
+    s = np.ravel(_v.non_negative("n_bytes", n_bytes, array=True))
+    t = np.ravel(_v.positive("seconds", seconds, array=True))
     if s.size != t.size or s.size < 2 or np.ptp(s) == 0:
         raise ValueError("fit_allreduce needs at least two different sizes, one time each; "
                          f"got {s.size} sizes and {t.size} times")
@@ -137,7 +193,6 @@ def fit_allreduce(n_bytes, seconds, n_devices) -> dict:
 
 
 # --- sharding a decoder ------------------------------------------------------------------
-
 
 def check_tp_degree(model, n_devices) -> int:
     """Raise ValueError unless `n_devices` can shard `model` evenly: it must divide the
@@ -156,12 +211,16 @@ def check_tp_degree(model, n_devices) -> int:
 
 
 def valid_tp_degrees(model, max_devices=None) -> list[int]:
-    """Every N from 1 to `max_devices` (default: the number of query heads) that shards
-    `model` evenly (see `check_tp_degree`)."""
+    """Every N up to `max_devices` (default: the number of query heads) that shards
+    `model` evenly (see `check_tp_degree`). Only divisors of the query heads qualify, so
+    the search never walks past them."""
     m = _llm.get(model)
-    top = m.n_heads if max_devices is None else _devices(max_devices, "max_devices")
+    top = m.n_heads if max_devices is None else min(_devices(max_devices, "max_devices"),
+                                                    m.n_heads)
     out = []
     for n in range(1, top + 1):
+        if m.n_heads % n:
+            continue
         try:
             out.append(check_tp_degree(m, n))
         except ValueError:
@@ -177,6 +236,20 @@ def kv_heads_per_device(model, n_devices) -> int:
     return max(1, m.n_kv_heads // n)
 
 
+def shard(model, n_devices) -> _llm.ModelSpec:
+    """One device's part of `model` under N-way tensor parallelism, as a `ModelSpec` that
+    `gpuinfer.llm` times and sizes: 1/N of the query heads, of the MLP's hidden size and
+    of the vocabulary (rounded up, as Megatron pads it), `kv_heads_per_device` KV heads
+    (replicated past n_kv_heads), the full d_model (activations are whole on every
+    device between the all-reduces)."""
+    m = _llm.get(model)
+    n = check_tp_degree(m, n_devices)
+    return dataclasses.replace(
+        m, name=f"{m.name} (1/{n} shard)" if n > 1 else m.name, n_heads=m.n_heads // n,
+        n_kv_heads=kv_heads_per_device(m, n), d_ff=m.d_ff // n,
+        vocab_size=math.ceil(m.vocab_size / n))
+
+
 _KV_SHARDINGS = ("heads", "batch")
 
 
@@ -190,35 +263,31 @@ def tp_kv_cache_bytes_per_token(model, n_devices, dtype="fp16", kv_sharding="hea
     average per device is the full per-token cache / N, whatever the head count."""
     m = _llm.get(model)
     n = check_tp_degree(m, n_devices)
-    if kv_sharding not in _KV_SHARDINGS:
-        raise ValueError(f"kv_sharding must be one of {_KV_SHARDINGS}, got {kv_sharding!r}")
+    _v.choice("kv_sharding", kv_sharding, _KV_SHARDINGS)
     if kv_sharding == "batch":
         return _llm.kv_cache_bytes_per_token(m, dtype) / n
-    return 2.0 * m.n_layers * kv_heads_per_device(m, n) * m.head_dim \
-        * _dtypes.bytes_per_element(dtype)
+    return _llm.kv_cache_bytes_per_token(shard(m, n), dtype)
 
 
 def tp_weight_bytes_per_device(model, n_devices, dtype="fp16") -> float:
-    """Weight bytes on each device: all weights / N (embeddings split by vocabulary; the
-    few norm weights, ~0.001% of the total, counted as split too)."""
-    n = check_tp_degree(model, n_devices)
-    return _llm.weight_bytes(model, dtype) / n
+    """Weight bytes on each device: the shard's weights (`llm.weight_bytes` of `shard`),
+    replicated K/V projections included past n_kv_heads devices."""
+    return _llm.weight_bytes(shard(model, n_devices), dtype)
 
 
 def tp_max_batch(model, accelerator, n_devices, context, dtype="fp16", *, kv_dtype=None,
-                 reserve_bytes=0.0, kv_sharding="heads") -> int:
+                 reserve_bytes=None, kv_sharding="heads") -> int:
     """Largest batch whose weight shard plus KV cache (`context` tokens a sequence) fits in
-    each of N devices' memory, less `reserve_bytes` a device. 0 if the shard alone does
-    not fit. With N = 1 this is `llm.max_batch`. With kv_sharding="batch" the result is a
-    multiple of N (each device holds batch / N whole sequences)."""
+    each of N devices' memory (what the card has) less `reserve_bytes` a device (default
+    `llm.DEFAULT_RESERVE_BYTES`). 0 if the shard alone does not fit. With N = 1 this is
+    `llm.max_batch`. With kv_sharding="batch" the result is a multiple of N."""
     m, acc = _llm.get(model), _hardware.get(accelerator)
     n = check_tp_degree(m, n_devices)
-    dtype, kv, _ = _llm._formats(dtype, kv_dtype, None)
-    c = float(_positive("context", context))
-    if not c.is_integer():
-        raise ValueError(f"context must be a whole number of tokens, got {context!r}")
-    _non_negative("reserve_bytes", reserve_bytes)
-    free = acc.memory_bytes - reserve_bytes - tp_weight_bytes_per_device(m, n, dtype)
+    _, kv, _ = _dtypes.formats(dtype, kv_dtype)
+    c = _v.count("context", context, maximum=1 << 30)
+    reserve = _llm.DEFAULT_RESERVE_BYTES if reserve_bytes is None else _v.non_negative(
+        "reserve_bytes", reserve_bytes)
+    free = acc.memory_bytes - reserve - tp_weight_bytes_per_device(m, n, dtype)
     if free <= 0:
         return 0
     batch = int(free // (c * tp_kv_cache_bytes_per_token(m, n, kv, kv_sharding)))
@@ -226,10 +295,10 @@ def tp_max_batch(model, accelerator, n_devices, context, dtype="fp16", *, kv_dty
 
 
 def min_tp_degree(model, accelerator, context, batch=1, dtype="fp16", *, kv_dtype=None,
-                  reserve_bytes=0.0, kv_sharding="heads", max_devices=None) -> float:
+                  reserve_bytes=None, kv_sharding="heads", max_devices=None) -> float:
     """Fewest devices (a valid TP degree) whose memory holds the weights plus `batch`
     sequences of `context` tokens; math.inf if no degree up to `max_devices` does."""
-    b = _positive("batch", batch)
+    b = _v.count("batch", batch, maximum=1 << 30)
     for n in valid_tp_degrees(model, max_devices):
         if tp_max_batch(model, accelerator, n, context, dtype, kv_dtype=kv_dtype,
                         reserve_bytes=reserve_bytes, kv_sharding=kv_sharding) >= b:
@@ -244,76 +313,116 @@ def _interconnect(interconnect, accelerator):
 
 
 def tp_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
-                        interconnect=None, *, kv_dtype=None, compute_dtype=None) -> dict:
-    """The parts of one tensor-parallel decode step on N devices, in seconds and bytes:
-    memory_s and compute_s (one device's shard: bytes or FLOPs / N), roofline_s (their
-    max), comm_s (2 x layers ring all-reduces of [batch, d_model] activations), total_s
-    (roofline_s + comm_s), and the bytes behind them.
+                        interconnect=None, *, network=None, kv_dtype=None,
+                        compute_dtype=None) -> dict:
+    """The parts of one tensor-parallel decode step on N devices. Returns a dict:
+    `ops` (one device's shard as `llm.decode_step_breakdown`'s table), `shard_s` (its
+    sum: the step's arithmetic and memory time on one device), `n_allreduces`
+    (2 x layers + 1), `allreduce_bytes` ([batch, d_model] in the compute format),
+    `allreduce_s` (one, NCCL's fastest ring protocol), `protocol`, `comm_s` (all of them),
+    `total_s` (shard_s + comm_s), the bytes behind them and the route (`interconnect`,
+    `network`, `nodes`).
 
     `interconnect`: a name ("NVLink 4", "PCIe Gen5 x16") or `hardware.Interconnect`;
-    default: the accelerator's NVLink generation. The activations travel in the compute
-    dtype (fp16 for fp16, int8 and int4 weights)."""
+    default: the accelerator's NVLink generation. Past the link's domain the ring takes
+    `network` (default `DEFAULT_NETWORK`)."""
     m, acc = _llm.get(model), _hardware.get(accelerator)
     n = check_tp_degree(m, n_devices)
-    dtype, kv, compute = _llm._formats(dtype, kv_dtype, compute_dtype)
-    b = float(_positive("batch", batch))
-    c = float(_non_negative("context", context))
-    if not (b.is_integer() and c.is_integer()):
-        raise ValueError(f"batch and context must be whole numbers, got {batch!r}, {context!r}")
-    weight_bytes = tp_weight_bytes_per_device(m, n, dtype)
-    kv_bytes = b * c * tp_kv_cache_bytes_per_token(m, n, kv)
-    flops = _llm.decode_step_flops(m, b, c) / n
-    memory_s = (weight_bytes + kv_bytes) / acc.bandwidth
-    compute_s = flops / acc.peak_flops(compute)
-    message_bytes = b * m.d_model * _dtypes.bytes_per_element(compute)
-    n_allreduces = 2 * m.n_layers
-    if n == 1:
-        comm_s, ic_name = 0.0, None
-    else:
+    b = _v.count("batch", batch, maximum=1 << 30)
+    c = _v.count("context", context, minimum=0, maximum=1 << 30)
+    part = shard(m, n)
+    ops = _llm.decode_step_breakdown(part, acc, b, c, dtype, kv_dtype=kv_dtype,
+                                     compute_dtype=compute_dtype)
+    _, kv, compute = _dtypes.formats(dtype, kv_dtype, compute_dtype)
+    message = b * m.d_model * _dtypes.bytes_per_element(compute)
+    n_allreduces = 2 * m.n_layers + 1
+    route = {"interconnect": None, "network": None, "nodes": 1}
+    one, protocol = 0.0, None
+    if n > 1:
         ic = _interconnect(interconnect, acc)
-        comm_s = n_allreduces * interconnect_allreduce_time(message_bytes, n, ic)
-        ic_name = ic.name
-    roofline_s = max(memory_s, compute_s)
-    return {"model": m.name, "accelerator": acc.name, "interconnect": ic_name,
-            "n_devices": n, "batch": int(b), "context": int(c),
-            "weight_bytes_per_device": weight_bytes, "kv_bytes_per_device": kv_bytes,
-            "memory_s": memory_s, "compute_s": compute_s, "roofline_s": roofline_s,
-            "n_allreduces": n_allreduces, "allreduce_bytes": message_bytes,
-            "comm_s": comm_s, "total_s": roofline_s + comm_s}
+        table = allreduce_protocols(message, n, ic, network=network)
+        protocol = table.index[table["fastest"]][0]
+        one = float(table.loc[protocol, "seconds"])
+        route = dict(table.attrs)
+    shard_s = float(ops["seconds"].sum())
+    comm_s = n_allreduces * one
+    return {"model": m.name, "accelerator": acc.name, "n_devices": n, "batch": b,
+            "context": c, "ops": ops,
+            "weight_bytes_per_device": _llm.weight_bytes(part, dtype),
+            "kv_bytes_per_device": b * c * _llm.kv_cache_bytes_per_token(part, kv),
+            "shard_s": shard_s, "n_allreduces": n_allreduces, "allreduce_bytes": message,
+            "allreduce_s": one, "protocol": protocol, "comm_s": comm_s,
+            "total_s": shard_s + comm_s, **route}
 
 
 def tp_decode_step_time(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
-                        interconnect=None, *, kv_dtype=None, compute_dtype=None) -> float:
-    """Seconds for one tensor-parallel decode step on N devices: the sharded roofline time
-    (weights and KV heads split N ways) plus two ring all-reduces of [batch, d_model]
-    activations per layer. See `tp_decode_breakdown` for the parts."""
+                        interconnect=None, *, network=None, kv_dtype=None,
+                        compute_dtype=None) -> float:
+    """Seconds for one tensor-parallel decode step on N devices: the shard's per-operation
+    roofline plus 2 x layers + 1 all-reduces. See `tp_decode_breakdown` for the parts."""
     return tp_decode_breakdown(model, accelerator, n_devices, batch, context, dtype,
-                               interconnect, kv_dtype=kv_dtype,
+                               interconnect, network=network, kv_dtype=kv_dtype,
                                compute_dtype=compute_dtype)["total_s"]
 
 
+def tp_tradeoff(model, accelerator, batch=1, context=0, dtype="fp16", interconnect=None, *,
+                degrees=None, network=None, kv_dtype=None) -> "pd.DataFrame":
+    """Chapter *Beyond one GPU*: what each TP degree buys, one row per degree N (that
+    fits `batch` sequences of `context` tokens): ms per token (a sequence's latency),
+    tokens/s in total and per GPU, the share of the step spent communicating. Compare
+    with data-parallel replicas: `replicas_of_min_tp` copies of the smallest degree that
+    fits, each serving `batch` sequences, on the same N GPUs."""
+    import pandas as pd
+
+    m = _llm.get(model)
+    degrees = valid_tp_degrees(m) if degrees is None else [check_tp_degree(m, n) for n in degrees]
+    fits = [n for n in degrees if tp_max_batch(m, accelerator, n, max(context, 1), dtype,
+                                               kv_dtype=kv_dtype) >= batch]
+    if not fits:
+        raise ValueError(f"no TP degree among {degrees} holds {m.name} at batch {batch}, "
+                         f"context {context} on {_hardware.get(accelerator).name}")
+    base = fits[0]
+    base_t = tp_decode_step_time(m, accelerator, base, batch, context, dtype, interconnect,
+                                 network=network, kv_dtype=kv_dtype)
+    rows = []
+    for n in fits:
+        parts = tp_decode_breakdown(m, accelerator, n, batch, context, dtype, interconnect,
+                                    network=network, kv_dtype=kv_dtype)
+        t = parts["total_s"]
+        replicas = n // base if n % base == 0 else np.nan
+        rows.append({"n_devices": n, "ms_per_token": 1e3 * t, "tokens_per_s": batch / t,
+                     "tokens_per_s_per_gpu": batch / t / n,
+                     "comm_share": parts["comm_s"] / t, "protocol": parts["protocol"],
+                     "replicas_of_min_tp": replicas,
+                     "replicas_tokens_per_s_per_gpu": batch / base_t / base,
+                     "replicas_ms_per_token": 1e3 * base_t})
+    return pd.DataFrame(rows).set_index("n_devices")
+
+
 def crossover_devices(model, accelerator, batch=1, context=0, dtype="fp16",
-                      interconnect=None, *, max_devices=None) -> float:
+                      interconnect=None, *, max_devices=None, network=None) -> float:
     """The smallest valid TP degree N at which a decode step's communication time reaches
-    its shrinking sharded roofline time (comm_s >= roofline_s); math.inf if none does up to
+    its shrinking shard time (comm_s >= shard_s); math.inf if none does up to
     `max_devices` (default: the query heads). Beyond it, adding devices buys little."""
     for n in valid_tp_degrees(model, max_devices):
         if n == 1:
             continue
         parts = tp_decode_breakdown(model, accelerator, n, batch, context, dtype,
-                                    interconnect)
-        if parts["comm_s"] >= parts["roofline_s"]:
+                                    interconnect, network=network)
+        if parts["comm_s"] >= parts["shard_s"]:
             return n
     return math.inf
 
 
 def pp_decode_breakdown(model, accelerator, n_stages, batch=1, context=0, dtype="fp16",
-                        interconnect=None) -> dict:
+                        interconnect=None, *, network=None) -> dict:
     """Pipeline parallelism on `n_stages` devices, each holding n_layers / n_stages whole
     layers. One token still passes every stage in turn, so its latency is the whole
-    model's roofline time plus (stages - 1) point-to-point sends of [batch, d_model]
+    model's step time plus (stages - 1) point-to-point sends of [batch, d_model]
     activations; with `n_stages` micro-batches of `batch` sequences in flight, every stage
-    is busy and throughput rises n_stages-fold. No overlap of sends and compute assumed.
+    is busy and throughput rises n_stages-fold. No overlap of sends and compute assumed;
+    a send costs NCCL's Simple-protocol base and step latency plus bytes / bandwidth (over
+    `network` when the stages span more GPUs than the link's domain).
 
     Returns stage_s, send_s, latency_s (one token, one micro-batch) and tokens_per_s
     (all micro-batches, pipeline full), in seconds and tokens/s."""
@@ -321,15 +430,39 @@ def pp_decode_breakdown(model, accelerator, n_stages, batch=1, context=0, dtype=
     s = _devices(n_stages, "n_stages")
     if m.n_layers % s:
         raise ValueError(f"{s} stages do not divide {m.name}'s {m.n_layers} layers")
-    dtype, _, compute = _llm._formats(dtype, None, None)
-    whole_s = _llm.decode_step_time(m, acc, batch, context, dtype)
+    b = _v.count("batch", batch, maximum=1 << 30)
+    _, _, compute = _dtypes.formats(dtype)
+    whole_s = _llm.decode_step_time(m, acc, b, context, dtype)
     stage_s = whole_s / s
-    send_bytes = float(batch) * m.d_model * _dtypes.bytes_per_element(compute)
+    send_bytes = float(b) * m.d_model * _dtypes.bytes_per_element(compute)
     if s == 1:
         send_s = 0.0
     else:
-        ic = _interconnect(interconnect, acc)
-        send_s = ic.base_latency_s + ic.step_latency_s + send_bytes / ic.bandwidth_bytes_per_s
+        ic, net, _ = _route(s, _interconnect(interconnect, acc), network)
+        link = net or ic
+        cost = link.nccl("Simple")
+        bw = (link.bandwidth_bytes_per_s / ic.domain_gpus) if net else cost.bandwidth_bytes_per_s
+        send_s = cost.base_latency_s + cost.step_latency_s + send_bytes / bw
     latency_s = s * stage_s + (s - 1) * send_s
     return {"n_stages": s, "stage_s": stage_s, "send_s": send_s, "latency_s": latency_s,
-            "tokens_per_s": float(batch) / (stage_s + send_s)}
+            "tokens_per_s": float(b) / (stage_s + send_s)}
+
+
+#: Kernels one decoder layer launches in an eager TP decode step (vLLM/Megatron layout):
+#: RMSNorm, QKV matmul, rotary embedding, cache write, attention, output matmul,
+#: all-reduce, residual add + RMSNorm, gate/up matmul, SiLU x up, down matmul,
+#: all-reduce, residual add. An illustrative count, not a measurement: fused
+#: implementations launch fewer, unfused ones more.
+KERNELS_PER_LAYER = 13
+
+
+def launch_floor_s(model, per_kernel_s, kernels_per_layer=KERNELS_PER_LAYER) -> float:
+    """Chapter *Beyond one GPU*: the time a decode step spends just launching its
+    kernels, one after another: layers x kernels per layer x `per_kernel_s` (seconds a
+    launch costs the CPU, a few microseconds eagerly; CUDA graphs replay the whole step
+    with one launch). Compare it with the roofline step time under TP: the roofline
+    shrinks with N, the launch floor does not."""
+    m = _llm.get(model)
+    t = _v.positive("per_kernel_s", per_kernel_s)
+    k = _v.count("kernels_per_layer", kernels_per_layer, maximum=10_000)
+    return m.n_layers * k * t

@@ -4,7 +4,7 @@
 import pytest
 import torch
 
-from gpuinfer import llm, serving
+from gpuinfer import hardware, llm, serving
 
 
 # --- layer fusion -----------------------------------------------------------------------
@@ -92,41 +92,66 @@ def test_each_instance_holds_its_own_weights():
     assert one.total_bytes == 2e9 and three.total_bytes == 6e9
 
 
+def test_tensorrt_instances_share_one_engine():
+    # Three instances on one GPU: PyTorch loads three copies of 2e9 B, TensorRT one,
+    # each instance adding its own 0.5 GB of workspace.
+    torch_ = serving.deployment("m", n_params=1e9, instances=3, workspace_bytes=0.5e9)
+    trt = serving.deployment("m", n_params=1e9, instances=3, workspace_bytes=0.5e9,
+                             backend="tensorrt")
+    assert torch_.total_bytes == 3 * (2e9 + 0.5e9)
+    assert trt.total_bytes == 2e9 + 3 * 0.5e9
+    # T4 (its real bytes) less the default reserve: how many instances fit.
+    room = hardware.get("T4").memory_bytes - llm.DEFAULT_RESERVE_BYTES
+    assert serving.max_instances(torch_, "T4") == int(room // 2.5e9)
+    assert serving.max_instances(trt, "T4") == int((room - 2e9) // 0.5e9)
+
+
 def test_memory_plan_against_a_t4_by_hand():
-    # T4: 16e9 B. Two 7B-class fp16 instances (2 x 13.5 GB) do not fit; one does.
+    # Two 7B-class fp16 instances (2 x 13.5 GB) do not fit a T4; one does.
+    t4 = hardware.get("T4").memory_bytes
     chat = serving.deployment("chat", "llama-2-7b")
-    plan = serving.memory_plan([chat], "T4")
-    assert plan.fits and plan.free_bytes == pytest.approx(16e9 - chat.weight_bytes)
+    plan = serving.memory_plan([chat], "T4", reserve_bytes=0)
+    assert plan.fits and plan.free_bytes == pytest.approx(t4 - chat.weight_bytes)
     two = serving.memory_plan([serving.deployment("chat", "llama-2-7b", instances=2)], "T4")
     assert not two.fits and "NOT fit" in repr(two)
     table = plan.table()
-    assert table.loc[0, "fraction_of_memory"] == pytest.approx(chat.weight_bytes / 16e9)
-    reserved = serving.memory_plan([chat], "T4", reserve_bytes=1e9)
-    assert reserved.free_bytes == pytest.approx(plan.free_bytes - 1e9)
+    assert table.loc[0, "fraction_of_memory"] == pytest.approx(chat.weight_bytes / t4)
+    default = serving.memory_plan([chat], "T4")
+    assert default.free_bytes == pytest.approx(plan.free_bytes - llm.DEFAULT_RESERVE_BYTES)
 
 
 def test_max_instances_by_hand():
-    # H200: 141e9 B. A 1e9-parameter fp16 model with 1 GB of workspace: 3 GB an
-    # instance; beside a 70e9-byte deployment, (141 - 70) // 3 = 23 instances.
+    # A 1e9-parameter fp16 model with 1 GB of workspace: 3 GB an instance; beside a
+    # 70e9-byte deployment on an H200 (its real bytes, nothing reserved).
+    h200 = hardware.get("H200").memory_bytes
     small = serving.deployment("small", n_params=1e9, workspace_bytes=1e9)
     big = serving.Deployment("big", weight_bytes=70e9)
-    assert serving.max_instances(small, "H200", others=[big]) == 23
-    assert serving.max_instances(small, "H200") == 47
+    assert serving.max_instances(small, "H200", others=[big], reserve_bytes=0) \
+        == int((h200 - 70e9) // 3e9)
+    assert serving.max_instances(small, "H200", reserve_bytes=0) == int(h200 // 3e9)
     assert serving.max_instances(serving.Deployment("huge", 200e9), "H200") == 0
 
 
-def test_memory_plan_rejects_bad_input():
-    with pytest.raises(ValueError, match="exactly one"):
-        serving.deployment("x")
-    with pytest.raises(ValueError, match="instances"):
-        serving.Deployment("x", 1e9, instances=0)
-    with pytest.raises(ValueError, match="weight_bytes"):
-        serving.Deployment("x", -1.0)
-    with pytest.raises(ValueError, match="empty"):
-        serving.memory_plan([], "T4")
-    with pytest.raises(KeyError, match="unknown device"):
-        serving.memory_plan([serving.Deployment("x", 1.0)], "T5000")
-    with pytest.raises(ValueError, match="reserve_bytes"):
-        serving.memory_plan([serving.Deployment("x", 1.0)], "T4", reserve_bytes=2e10)
-    with pytest.raises(KeyError, match="unknown model"):
-        serving.deployment("x", "llama-9")
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: serving.deployment("x"), ValueError, "exactly one"),
+    (lambda: serving.Deployment("x", 1e9, instances=0), ValueError, "instances"),
+    (lambda: serving.Deployment("x", 1e9, instances=2.5), ValueError, "instances"),
+    (lambda: serving.deployment("x", n_params=1e9, instances=2.5), ValueError, "instances"),
+    (lambda: serving.Deployment("x", -1.0), ValueError, "weight_bytes"),
+    (lambda: serving.Deployment("x", float("nan")), ValueError, "weight_bytes"),
+    (lambda: serving.Deployment(None, 1.0), TypeError, "name"),
+    (lambda: serving.memory_plan([], "T4"), ValueError, "empty"),
+    (lambda: serving.memory_plan(serving.Deployment("x", 1.0), "T4"), TypeError, "list"),
+    (lambda: serving.memory_plan(["x"], "T4"), TypeError, "Deployment"),
+    (lambda: serving.memory_plan([serving.Deployment("x", 1.0)], "T5000"), KeyError, "device"),
+    (lambda: serving.memory_plan([serving.Deployment("x", 1.0)], "T4", reserve_bytes=2e10),
+     ValueError, "reserve_bytes"),
+    (lambda: serving.deployment("x", "llama-9"), KeyError, "model"),
+    (lambda: serving.deployment("x", n_params=1e9, backend="onnx"), KeyError, "backend"),
+    (lambda: serving.elementwise_chain_bytes(10, 3), TypeError, "op_inputs"),
+    (lambda: serving.autotune([lambda: 1]), TypeError, "mapping"),
+    (lambda: serving.autotune({"a": 3}), TypeError, "callable"),
+])
+def test_bad_input_gets_a_clear_error(call, error, words):
+    with pytest.raises(error, match=words):
+        call()

@@ -366,7 +366,7 @@ def tp_decode_step_time(model, accelerator, n_devices, batch=1, context=0, dtype
 
 
 def tp_tradeoff(model, accelerator, batch=1, context=0, dtype="fp16", interconnect=None, *,
-                degrees=None, network=None, kv_dtype=None) -> "pd.DataFrame":
+                degrees=None, network=None, kv_dtype=None):
     """Chapter *Beyond one GPU*: what each TP degree buys, one row per degree N (that
     fits `batch` sequences of `context` tokens): ms per token (a sequence's latency),
     tokens/s in total and per GPU, the share of the step spent communicating. Compare

@@ -22,19 +22,7 @@ from typing import Callable, Mapping, Sequence
 from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
-
-
-def _nonneg(name, value, *, positive=False, integer=False):
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(v) or v < 0 or (positive and v == 0):
-        kind = "positive" if positive else "non-negative"
-        raise ValueError(f"{name} must be {kind} and finite, got {value!r}")
-    if integer and v != int(v):
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
-    return v
+from . import validate as _v
 
 
 # --- layer fusion -------------------------------------------------------------------------
@@ -48,13 +36,14 @@ def elementwise_chain_bytes(n_elements, op_inputs: Sequence[int], dtype="fp32", 
     `external_inputs` distinct tensors once and writes the result once:
     (external_inputs + 1) x n x bytes. Scalars and caches are not counted.
     """
-    n = _nonneg("n_elements", n_elements, positive=True, integer=True)
+    n = _v.count("n_elements", n_elements, maximum=1 << 50)
+    if isinstance(op_inputs, (str, int, float)) or not hasattr(op_inputs, "__iter__"):
+        raise TypeError(f"op_inputs must be a list of input counts, one per op, got {op_inputs!r}")
     ops = list(op_inputs)
     if not ops:
         raise ValueError("op_inputs is empty: give the tensor inputs of each op in the chain")
-    for k in ops:
-        _nonneg("each op's input count", k, integer=True)
-    ext = _nonneg("external_inputs", external_inputs, integer=True)
+    ops = [_v.count("each op's input count", k, minimum=0, maximum=64) for k in ops]
+    ext = _v.count("external_inputs", external_inputs, minimum=0, maximum=64)
     bpe = _dtypes.bytes_per_element(dtype)
     if fused:
         return (ext + 1) * n * bpe
@@ -94,15 +83,20 @@ def autotune(candidates: Mapping[str, Callable], *, device=None, min_run_time=No
              rtol=1e-3, atol=1e-4):
     """Time each equivalent implementation (`{name: fn}`, each called with no arguments)
     with `bench.time_fn` and return a DataFrame, fastest first: `candidate`,
-    `seconds`, `speedup_vs_slowest`. The outputs must agree (torch.allclose with
-    `rtol`, `atol`), or ValueError names the one that differs."""
+    `seconds` (median), `iqr_s` (the spread of its timed blocks: a difference smaller
+    than it is noise, not a better kernel), `speedup_vs_slowest`. The outputs must agree
+    (torch.allclose with `rtol`, `atol`), or ValueError names the one that differs."""
     import pandas as pd
     import torch
 
     from . import bench as _bench
 
+    if not isinstance(candidates, Mapping):
+        raise TypeError(f"candidates must be a mapping {{name: fn}}, got {type(candidates).__name__}")
     if not candidates:
         raise ValueError("candidates is empty: give {name: fn} of equivalent implementations")
+    for name, fn in candidates.items():
+        _v.callable_(f"candidates[{name!r}]", fn)
     names = list(candidates)
     reference = candidates[names[0]]()
     for name in names[1:]:
@@ -111,10 +105,10 @@ def autotune(candidates: Mapping[str, Callable], *, device=None, min_run_time=No
                                                                rtol=rtol, atol=atol):
             raise ValueError(f"candidate {name!r} does not compute what {names[0]!r} "
                              f"computes (rtol={rtol}, atol={atol}): not an equivalent kernel")
-    rows = [{"candidate": name,
-             "seconds": _bench.time_fn(candidates[name], device=device,
-                                       min_run_time=min_run_time).median_s}
-            for name in names]
+    rows = []
+    for name in names:
+        t = _bench.time_fn(candidates[name], device=device, min_run_time=min_run_time)
+        rows.append({"candidate": name, "seconds": t.median_s, "iqr_s": t.iqr_s})
     df = pd.DataFrame(rows).sort_values("seconds", kind="stable").reset_index(drop=True)
     df["speedup_vs_slowest"] = df["seconds"].max() / df["seconds"]
     return df
@@ -122,57 +116,94 @@ def autotune(candidates: Mapping[str, Callable], *, device=None, min_run_time=No
 
 # --- several models on one GPU ----------------------------------------------------------------
 
+#: Whether a Triton backend's instances of one model on one GPU share its weights.
+#: TensorRT: "CUDA engine shared across all model instances using the same (or no) DLA
+#: core on same GPU" (tensorrt_backend, src/model_state.h); each instance adds an
+#: execution context (activation memory), not a copy of the weights. PyTorch (libtorch)
+#: and Python backends load the model once per instance (a Python instance is its own
+#: stub process), so every instance holds a copy.
+BACKENDS = {
+    "tensorrt": {"shares_weights": True,
+                 "source": "https://github.com/triton-inference-server/tensorrt_backend/"
+                           "blob/main/src/model_state.h"},
+    "pytorch": {"shares_weights": False,
+                "source": "https://github.com/triton-inference-server/pytorch_backend/"
+                          "blob/main/src/libtorch.cc"},
+    "python": {"shares_weights": False,
+               "source": "https://github.com/triton-inference-server/python_backend"},
+}
+
+
 @dataclass(frozen=True)
 class Deployment:
-    """One model served with `instances` copies, each holding its own weights, KV cache
-    and workspace (bytes per instance)."""
+    """One model served with `instances` instances on one GPU. Each instance holds its
+    KV cache and workspace (bytes per instance); the weights are held once per instance,
+    or once in all when the backend shares them (`shares_weights`: Triton's TensorRT
+    backend shares one engine across the instances on a GPU)."""
 
     name: str
     weight_bytes: float
     instances: int = 1
     kv_cache_bytes: float = 0.0
     workspace_bytes: float = 0.0
+    shares_weights: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"Deployment name must be a non-empty string, got {self.name!r}")
         for field in ("weight_bytes", "kv_cache_bytes", "workspace_bytes"):
-            _nonneg(f"{self.name}: {field}", getattr(self, field))
-        _nonneg(f"{self.name}: instances", self.instances, positive=True, integer=True)
+            _v.non_negative(f"{self.name}: {field}", getattr(self, field))
+        _v.count(f"{self.name}: instances", self.instances, maximum=10_000)
+        if not isinstance(self.shares_weights, bool):
+            raise TypeError(f"{self.name}: shares_weights must be True or False, got "
+                            f"{self.shares_weights!r}")
+
+    @property
+    def weight_copies(self) -> int:
+        return 1 if self.shares_weights else self.instances
 
     @property
     def per_instance_bytes(self) -> float:
-        return self.weight_bytes + self.kv_cache_bytes + self.workspace_bytes
+        """What one more instance adds: its KV cache and workspace, and a copy of the
+        weights unless the backend shares them."""
+        weights = 0.0 if self.shares_weights else self.weight_bytes
+        return weights + self.kv_cache_bytes + self.workspace_bytes
 
     @property
     def total_bytes(self) -> float:
-        return self.instances * self.per_instance_bytes
+        return (self.weight_copies * self.weight_bytes
+                + self.instances * (self.kv_cache_bytes + self.workspace_bytes))
 
 
 def deployment(name, model=None, *, n_params=None, dtype="fp16", instances=1, batch=0,
-               context=0, kv_dtype=None, workspace_bytes=0.0) -> Deployment:
+               context=0, kv_dtype=None, workspace_bytes=0.0, backend="pytorch") -> Deployment:
     """A Deployment from a catalogue model (`llm.get` name: weights from its config, KV
     cache for `batch` sequences of `context` tokens per instance) or from a parameter
-    count `n_params` (no KV cache). Weights in `dtype`."""
+    count `n_params` (no KV cache). Weights in `dtype`. `backend` ("pytorch", "python",
+    "tensorrt": `BACKENDS`) says whether the instances share the weights."""
     if (model is None) == (n_params is None):
         raise ValueError(f"{name}: give exactly one of model (a catalogue name) or n_params")
-    _nonneg("batch", batch, integer=True)
-    _nonneg("context", context, integer=True)
+    b = _v.count("batch", batch, minimum=0, maximum=1 << 30)
+    c = _v.count("context", context, minimum=0, maximum=1 << 30)
+    shares = BACKENDS[_v.choice("backend", backend, list(BACKENDS))]["shares_weights"]
     if model is not None:
         weights = _llm.weight_bytes(model, dtype)
-        kv = _dtypes.canonical(kv_dtype) if kv_dtype else (
-            "fp16" if _dtypes.canonical(dtype) in ("fp8", "int8", "int4") else dtype)
-        kv_bytes = batch * context * _llm.kv_cache_bytes_per_token(model, kv)
+        _, kv, _ = _dtypes.formats(dtype, kv_dtype)
+        kv_bytes = b * c * _llm.kv_cache_bytes_per_token(model, kv)
     else:
-        if batch and context:
+        if b and c:
             raise ValueError(f"{name}: a KV cache needs a catalogue model, not n_params")
-        weights = _nonneg("n_params", n_params, positive=True) * _dtypes.bytes_per_element(dtype)
+        weights = _v.positive("n_params", n_params) * _dtypes.bytes_per_element(dtype)
         kv_bytes = 0.0
-    return Deployment(name, float(weights), int(instances), float(kv_bytes),
-                      float(workspace_bytes))
+    return Deployment(name, float(weights), _v.count("instances", instances, maximum=10_000),
+                      float(kv_bytes), _v.non_negative("workspace_bytes", workspace_bytes),
+                      shares)
 
 
 @dataclass(frozen=True)
 class MemoryPlan:
-    """The deployments' bytes beside the accelerator's memory."""
+    """The deployments' bytes beside the accelerator's memory (the bytes the card has)
+    less a reserve (the CUDA context and the server's own buffers)."""
 
     deployments: tuple
     accelerator: object
@@ -195,12 +226,12 @@ class MemoryPlan:
         return self.free_bytes >= 0
 
     def table(self):
-        """One row per deployment: bytes per instance and in total, and the share of
-        the accelerator's memory."""
+        """One row per deployment: bytes in total by kind, and the share of the
+        accelerator's memory."""
         import pandas as pd
 
         rows = [{"deployment": d.name, "instances": d.instances,
-                 "weights_bytes": d.instances * d.weight_bytes,
+                 "weights_bytes": d.weight_copies * d.weight_bytes,
                  "kv_cache_bytes": d.instances * d.kv_cache_bytes,
                  "workspace_bytes": d.instances * d.workspace_bytes,
                  "total_bytes": d.total_bytes,
@@ -216,28 +247,40 @@ class MemoryPlan:
 
 
 def memory_plan(deployments: Sequence[Deployment], accelerator, *,
-                reserve_bytes=0.0) -> MemoryPlan:
-    """Sum the deployments against `accelerator`'s memory less `reserve_bytes` (e.g.
-    the CUDA context and the server's own buffers)."""
+                reserve_bytes=None) -> MemoryPlan:
+    """Sum the deployments against `accelerator`'s memory less `reserve_bytes` (default
+    `llm.DEFAULT_RESERVE_BYTES`: the CUDA context and the server's own buffers)."""
     acc = _hardware.get(accelerator)
+    if isinstance(deployments, (str, Deployment)) or not hasattr(deployments, "__iter__"):
+        raise TypeError(f"deployments must be a list of Deployment objects, got "
+                        f"{type(deployments).__name__}")
     deps = tuple(deployments)
     if not deps:
         raise ValueError("deployments is empty: give at least one Deployment")
     for d in deps:
         if not isinstance(d, Deployment):
-            raise ValueError(f"expected Deployment objects (see serving.deployment), got {d!r}")
-    _nonneg("reserve_bytes", reserve_bytes)
-    if reserve_bytes >= acc.memory_bytes:
-        raise ValueError(f"reserve_bytes {reserve_bytes:.3g} leaves nothing of "
+            raise TypeError(f"expected Deployment objects (see serving.deployment), got {d!r}")
+    reserve = _llm.DEFAULT_RESERVE_BYTES if reserve_bytes is None else _v.non_negative(
+        "reserve_bytes", reserve_bytes)
+    if reserve >= acc.memory_bytes:
+        raise ValueError(f"reserve_bytes {reserve:.3g} leaves nothing of "
                          f"{acc.name}'s {acc.memory_bytes:.3g} bytes")
-    return MemoryPlan(deps, acc, float(reserve_bytes))
+    return MemoryPlan(deps, acc, float(reserve))
 
 
 def max_instances(dep: Deployment, accelerator, *, others: Sequence[Deployment] = (),
-                  reserve_bytes=0.0) -> int:
-    """How many instances of `dep` fit beside `others` on `accelerator` (0 if none)."""
+                  reserve_bytes=None) -> int:
+    """How many instances of `dep` fit beside `others` on `accelerator` (0 if none).
+    With shared weights the first instance brings them and each further one only its
+    KV cache and workspace."""
+    if not isinstance(dep, Deployment):
+        raise TypeError(f"dep must be a Deployment (see serving.deployment), got {dep!r}")
     if not dep.per_instance_bytes > 0:
         raise ValueError(f"{dep.name}: an instance of 0 bytes fits without limit")
     plan = memory_plan(list(others) or [dep], accelerator, reserve_bytes=reserve_bytes)
     room = plan.capacity_bytes - sum(d.total_bytes for d in others)
+    if dep.shares_weights:
+        room -= dep.weight_bytes
+        if room < 0:
+            return 0
     return max(0, int(room // dep.per_instance_bytes))

@@ -515,6 +515,18 @@ def test_dynamic_per_token_scales_beat_a_static_range_on_varying_tokens():
     assert dynamic > static + 6
 
 
+# --- the chapter's synthetic data --------------------------------------------------------------
+
+def test_example_data_is_reproducible_and_has_its_outliers():
+    np.testing.assert_array_equal(quant.example_weights(), quant.example_weights())
+    assert quant.example_weights(8, 64, tails="heavy").shape == (8, 64)
+    x = quant.example_activations(512, 64, outliers=(5,), outlier_gain=20.0)
+    typical = np.median(np.abs(x), axis=0)                     # per channel
+    assert typical[5] > 10 * np.median(typical)                # the outlier channel
+    keys, values = quant.example_kv(1024, 32, outlier_channels=(7,))
+    assert np.abs(keys[:, 7]).mean() > 10 * np.abs(values[:, 7]).mean()
+
+
 # --- bad input: every public function, one table ------------------------------------------------
 
 X = np.ones((4, 8))
@@ -604,6 +616,12 @@ BAD_INPUT = [
     (quant.smoothquant_scales, ([1.0, 2.0], [1.0, np.nan]), {}, ValueError, "weight_absmax"),
     (quant.smoothquant_scales, ([1.0], [1.0]), {"alpha": 1.5}, ValueError, "alpha"),
     (quant.smoothquant_scales, ([1.0], [1.0]), {"alpha": "half"}, TypeError, "alpha"),
+    (quant.example_weights, (0,), {}, ValueError, "d_out"),
+    (quant.example_weights, (), {"tails": "cauchy"}, KeyError, "tails"),
+    (quant.example_activations, (), {"outliers": (300,)}, ValueError, "outlier channel"),
+    (quant.example_activations, (), {"outlier_gain": -1}, ValueError, "outlier_gain"),
+    (quant.example_kv, (10, 2.5), {}, ValueError, "head_dim"),
+    (quant.example_kv, (), {"seed": -1}, ValueError, "seed"),
 ]
 
 

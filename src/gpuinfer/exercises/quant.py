@@ -1,4 +1,5 @@
-"""Exercises of the chapter *Quantisation*."""
+"""Exercises of the chapter *Quantisation*. Each states its unit and rounding; each hint
+names the slips people make most often with it."""
 
 from .. import hardware, llm, quant
 from . import register
@@ -8,25 +9,34 @@ WHERE = "chapters/04_quantisation"
 
 @register("quant-int8-scale", where=WHERE,
           question="Scale of a symmetric per-tensor int8 quantiser (grid -127..127) for a "
-          "tensor whose largest |value| is 6.35", unit="units of x per step",
-          hint="Symmetric: the largest magnitude maps to the largest integer, 127.")
+          "tensor whose largest |value| is 6.35. Units of x per integer step; give 3 "
+          "significant figures.", unit="units of x per step",
+          hint="Symmetric: the largest magnitude maps to the largest integer, 127. Slips: "
+          "dividing by 128 or 255 (those are other grids), or giving the integer a value "
+          "maps to instead of the scale.")
 def _():
     scale, _ = quant.scale_zero_point(-6.35, 6.35, bits=8, symmetric=True)
     return float(scale)
 
 
 @register("quant-int4-g32-bytes", where=WHERE,
-          question="Bytes per weight of int4 weights in groups of 32, each group with a "
-          "bf16 scale and a bf16 zero point", unit="bytes",
-          hint="Half a byte per weight, plus the group's scale and zero shared by 32 weights.")
+          question="Bytes per weight of gpt-fast's int4 weights: groups of 32, each group "
+          "with a bf16 scale and a bf16 zero point. Bytes (not bits); 3 decimals.",
+          unit="bytes",
+          hint="Half a byte per weight, plus the group's scale and zero (2 bytes each) "
+          "shared by 32 weights. Slips: 0.5 (the scales forgotten), 4.5 or 5 (bits, not "
+          "bytes), or counting only the scale (0.5625).")
 def _():
     return quant.bytes_per_weight(4, group_size=32, scale_bytes=2, zero_point_bytes=2)
 
 
 @register("quant-7b-int4-ceiling-a100", where=WHERE,
-          question="Batch-1 weight-read ceiling of Llama-2-7B with those int4 weights on an "
-          "A100 80GB", unit="tokens/s",
-          hint="Bandwidth / (parameters x bytes per weight, scales included).", rel_tol=0.02)
+          question="Batch-1 weight-read ceiling of Llama-2-7B (use the package's 6.74e9 "
+          "parameters) with those int4 weights on an A100 80GB (2,039 GB/s, GB = 1e9 B). "
+          "Tokens/s, to the nearest whole token.", unit="tokens/s",
+          hint="Bandwidth / (parameters x bytes per weight, scales included). Slips: 0.5 "
+          "bytes a weight (about 25% too high), GiB for GB, or 7e9 parameters.",
+          rel_tol=0.02)
 def _():
     return llm.weight_read_ceiling(llm.get("llama-2-7b").n_params,
                                    quant.bytes_per_weight(4, 32, 2, 2),
@@ -34,7 +44,116 @@ def _():
 
 
 @register("quant-sqnr-6bit", where=WHERE,
-          question="Textbook SQNR of a 6-bit uniform quantiser driven by a full-scale sine",
-          unit="dB", hint="About 6 dB per bit, plus 1.76 dB for a sine.", rel_tol=0.005)
+          question="Textbook SQNR of a 6-bit uniform quantiser driven by a full-scale sine. "
+          "dB, 2 decimals.", unit="dB",
+          hint="About 6.02 dB per bit, plus 1.76 dB for a sine. Slips: 36 (6 dB a bit, "
+          "without the sine's 1.76) or 6.02 x 8.", rel_tol=0.005)
 def _():
     return quant.ideal_sqnr_db(6, "sine")
+
+
+@register("quant-mxfp4-value", where=WHERE,
+          question="An MXFP4 block's largest |value| is 20. What does the value 20 become "
+          "after quantising and dequantising (OCP MX rule, E2M1 elements, ties to even)? "
+          "Same units as the value, exact.", unit="units of the value",
+          hint="Scale = 2**(floor(log2 20) - 2), since E2M1's largest binade is 2**2. "
+          "Slips: rounding log2 instead of taking its floor (scale 8), or rounding the "
+          "scaled value 5 up: it is a tie between 4 and 6, and ties go to the even "
+          "mantissa.", rel_tol=0.0, abs_tol=1e-9)
+def _():
+    import numpy as np
+
+    block = np.zeros(32)
+    block[0] = 20.0
+    return float(quant.fake_quantize_float(block, "mxfp4")[0])
+
+
+@register("quant-smoothquant-scale", where=WHERE,
+          question="SmoothQuant factor s_j (alpha 0.5) for an input channel whose "
+          "activations reach 64 and whose weights reach 0.25 (largest magnitudes). "
+          "Dimensionless, exact.", unit="dimensionless",
+          hint="s = max|X|**alpha / max|W|**(1 - alpha): a square root on each side at "
+          "alpha 0.5. Slips: the plain ratio 64 / 0.25 = 256 (no square roots), or "
+          "swapping activations and weights (the reciprocal).",
+          rel_tol=1e-9)
+def _():
+    return float(quant.smoothquant_scales([64.0], [0.25], alpha=0.5)[0])
+
+
+@register("quant-kv-fp8-max-batch", where=WHERE,
+          question="Llama-3-8B with fp16 weights on an H100 SXM at 8,192 tokens of context: "
+          "the largest batch whose KV cache fits when the cache is fp8 "
+          "(llm.max_batch, its default memory reserve). Sequences, rounded down.",
+          unit="sequences",
+          hint="Free memory (the card's bytes, less the weights and the reserve) / (8,192 "
+          "x KV bytes per token in fp8). Slips: counting the 32 query heads instead of the "
+          "8 KV heads (4x too few sequences), forgetting the weights or the reserve, 2 "
+          "bytes per cached value (that is fp16), or rounding up.",
+          rel_tol=0.0, abs_tol=0.5)
+def _():
+    return float(llm.max_batch("llama-3-8b", "H100 SXM", 8192, "fp16", kv_dtype="fp8"))
+
+
+# The decision: which weight format meets an error budget and a throughput target at the
+# lowest memory. Candidates and how the roofline runs each.
+DECISION = {"model": "llama-3-8b", "device": "H100 SXM", "batch": 256, "context": 256,
+            "min_sqnr_db": 30.0, "min_speedup": 1.3}
+CANDIDATES = {
+    "fp16": dict(dtype="fp16"),
+    "int8 W8A16": dict(dtype="int8"),
+    "FP8 W8A8": dict(dtype="fp8_e4m3", compute_dtype="fp8"),
+    "int4 W4A16 (g32)": dict(dtype="int4"),
+}
+
+
+def decision_table():
+    """Each candidate's weight SQNR (dB, on `quant.example_weights()`), weight bytes (GB)
+    and roofline throughput (tokens/s, total over the batch) for the decision exercise,
+    and whether it meets the budget. A pandas DataFrame indexed by candidate."""
+    import math
+
+    import pandas as pd
+
+    d = DECISION
+    w = quant.example_weights()
+    sqnr = {"fp16": math.inf,
+            "int8 W8A16": quant.sqnr_db(w, quant.fake_quantize(w, bits=8, axis=0)),
+            "FP8 W8A8": quant.sqnr_db(w, quant.fake_quantize_float(w, "fp8_e4m3", axis=0)),
+            "int4 W4A16 (g32)": quant.sqnr_db(w, quant.fake_quantize(w, bits=4,
+                                                                      group_size=32))}
+    rows = {}
+    for name, kw in CANDIDATES.items():
+        rows[name] = {"weight SQNR (dB)": sqnr[name],
+                      "weights (GB)": llm.weight_bytes(d["model"], kw["dtype"]) / 1e9,
+                      "tokens/s": llm.decode_ceiling(d["model"], d["device"], d["batch"],
+                                                     d["context"], **kw)}
+    table = pd.DataFrame(rows).T
+    table["speed-up"] = table["tokens/s"] / table.loc["fp16", "tokens/s"]
+    table["meets both"] = (table["weight SQNR (dB)"] >= d["min_sqnr_db"]) & \
+        (table["speed-up"] >= d["min_speedup"])
+    return table
+
+
+def decision_choice() -> str:
+    """The candidate that meets both requirements with the fewest weight bytes (ties: the
+    faster)."""
+    t = decision_table()
+    ok = t[t["meets both"]]
+    return ok.sort_values(["weights (GB)", "tokens/s"], ascending=[True, False]).index[0]
+
+
+@register("quant-decision-format", where=WHERE,
+          question="Llama-3-8B on one H100 SXM at batch 256, context 256. Budget: weight "
+          "SQNR of at least 30 dB on the chapter's Gaussian weight rows, and at least 1.3x "
+          "the fp16 roofline throughput. Among fp16, int8 W8A16, FP8 W8A8 and int4 W4A16 "
+          "(g32), pick the one that meets both with the least weight memory; answer with "
+          "its roofline throughput, total over the batch, in tokens/s (3 significant "
+          "figures).", unit="tokens/s (total over the batch)",
+          hint="Tabulate SQNR (section on float formats) and llm.decode_ceiling for each; "
+          "weight-only formats compute in fp16 (W8A16 is no faster than fp16 once the "
+          "matmuls are compute-bound), FP8 W8A8 passes compute_dtype='fp8'. Slips: "
+          "choosing int4 for its bytes without checking its SQNR, reporting tokens/s per "
+          "sequence instead of the total, or the weight bytes instead of the throughput.",
+          rel_tol=0.02)
+def _():
+    return float(decision_table().loc[decision_choice(), "tokens/s"])

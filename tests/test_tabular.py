@@ -48,30 +48,51 @@ def test_model_runs_on_the_synthetic_batch():
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
 
 
+def test_ops_by_hand():
+    # 10 features -> 5 -> 2, batch 3, fp32: linear0 reads 10 x 5 + 5 parameters and
+    # [3, 10], writes [3, 5]; relu0 reads and writes [3, 5]; linear1 reads 5 x 2 + 2 and
+    # [3, 5], writes [3, 2].
+    ops = tabular.mlp_ops(3, 10, (5,), 2, "fp32")
+    assert list(ops.index) == ["linear0", "relu0", "linear1"]
+    assert ops.loc["linear0", "flops"] == 2 * 3 * 10 * 5
+    assert ops.loc["linear0", "bytes"] == 4 * (55 + 3 * (10 + 5))
+    assert ops.loc["relu0", "bytes"] == 4 * 2 * 3 * 5
+    assert ops.loc["linear1", "bytes"] == 4 * (12 + 3 * (5 + 2))
+    assert list(tabular.mlp_ops(3, 10, (5,), 2, fused=True).index) == ["linear0", "linear1"]
+
+
 def test_predicted_latency_by_hand():
-    acc = hardware.get("T4")
+    acc = hardware.get("T4")   # 65e12 FLOP/s fp16, 320e9 B/s
     hidden = (1024, 1024, 1024)
-    # Batch 1, fp16: weight bytes dominate; 7 kernels x 5 us of overhead on top.
+    # Batch 1, fp16: every kernel is memory-bound; 7 kernels x 5 us of overhead on top.
     bytes_ = tabular.mlp_bytes(1, hidden=hidden, dtype="fp16")
     expected = 7 * 5e-6 + bytes_ / 320e9
     assert tabular.predicted_latency_s(1, "T4", 5e-6, dtype="fp16") == pytest.approx(expected)
-    # A huge batch is compute-bound: FLOPs / 65 TFLOP/s.
+    # A huge batch: each kernel its own roofline. The 1024 x 1024 matmuls are
+    # compute-bound, the ReLUs and the thin first and last layers memory-bound.
     big = 1 << 20
-    flops = tabular.mlp_flops(big)
+    ops = tabular.mlp_ops(big, dtype="fp16")
+    by_hand = sum(max(r.bytes / 320e9, r.flops / 65e12) for r in ops.itertuples())
     got = tabular.predicted_latency_s(big, acc, 0.0, dtype="fp16")
-    assert got == pytest.approx(max(flops / 65e12, tabular.mlp_bytes(big, dtype="fp16") / 320e9))
+    assert got == pytest.approx(by_hand)
+    assert got > max(tabular.mlp_flops(big) / 65e12, tabular.mlp_bytes(big, dtype="fp16") / 320e9)
     np.testing.assert_allclose(tabular.predicted_latency_s(np.array([1, big]), acc, 5e-6,
                                                            dtype="fp16"),
                                [expected, got + 7 * 5e-6])
 
 
-@pytest.mark.parametrize("call, words", [
-    (lambda: tabular.mlp_params(0, (5,), 1), "widths"),
-    (lambda: tabular.mlp_params(4, (5.5,), 1), "widths"),
-    (lambda: tabular.mlp_flops(0), "batch"),
-    (lambda: tabular.synthetic_batch(4, n_features=8, n_categorical=3, categories=4), "fit"),
-    (lambda: tabular.predicted_latency_s(1, "T4", -1.0), "overhead_per_kernel_s"),
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: tabular.mlp_params(0, (5,), 1), ValueError, "n_features"),
+    (lambda: tabular.mlp_params(4, (5.5,), 1), ValueError, "hidden width"),
+    (lambda: tabular.mlp_params(4, 5, 1), TypeError, "hidden"),
+    (lambda: tabular.mlp_flops(0), ValueError, "batch"),
+    (lambda: tabular.mlp_flops(2.5), ValueError, "batch"),
+    (lambda: tabular.mlp_flops(10**12), ValueError, "batch"),
+    (lambda: tabular.synthetic_batch(4, n_features=8, n_categorical=3, categories=4),
+     ValueError, "fit"),
+    (lambda: tabular.predicted_latency_s(1, "T4", -1.0), ValueError, "overhead_per_kernel_s"),
+    (lambda: tabular.predicted_latency_s(1, "T4", None), TypeError, "overhead_per_kernel_s"),
 ])
-def test_bad_input(call, words):
-    with pytest.raises(ValueError, match=words):
+def test_bad_input(call, error, words):
+    with pytest.raises(error, match=words):
         call()

@@ -16,13 +16,17 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as _dtypes
+from . import validate as _v
 
 DEFAULT_FEATURES = 64
 DEFAULT_HIDDEN = (1024, 1024, 1024)
 DEFAULT_OUTPUTS = 1
 
 # NVIDIA's "Getting Started with CUDA Graphs" (Gray, 2019): time per kernel of a short
-# kernel (2.9 us of GPU work) launched 20 times a step, by how it was launched.
+# kernel launched 20 times a step, by how it was launched. Each includes the kernel's own
+# 2.9 us of GPU work: launched back to back, the overhead a kernel adds is 3.8 - 2.9 =
+# 0.9 us (launches overlap the previous kernel); synchronised after each launch, 6.7 us;
+# replayed as a graph, 0.5 us.
 CUDA_GRAPHS_BLOG_PER_KERNEL_S = {
     "kernel alone": 2.9e-6,
     "synchronised after each launch": 9.6e-6,
@@ -33,13 +37,16 @@ CUDA_GRAPHS_BLOG_URL = "https://developer.nvidia.com/blog/cuda-graphs/"
 
 
 def _widths(n_features, hidden, n_outputs) -> list[int]:
+    if isinstance(hidden, (str, bytes)) or not hasattr(hidden, "__iter__"):
+        raise TypeError(f"hidden must be a tuple of layer widths, got {hidden!r}")
     hidden = tuple(hidden)
-    widths = [n_features, *hidden, n_outputs]
-    for w in widths:
-        if isinstance(w, bool) or int(w) != w or w <= 0:
-            raise ValueError(f"layer widths must be positive integers, got n_features="
-                             f"{n_features!r}, hidden={hidden!r}, n_outputs={n_outputs!r}")
-    return [int(w) for w in widths]
+    return [_v.count("n_features", n_features, maximum=1 << 24),
+            *(_v.count("each hidden width", h, maximum=1 << 24) for h in hidden),
+            _v.count("n_outputs", n_outputs, maximum=1 << 24)]
+
+
+def _batch(batch) -> int:
+    return _v.count("batch", batch, maximum=1 << 30)
 
 
 def mlp_params(n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN,
@@ -49,42 +56,51 @@ def mlp_params(n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN,
     return sum(a * b + b for a, b in zip(w[:-1], w[1:]))
 
 
+def mlp_ops(batch=1, n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN,
+            n_outputs=DEFAULT_OUTPUTS, dtype="fp32", *, fused=False):
+    """One eager forward pass as a table of operations (`roofline.evaluate` times it):
+    a row per kernel, in the order they run. `linear{i}`: [batch, in] @ [in, out] + bias,
+    2 FLOPs per weight per row (bias adds, under 0.2%, left out), reading the weights,
+    the bias and its input, writing its output; `relu{i}`: a separate kernel in eager
+    mode, reading and writing [batch, width]. `fused=True`: the ReLU runs inside the
+    matmul kernel (an epilogue, as TensorRT fuses it) and adds no traffic. Small batches
+    may stay in cache, so the bytes are an upper bound there."""
+    import pandas as pd
+
+    w = _widths(n_features, hidden, n_outputs)
+    b = _batch(batch)
+    bpe = _dtypes.bytes_per_element(dtype)
+    compute = _dtypes.canonical(dtype)
+    rows = {}
+    for i, (n_in, n_out) in enumerate(zip(w[:-1], w[1:])):
+        rows[f"linear{i}"] = {"flops": 2.0 * b * n_in * n_out,
+                              "bytes": bpe * (n_in * n_out + n_out + b * (n_in + n_out)),
+                              "dtype": compute}
+        if i < len(w) - 2 and not fused:
+            rows[f"relu{i}"] = {"flops": float(b * n_out), "bytes": bpe * 2 * b * n_out,
+                                "dtype": compute}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
 def mlp_flops(batch=1, n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN,
               n_outputs=DEFAULT_OUTPUTS) -> float:
     """FLOPs of one forward pass over `batch` rows: 2 per weight per row (a multiply and an
     add); biases and ReLUs (one operation per activation, under 0.2% here) are left out."""
-    w = _widths(n_features, hidden, n_outputs)
-    b = _batch(batch)
-    return 2.0 * b * sum(a * c for a, c in zip(w[:-1], w[1:]))
+    ops = mlp_ops(batch, n_features, hidden, n_outputs)
+    return float(ops.loc[ops.index.str.startswith("linear"), "flops"].sum())
 
 
 def mlp_bytes(batch=1, n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN,
               n_outputs=DEFAULT_OUTPUTS, dtype="fp32", *, fused=False) -> float:
-    """DRAM bytes of one eager forward pass: every parameter read once, and every
-    kernel's input read and output written once: each Linear reads [batch, in] and
-    writes [batch, out]; each ReLU, a separate kernel in eager mode, reads and writes
-    [batch, width] again; `fused=True` counts the ReLU inside the matmul kernel (an
-    epilogue, as TensorRT fuses it), so it adds no traffic. Small batches may stay in
-    cache."""
-    w = _widths(n_features, hidden, n_outputs)
-    b = _batch(batch)
-    bpe = _dtypes.bytes_per_element(dtype)
-    linear = sum(b * (a + c) for a, c in zip(w[:-1], w[1:]))
-    relu = 0 if fused else sum(2 * b * h for h in w[1:-1])
-    activations = linear + relu
-    return bpe * (mlp_params(n_features, hidden, n_outputs) + activations)
+    """DRAM bytes of one eager forward pass: the sum of `mlp_ops`' bytes (every parameter
+    read once; each kernel's input read and output written once)."""
+    return float(mlp_ops(batch, n_features, hidden, n_outputs, dtype, fused=fused)["bytes"].sum())
 
 
 def mlp_kernels(hidden=DEFAULT_HIDDEN) -> int:
     """Kernels an eager forward pass launches: one addmm per Linear, one per ReLU."""
     _widths(1, hidden, 1)
     return 2 * len(tuple(hidden)) + 1
-
-
-def _batch(batch):
-    if isinstance(batch, bool) or int(batch) != batch or batch <= 0:
-        raise ValueError(f"batch must be a positive integer, got {batch!r}")
-    return int(batch)
 
 
 def mlp(n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN, n_outputs=DEFAULT_OUTPUTS, *,
@@ -115,6 +131,9 @@ def synthetic_batch(batch, n_features=DEFAULT_FEATURES, *, n_categorical=8, cate
     import torch
 
     b = _batch(batch)
+    n_features = _v.count("n_features", n_features, maximum=1 << 24)
+    n_categorical = _v.count("n_categorical", n_categorical, minimum=0, maximum=1 << 20)
+    categories = _v.count("categories", categories, minimum=1, maximum=1 << 20)
     n_onehot = n_categorical * categories
     if not 0 <= n_onehot <= n_features:
         raise ValueError(f"{n_categorical} categorical columns x {categories} levels "
@@ -132,21 +151,18 @@ def synthetic_batch(batch, n_features=DEFAULT_FEATURES, *, n_categorical=8, cate
 
 def predicted_latency_s(batch, accelerator, overhead_per_kernel_s, *,
                         n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN,
-                        n_outputs=DEFAULT_OUTPUTS, dtype="fp32"):
-    """Seconds per forward pass: kernels x overhead_per_kernel_s + the roofline time of the
-    work, max(bytes / bandwidth, FLOPs / peak), for `accelerator` (name or catalogue
-    entry). The two add rather than overlap: a lower bound for batch 1 on an idle queue,
-    a good guide when either term dominates. Vectorised over `batch`."""
-    from . import hardware as _hardware
+                        n_outputs=DEFAULT_OUTPUTS, dtype="fp32", fused=False):
+    """Seconds per forward pass: kernels x `overhead_per_kernel_s` (the launch and
+    dispatch cost each kernel adds) + the roofline time of its kernels (`mlp_ops` on
+    `accelerator`, each kernel its own roofline, summed). The two add rather than
+    overlap: a lower bound for batch 1 on an idle queue, a good guide when either term
+    dominates. Vectorised over `batch`."""
+    from . import roofline as _roofline
 
-    acc = _hardware.get(accelerator)
-    if not overhead_per_kernel_s >= 0:
-        raise ValueError(f"overhead_per_kernel_s must be >= 0 seconds, got "
-                         f"{overhead_per_kernel_s!r}")
-    batches = np.atleast_1d(np.asarray(batch))
+    overhead = _v.non_negative("overhead_per_kernel_s", overhead_per_kernel_s)
+    batches = _v.positive("batch", batch, integer=True, array=True)
     out = []
-    for b in batches:
-        work = max(mlp_bytes(int(b), n_features, hidden, n_outputs, dtype) / acc.bandwidth,
-                   mlp_flops(int(b), n_features, hidden, n_outputs) / acc.peak_flops(dtype))
-        out.append(mlp_kernels(hidden) * overhead_per_kernel_s + work)
-    return float(out[0]) if np.ndim(batch) == 0 else np.array(out)
+    for b in np.atleast_1d(batches):
+        ops = mlp_ops(int(b), n_features, hidden, n_outputs, dtype, fused=fused)
+        out.append(len(ops) * overhead + _roofline.total_seconds(ops, accelerator))
+    return float(out[0]) if np.ndim(batches) == 0 else np.array(out)

@@ -87,3 +87,18 @@ def test_bad_input_names_what_was_wrong(call, words):
 def test_unknown_example_price():
     with pytest.raises(KeyError, match="g4dn"):
         cost.example_price("p5")
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: cost.cost_per_million(1, [1, 2], [0.5, 0.5, 0.5]), ValueError, "matching lengths"),
+    (lambda: cost.cost_per_million(1, 1, 50), ValueError, "percentage"),
+    (lambda: cost.cost_per_million(float("nan"), 1), ValueError, "price_per_hour"),
+    (lambda: cost.cost_per_million(None, 1), TypeError, "price_per_hour"),
+    (lambda: cost.machines_needed("3", 1), TypeError, "demand_per_s"),
+    (lambda: cost.machines_needed([1, 2], [1, 2, 3]), ValueError, "matching lengths"),
+    (lambda: cost.break_even_demand(1, [1, 2], 1, 1), TypeError, "throughput_per_s"),
+    (lambda: cost.example_price("aws g4"), KeyError, "did you mean"),
+])
+def test_bad_input_gets_a_clear_error(call, error, words):
+    with pytest.raises(error, match=words):
+        call()

@@ -19,26 +19,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import validate as _v
+
 SECONDS_PER_HOUR = 3600.0
 MILLION = 1e6
 
 
 def _positive(name, value):
-    arr = np.asarray(value, dtype=float)
-    if arr.size == 0 or np.any(~np.isfinite(arr)) or np.any(arr <= 0):
-        raise ValueError(f"{name} must be positive and finite, got {value!r}")
-    return arr
+    return _v.positive(name, value, array=True)
 
 
 def _fraction(name, value):
-    arr = _positive(name, value)
-    if np.any(arr > 1):
-        raise ValueError(f"{name} is a fraction of capacity, in (0, 1]; got {value!r}")
-    return arr
+    return _v.fraction(name, value, array=True)
 
 
-def _scalar(x):
-    return float(x) if np.ndim(x) == 0 else x
+_scalar = _v.scalar_or_array
 
 
 def cost_per_million(price_per_hour, throughput_per_s, utilisation=1.0):
@@ -48,6 +43,7 @@ def cost_per_million(price_per_hour, throughput_per_s, utilisation=1.0):
     price = _positive("price_per_hour", price_per_hour)
     throughput = _positive("throughput_per_s", throughput_per_s)
     u = _fraction("utilisation", utilisation)
+    _v.same_shape(price_per_hour=price, throughput_per_s=throughput, utilisation=u)
     return _scalar(price / (SECONDS_PER_HOUR * throughput * u) * MILLION)
 
 
@@ -70,6 +66,7 @@ def machines_needed(demand_per_s, throughput_per_s):
     (a service that exists pays for one machine), ceil(demand / throughput). Vectorised."""
     demand = _positive("demand_per_s", demand_per_s)
     throughput = _positive("throughput_per_s", throughput_per_s)
+    _v.same_shape(demand_per_s=demand, throughput_per_s=throughput)
     n = np.maximum(1, np.ceil(demand / throughput - 1e-12))
     return int(n) if np.ndim(n) == 0 else n.astype(int)
 
@@ -95,10 +92,10 @@ def break_even_demand(price_per_hour, throughput_per_s, baseline_price_per_hour,
     """The demand (predictions/s) above which one machine (price, throughput) is no dearer
     per prediction than enough baseline machines for the same demand: 0 if it is never
     dearer, math.inf if it is dearer at every demand it can serve alone."""
-    price = float(_positive("price_per_hour", price_per_hour))
-    throughput = float(_positive("throughput_per_s", throughput_per_s))
-    b_price = float(_positive("baseline_price_per_hour", baseline_price_per_hour))
-    b_throughput = float(_positive("baseline_throughput_per_s", baseline_throughput_per_s))
+    price = _v.positive("price_per_hour", price_per_hour)
+    throughput = _v.positive("throughput_per_s", throughput_per_s)
+    b_price = _v.positive("baseline_price_per_hour", baseline_price_per_hour)
+    b_throughput = _v.positive("baseline_throughput_per_s", baseline_throughput_per_s)
     # One machine costs `price` per hour at any demand up to its throughput; the baseline
     # costs ceil(demand / b_throughput) x b_price. The baseline's cost first reaches
     # `price` when it needs k = ceil(price / b_price) machines, i.e. just above
@@ -143,11 +140,8 @@ EXAMPLE_PRICES = (
 
 def example_price(name) -> ExamplePrice:
     """One of `EXAMPLE_PRICES` by name ("AWS g4dn.xlarge")."""
-    for p in EXAMPLE_PRICES:
-        if p.name.lower() == str(name).strip().lower():
-            return p
-    raise KeyError(f"no example price named {name!r}; examples: "
-                   f"{', '.join(p.name for p in EXAMPLE_PRICES)}")
+    by_name = {p.name: p for p in EXAMPLE_PRICES}
+    return by_name[_v.choice("name", name, list(by_name), normalise=lambda s: s.strip().lower())]
 
 
 def example_prices():

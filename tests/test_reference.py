@@ -36,13 +36,30 @@ def test_tidy_matmul_and_decode_rows_from_bench():
     d = reference.tidy([row], "decode", env).iloc[0]
     assert d["value"] == pytest.approx(2 / row["seconds"])
     assert d["ceiling"] == pytest.approx(llm.decode_ceiling(spec, hardware.cpu(), 2, 8, "fp32"))
-    assert d["intensity"] == pytest.approx(llm.decode_intensity(spec, 2, 8, "fp32"))
+    assert d["intensity"] == pytest.approx(row["step_flops"] / row["step_bytes"])
+    # llm's model also counts the activations: the same intensity within 1%.
+    assert d["intensity"] == pytest.approx(llm.decode_intensity(spec, 2, 8, "fp32"), rel=0.01)
     with pytest.raises(ValueError, match="experiment"):
         reference.tidy([row], "prefill", env)
     with pytest.raises(ValueError, match="tokens_per_s"):
         reference.tidy([{k: v for k, v in row.items() if k != "tokens_per_s"}], "decode", env)
     with pytest.raises(ValueError, match="env lacks"):
         reference.tidy([row], "decode", {"device": "x"})
+
+
+def test_tidy_reads_of_a_gpu_the_catalogue_does_not_know():
+    # Rows carry the bandwidth they were compared with (NaN: no datasheet entry); tidy
+    # takes it from there instead of looking the name up (a KeyError before).
+    rows = [{"dtype": "fp16", "bytes": 1e9, "seconds": 1e-3, "achieved_gb_per_s": 1000.0,
+             "datasheet_gb_per_s": math.nan}]
+    env = {**_env(), "device": "NVIDIA GeForce RTX 4090",
+           "catalogue_entry": "NVIDIA GeForce RTX 4090"}
+    row = reference.tidy(rows, "weight_read", env).iloc[0]
+    assert row["value"] == pytest.approx(1e12) and math.isnan(row["ceiling"])
+    # Old rows without the column still read the catalogue: an H200's 4.8 TB/s.
+    old = reference.tidy([{k: v for k, v in rows[0].items() if k != "datasheet_gb_per_s"}],
+                         "weight_read", _env())
+    assert old.iloc[0]["ceiling"] == 4.8e12
 
 
 def test_save_load_round_trip_and_listing(tmp_path):
@@ -77,8 +94,14 @@ def test_load_names_what_is_wrong(tmp_path):
         reference.save(df, tmp_path / "x.csv")
     with pytest.raises(FileNotFoundError):
         reference.load(tmp_path / "none.csv")
-    with pytest.raises(ValueError, match="device_type"):
+    with pytest.raises(KeyError, match="device_type"):
         reference.runs(device_type="tpu", directory=tmp_path)
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="empty.csv"):
+        reference.load(empty)
+    with pytest.raises(TypeError, match="path"):
+        reference.load(None)
 
 
 def test_shipped_reference_runs_load():

@@ -2,22 +2,38 @@
 
 Chapter: *How to benchmark your own traffic*; labs: all of them.
 
-- `time_fn` wraps `torch.utils.benchmark.Timer`, which synchronises the accelerator
-  around each block of runs; it warms up first and reports the median. No lab calls
-  `time.time()` around GPU work.
+- `time_fn` warms up, then times blocks of calls and reports the median per call, as
+  `torch.utils.benchmark.Timer.blocked_autorange` does, with two differences: its clock
+  synchronises only the device being measured (a CPU timing never touches CUDA, so a
+  gloo rank or a CPU baseline creates no CUDA context), and it times at least
+  `MIN_BLOCKS` blocks, so a multi-millisecond GPU step still gets a spread (IQR).
+  No lab calls `time.time()` around GPU work.
 - Reads are sized against the last-level cache (L2 on a GPU): with `flush_cache=True`
-  each timed run reads a slice of a pool at least 4x the cache, so the cache cannot
-  flatter the result. `flush_cache=False` re-reads one buffer, to *show* the cache.
+  each read is of a slice of a pool at least 4x the cache, so the cache cannot flatter
+  the result. `flush_cache=False` re-reads one buffer, to *show* the cache. On a GPU the
+  reads of one pass are captured in one CUDA graph and its replay is divided by the
+  number of reads: a read smaller than L2 takes less time than Python takes to launch it.
 - Every measurement returns tidy pandas rows with the device, dtype, sizes, seconds,
-  the achieved rate and its fraction of the datasheet peak (`hardware.detect()`).
+  the achieved rate and its fraction of the datasheet peak (`hardware.detect()`). A GPU
+  the catalogue does not know is measured all the same; its ceilings are NaN, or, with
+  `lab_accelerator`, measured here and labelled as measured.
 - Defaults are small on a CPU (fp32: torch's CPU fp16 matmul is ~30x slower) and large
   on a GPU (fp16, which every CUDA GPU runs on tensor cores, the T4 included).
+- `environment()` says which machine produced a number: device, torch, and on an NVIDIA
+  GPU its clocks, power limit, temperature and throttle reasons (NVML).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime
+import gc
+import inspect
 import math
+import os
+import sys
+import time
 import warnings
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -28,10 +44,31 @@ from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
 from . import roofline as _roofline
+from . import validate as _validate
 
-# Each timed run reads a fresh slice of a pool this many times the cache size.
-CACHE_FLUSH_FACTOR = 4
 MiB = 2**20
+#: Each flushed read is of a slice of a pool at least this many times the cache.
+CACHE_FLUSH_FACTOR = 4
+#: Fewest timing blocks per measurement: enough for a median and an interquartile range
+#: that is a spread, also for a step so long that `min_run_time` holds only one or two.
+MIN_BLOCKS = 5
+#: Seconds of timing per measurement by default. A GPU gets longer: its clock boosts and
+#: settles, and each block ends in a synchronisation that costs microseconds.
+GPU_MIN_RUN_TIME_S = 0.2
+CPU_MIN_RUN_TIME_S = 0.05
+#: Bounds that no sensible measurement reaches: refused before any work.
+MAX_WARMUP = 100_000
+MAX_RUN_TIME_S = 3600.0
+MAX_BLOCKS = 100_000
+#: A block must last this many times the clock's own cost (synchronise + read the time),
+#: so that the clock biases a block by at most 0.1%.
+CLOCK_OVERHEAD_RATIO = 1000
+#: Most slices in a flush pool (reads per pass), and operand sets in a matmul pool.
+MAX_POOL_SLICES = 4096
+MAX_MATMUL_SETS = 64
+#: When the cache size cannot be read: 64 MiB, more than any GPU's L2 but the H200's 60 MB
+#: and B200's, and more than most CPUs' L3: a safe over-estimate for a flush.
+FALLBACK_CACHE_BYTES = 64 * MiB
 
 
 @dataclass(frozen=True)
@@ -44,6 +81,8 @@ class Timing:
     calls_per_block: int
 
 
+# --- devices ---------------------------------------------------------------------------
+
 def default_device():
     """torch.device('cuda') when a GPU is present, else the CPU."""
     import torch
@@ -51,27 +90,92 @@ def default_device():
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def default_dtype(device=None) -> str:
-    """fp16 on a GPU (never bf16: a T4 emulates it), fp32 on a CPU."""
-    device = _device(device)
-    return "fp16" if device.type == "cuda" else "fp32"
-
-
-def _device(device):
+def _device(device, name="device"):
+    """`device` as a torch.device, checked: 'cpu', 'cuda' or 'cuda:N' for a GPU torch sees."""
     import torch
 
-    return default_device() if device is None else torch.device(device)
+    if device is None:
+        return default_device()
+    if isinstance(device, str):
+        try:
+            resolved = torch.device(device)
+        except RuntimeError:  # torch's "Invalid device string"
+            raise ValueError(f"{name} must be a device such as 'cpu', 'cuda' or 'cuda:1', "
+                             f"got {device!r}") from None
+    elif isinstance(device, torch.device):
+        resolved = device
+    else:
+        raise TypeError(f"{name} must be a device name ('cpu', 'cuda', 'cuda:1') or a "
+                        f"torch.device, got {device!r}")
+    if resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"{name}={device!r}: the course measures on 'cpu' or 'cuda' devices")
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{name}={device!r}, but torch sees no CUDA GPU "
+                             f"(torch.cuda.is_available() is False): use 'cpu'")
+        count = torch.cuda.device_count()
+        if resolved.index is not None and resolved.index >= count:
+            raise ValueError(f"{name}={device!r}, but torch sees {count} GPU(s): "
+                             f"indices 0 to {count - 1}")
+    return resolved
+
+
+def _index(device) -> int:
+    """The GPU index of a CUDA device ('cuda' alone means the current one)."""
+    import torch
+
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def default_dtype(device=None) -> str:
+    """fp16 on a GPU (never bf16: a T4 emulates it), fp32 on a CPU."""
+    return "fp16" if _device(device).type == "cuda" else "fp32"
+
+
+def _detect(index):
+    """`hardware.detect()` for GPU `index`. (The hardware module is gaining a device
+    argument; until it has one, its detect() reads GPU 0 and we say so.)"""
+    if inspect.signature(_hardware.detect).parameters:
+        return _hardware.detect(index)
+    if index != 0:
+        warnings.warn(f"hardware.detect() of this version reads GPU 0, not GPU {index}: "
+                      "the catalogue entry may be another GPU's", stacklevel=3)
+    return _hardware.detect()
 
 
 def accelerator_for(device=None) -> _hardware.Accelerator:
-    """The catalogue entry for `device`: the detected GPU, or the reference CPU."""
-    return _hardware.detect() if _device(device).type == "cuda" else _hardware.cpu()
+    """The catalogue entry for `device`: the detected GPU (the one asked for), or the
+    reference CPU. A GPU missing from the catalogue has NaN or missing figures; see
+    `lab_accelerator` for one whose gaps are measured."""
+    device = _device(device)
+    return _detect(_index(device)) if device.type == "cuda" else _hardware.cpu()
 
 
 def cache_bytes(device=None) -> float:
     """Last-level cache of `device` in bytes (L2 on a GPU as torch reports it; the CPU's
-    L3), or 64 MiB when it cannot be read, a safe over-estimate for a flush."""
-    return accelerator_for(device).cache_bytes or 64 * MiB
+    L3), or `FALLBACK_CACHE_BYTES` when it cannot be read."""
+    return accelerator_for(device).cache_bytes or FALLBACK_CACHE_BYTES
+
+
+def memory_bytes(device=None) -> float:
+    """Bytes of memory `device` has: what torch reports for a GPU (a MIG slice's own),
+    the machine's RAM for a CPU. Sizes beyond it are refused before any allocation."""
+    import torch
+
+    device = _device(device)
+    if device.type == "cuda":
+        return float(torch.cuda.get_device_properties(_index(device)).total_memory)
+    try:
+        return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return _hardware.cpu().memory_bytes
+
+
+def _refuse_beyond_memory(nbytes, device, what):
+    have = memory_bytes(device)
+    if nbytes > have:
+        raise ValueError(f"{what} needs {nbytes / 1e9:,.3g} GB, more than the "
+                         f"{have / 1e9:,.3g} GB this {device.type} has: choose smaller sizes")
 
 
 class _Target(NamedTuple):
@@ -84,53 +188,131 @@ class _Target(NamedTuple):
     cache: float            # bytes
 
 
-def _target(device, dtype) -> _Target:
+def _target(device, dtype, accelerator=None) -> _Target:
     device = _device(device)
     dtype = _dtypes.canonical(dtype or default_dtype(device))
+    acc = accelerator_for(device) if accelerator is None else _hardware.get(accelerator)
     return _Target(device, dtype, _dtypes.torch_dtype(dtype), _dtypes.bytes_per_element(dtype),
-                   accelerator_for(device), cache_bytes(device))
+                   acc, acc.cache_bytes or FALLBACK_CACHE_BYTES)
 
 
-def synchronize(device=None):
-    """Wait until the accelerator has finished the work queued so far (no-op on a CPU)."""
+def _random(shape, tdtype, device, scale=1.0, generator=None):
+    """Random values made in `tdtype` itself (no fp32 copy at 2-3x the memory)."""
     import torch
 
-    if _device(device).type == "cuda":
-        torch.cuda.synchronize()
+    if tdtype.is_floating_point:
+        t = torch.randn(shape, dtype=tdtype, device=device, generator=generator)
+        return t.mul_(scale) if scale != 1.0 else t
+    info = torch.iinfo(tdtype)
+    return torch.randint(info.min, info.max + 1, shape, dtype=tdtype, device=device,
+                         generator=generator)
+
+
+# --- the clock and the timer ---------------------------------------------------------------
+
+def synchronize(device=None):
+    """Wait until `device` has finished the work queued so far (no-op on a CPU)."""
+    import torch
+
+    device = _device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 _synchronize = synchronize  # for functions whose argument of that name shadows it
 
 
-def time_fn(fn, *, warmup=3, min_run_time=None, device=None, num_threads=None) -> Timing:
-    """Time `fn()` with torch.utils.benchmark: `warmup` untimed calls, then blocks of
-    calls for at least `min_run_time` seconds (0.2 s on a GPU, 0.05 s on a CPU);
-    returns the median seconds per call. The accelerator is synchronised before the
-    clock is read, so asynchronous GPU work is counted in full. `num_threads` (CPU
-    threads) defaults to torch.get_num_threads(); 1 reproduces the Timer's own default."""
+def _clock(device):
+    """Seconds now, after `device` finished its queued work: a plain perf_counter on a CPU
+    (nothing to wait for, and no CUDA context is touched)."""
+    if device.type != "cuda":
+        return time.perf_counter
     import torch
-    import torch.utils.benchmark as tbench
 
+    def clock():
+        torch.cuda.synchronize(device)
+        return time.perf_counter()
+
+    return clock
+
+
+@contextlib.contextmanager
+def _threads_and_no_gc(num_threads):
+    """Run with torch using `num_threads` CPU threads and the garbage collector off (as
+    timeit does: a collection inside a block would be timed as the work's)."""
+    import torch
+
+    before, gc_was_on = torch.get_num_threads(), gc.isenabled()
+    if num_threads != before:  # setting it, even to the same value, resets the pools
+        torch.set_num_threads(num_threads)
+    gc.disable()
+    try:
+        yield
+    finally:
+        if gc_was_on:
+            gc.enable()
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
+
+
+def _calls_per_block(fn, clock, min_run_time):
+    """Calls per timed block: 1, 10, 100 ... until a block lasts CLOCK_OVERHEAD_RATIO times
+    the clock's own cost and a thousandth of `min_run_time`, or longer than min_run_time."""
+    def empty_block():
+        start = clock()
+        return clock() - start
+
+    overhead = float(np.median([empty_block() for _ in range(5)]))
+    number = 1
+    while True:
+        start = clock()
+        for _ in range(number):
+            fn()
+        taken = clock() - start
+        if taken >= min_run_time or (taken >= CLOCK_OVERHEAD_RATIO * overhead
+                                     and taken >= min_run_time / 1000):
+            return number
+        number *= 10
+
+
+def time_fn(fn, *, warmup=3, min_run_time=None, device=None, num_threads=None,
+            min_blocks=MIN_BLOCKS) -> Timing:
+    """Time `fn()`: `warmup` untimed calls, then blocks of calls until at least
+    `min_run_time` seconds (0.2 on a GPU, 0.05 on a CPU) and `min_blocks` blocks are
+    timed; returns the median seconds per call and the interquartile range.
+
+    The clock waits for `device` (and only it) before each reading, so asynchronous GPU
+    work is counted in full. `num_threads` (CPU threads) defaults to
+    torch.get_num_threads(); 1 reproduces torch.utils.benchmark.Timer's default."""
+    import torch
+
+    _validate.callable_("fn", fn)
     device = _device(device)
-    if warmup < 0:
-        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    warmup = _validate.count("warmup", warmup, minimum=0, maximum=MAX_WARMUP,
+                             why_maximum="more warm-up calls than any measurement needs")
     if min_run_time is None:
-        min_run_time = 0.2 if device.type == "cuda" else 0.05
-    if not min_run_time > 0:
-        raise ValueError(f"min_run_time must be positive seconds, got {min_run_time}")
-    for _ in range(warmup):
-        fn()
-    synchronize(device)
-    # num_threads: the Timer defaults to ONE thread, which would time a CPU at a
-    # fraction of its speed; use what torch uses everywhere else.
-    if num_threads is None:
-        num_threads = torch.get_num_threads()
-    if int(num_threads) != num_threads or num_threads < 1:
-        raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
-    timer = tbench.Timer(stmt="fn()", globals={"fn": fn}, num_threads=int(num_threads))
-    m = timer.blocked_autorange(min_run_time=min_run_time)
-    return Timing(median_s=float(m.median), iqr_s=float(m.iqr), blocks=len(m.times),
-                  calls_per_block=int(m.number_per_run))
+        min_run_time = GPU_MIN_RUN_TIME_S if device.type == "cuda" else CPU_MIN_RUN_TIME_S
+    min_run_time = _validate.number("min_run_time", min_run_time, lo=0, lo_open=True,
+                                    hi=MAX_RUN_TIME_S,
+                                    expected=f"seconds > 0 and <= {MAX_RUN_TIME_S:g}")
+    num_threads = _validate.count("num_threads", torch.get_num_threads()
+                                  if num_threads is None else num_threads, maximum=4096)
+    min_blocks = _validate.count("min_blocks", min_blocks, maximum=MAX_BLOCKS)
+    clock = _clock(device)
+    with _threads_and_no_gc(num_threads):
+        for _ in range(warmup):
+            fn()
+        number = _calls_per_block(fn, clock, min_run_time)
+        blocks = []
+        while sum(blocks) < min_run_time or len(blocks) < min_blocks:
+            start = clock()
+            for _ in range(number):
+                fn()
+            blocks.append(clock() - start)
+    per_call = np.asarray(blocks) / number
+    q1, median, q3 = np.percentile(per_call, [25, 50, 75])
+    return Timing(median_s=float(median), iqr_s=float(q3 - q1), blocks=len(blocks),
+                  calls_per_block=number)
 
 
 def time_calls(fn, n=10, *, device=None, synchronize=True):
@@ -141,20 +323,15 @@ def time_calls(fn, n=10, *, device=None, synchronize=True):
     `synchronize=False` reads the clock without waiting for the accelerator: the classic
     mistake, kept only to show it (on a GPU it times the kernel launches, not the work).
     """
-    import timeit
-
+    _validate.callable_("fn", fn)
     device = _device(device)
-    if int(n) != n or n < 1:
-        raise ValueError(f"n must be a positive whole number of calls, got {n!r}")
-
-    def clock():
-        if synchronize:
-            _synchronize(device)
-        return timeit.default_timer()  # what torch.utils.benchmark reads
-
+    n = _validate.count("n", n, maximum=10_000_000)
+    if not isinstance(synchronize, bool):
+        raise TypeError(f"synchronize must be True or False, got {synchronize!r}")
+    clock = _clock(device) if synchronize else time.perf_counter
     _synchronize(device)  # start from an idle accelerator
-    seconds = np.empty(int(n))
-    for i in range(int(n)):
+    seconds = np.empty(n)
+    for i in range(n):
         start = clock()
         fn()
         seconds[i] = clock() - start
@@ -162,73 +339,281 @@ def time_calls(fn, n=10, *, device=None, synchronize=True):
     return seconds
 
 
+# --- which machine: environment, clocks, power --------------------------------------------
+
+#: NVML's clock-event ("throttle") reason bits, nvml.h
+#: (https://docs.nvidia.com/deploy/nvml-api/group__nvmlClocksEventReasons.html).
+THROTTLE_REASONS = {
+    0x1: "idle", 0x2: "applications clocks setting", 0x4: "software power cap",
+    0x8: "hardware slowdown", 0x10: "sync boost", 0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown", 0x80: "hardware power brake", 0x100: "display clock",
+}
+CLOCK_FIELDS = ("sm_clock_mhz", "sm_clock_max_mhz", "memory_clock_mhz", "power_limit_w",
+                "power_draw_w", "temperature_c", "throttle_reasons", "nvml")
+
+
+def throttle_reasons(mask) -> str:
+    """NVML's clock-event bit mask in words ('none' for 0): 0x4 -> 'software power cap'."""
+    mask = _validate.count("mask", mask, minimum=0)
+    words = [w for bit, w in THROTTLE_REASONS.items() if mask & bit]
+    rest = mask & ~sum(THROTTLE_REASONS)
+    if rest:
+        words.append(f"other (0x{rest:x})")
+    return ", ".join(words) or "none"
+
+
+def _nvml_handle(pynvml, device):
+    """NVML's handle for CUDA device `device`: by PCI bus id (right under
+    CUDA_VISIBLE_DEVICES), else by UUID, else by index."""
+    import torch
+
+    props = torch.cuda.get_device_properties(_index(device))
+    bus = getattr(props, "pci_bus_id", None)
+    if bus is not None:
+        pci = (f"{getattr(props, 'pci_domain_id', 0):08X}:{bus:02X}:"
+               f"{getattr(props, 'pci_device_id', 0):02X}.0")
+        return pynvml.nvmlDeviceGetHandleByPciBusId(pci)
+    uuid = str(getattr(props, "uuid", "") or "")
+    if uuid:
+        return pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith(("GPU-", "MIG-"))
+                                                else f"GPU-{uuid}")
+    return pynvml.nvmlDeviceGetHandleByIndex(_index(device))
+
+
+def clocks(device=None) -> dict:
+    """The GPU's state now, through NVML (nvidia-ml-py, imported only on an NVIDIA GPU):
+    SM clock and its maximum, memory clock (MHz), enforced power limit and draw (W),
+    temperature (deg C) and throttle reasons. Fields NVML cannot give are NaN, and
+    `nvml` says why ('ok', or 'unavailable: ...'). A T4 at its 70 W limit shows
+    'software power cap' and an SM clock far below its maximum."""
+    import torch
+
+    device = _device(device)
+    out = {k: math.nan for k in CLOCK_FIELDS}
+    out["throttle_reasons"] = "unavailable"
+    if device.type != "cuda":
+        out["nvml"] = "unavailable: a CPU"
+        return out
+    if torch.version.cuda is None:  # a ROCm build reports AMD GPUs as 'cuda'
+        out["nvml"] = "unavailable: not an NVIDIA GPU"
+        return out
+    try:
+        import pynvml
+    except ImportError:
+        out["nvml"] = "unavailable: nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+        return out
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # pynvml.NVMLError and its many subclasses
+        out["nvml"] = f"unavailable: {exc}"
+        return out
+    try:
+        h = _nvml_handle(pynvml, device)
+        reasons = (getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                   or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons)
+        reads = {
+            "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "sm_clock_max_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "memory_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+            "power_limit_w": lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000,
+            "power_draw_w": lambda: pynvml.nvmlDeviceGetPowerUsage(h) / 1000,
+            "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(
+                h, pynvml.NVML_TEMPERATURE_GPU),
+            "throttle_reasons": lambda: throttle_reasons(int(reasons(h))),
+        }
+        missing = []
+        for key, read in reads.items():
+            try:
+                value = read()
+                out[key] = value if isinstance(value, str) else float(value)
+            except Exception:  # one field NVML does not support here (a MIG slice, gVisor)
+                missing.append(key)
+        out["nvml"] = "ok" if not missing else f"ok; not available: {', '.join(missing)}"
+    except Exception as exc:
+        out["nvml"] = f"unavailable: {exc}"
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+    return out
+
+
+def describe_clocks(state) -> str:
+    """One line for a lab to print beside its results, from `clocks()` or `environment()`."""
+    if not str(state.get("nvml", "")).startswith("ok"):
+        return f"clocks and power: {state.get('nvml', 'unavailable')}"
+
+    def num(key, unit, digits=0):
+        v = state.get(key, math.nan)
+        return f"{v:,.{digits}f} {unit}" if isinstance(v, (int, float)) and v == v else "n/a"
+
+    return (f"SM clock {num('sm_clock_mhz', 'MHz')} (max {num('sm_clock_max_mhz', 'MHz')}), "
+            f"memory clock {num('memory_clock_mhz', 'MHz')}, power "
+            f"{num('power_draw_w', 'W')} of a {num('power_limit_w', 'W')} limit, "
+            f"{num('temperature_c', 'C')}; throttle reasons: {state['throttle_reasons']}")
+
+
 def environment(device=None) -> dict:
     """Which machine produced a measurement: device, its catalogue entry, torch, date,
-    and the CPU threads torch uses (what a CPU measurement depends on)."""
+    the CPU threads torch uses (what a CPU measurement depends on), and on an NVIDIA GPU
+    the clocks, power limit, temperature and throttle reasons at this moment (`clocks`)."""
     import platform
 
     import torch
 
     device = _device(device)
     acc = accelerator_for(device)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else (
+    name = torch.cuda.get_device_name(_index(device)) if device.type == "cuda" else (
         platform.processor() or platform.machine() or "cpu")
     return {"device": name, "catalogue_entry": acc.name, "device_type": device.type,
             "torch": torch.__version__, "cuda": torch.version.cuda or "",
             "date": datetime.date.today().isoformat(),
-            "cpu_threads": torch.get_num_threads()}
+            "cpu_threads": torch.get_num_threads(), **clocks(device)}
 
 
-# --- the sweep machinery --------------------------------------------------------------
+# --- the sweep machinery ------------------------------------------------------------------
+
+# What an allocation failure looks like. During CUDA-graph capture torch (before
+# pytorch/pytorch#187795) reports an out-of-memory as an invalidated capture, because
+# its allocator frees cached blocks mid-capture to retry; the functions this module
+# captures ran eagerly just before, so a failed capture here is a failed allocation.
+_OOM_TEXT = ("out of memory", "can't allocate memory", "cudaerrormemoryallocation",
+             "operation not permitted when stream is capturing", "capture invalidated",
+             "operation failed due to a previous error during capture",
+             "cudaerrorstreamcaptureinvalidated", "cudaerrorstreamcaptureunsupported")
+
 
 def _is_oom(exc) -> bool:
+    """Whether `exc` says the device (or the host) ran out of memory."""
     import torch
 
-    return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
+    if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(t in text for t in _OOM_TEXT)
 
 
-def _sweep(items, measure, desc, progress=True):
-    """Run `measure(item)` over `items` with a progress bar. Out of GPU memory stops the
-    sweep with a warning that says so, and what was measured is kept."""
+def free_memory():
+    """Return cached GPU memory to the driver, after Python has let go of what it can.
+    Call it after an `except` block, not inside one: the traceback still holds the
+    failed call's tensors there."""
     import torch
-    from tqdm.auto import tqdm
 
-    rows = []
-    for item in tqdm(items, desc=desc, disable=not progress, leave=False):
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def first_that_fits(candidates, build, *, describe=str):
+    """`(build(c), c)` for the first of `candidates` (largest first) that fits in memory:
+    on out of memory, the memory is freed and the next candidate tried, with a line
+    saying so. The labs' "a smaller stack if the GPU is short of memory"."""
+    _validate.callable_("build", build)
+    tried = []
+    for c in candidates:
+        failed = None
         try:
-            rows.append(measure(item))
-        except (torch.cuda.OutOfMemoryError, RuntimeError, MemoryError) as exc:
-            if not (isinstance(exc, MemoryError) or _is_oom(exc)):
+            return build(c), c
+        except (RuntimeError, MemoryError) as exc:
+            if not _is_oom(exc):
                 raise
-            warnings.warn(f"{desc}: out of memory at {item}; stopping this sweep and "
-                          f"keeping the {len(rows)} sizes measured so far.", stacklevel=3)
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            break
+            failed = f"{type(exc).__name__}"
+        # Outside the except block: the traceback and the tensors it held are gone.
+        free_memory()
+        tried.append(describe(c))
+        print(f"out of memory ({failed}) at {describe(c)}; trying the next size down")
+    raise MemoryError(f"none of the sizes fits in memory: {', '.join(tried) or 'none given'}")
+
+
+def _in_notebook() -> bool:
+    """Inside a Jupyter kernel (Colab included), where tqdm would draw widgets."""
+    ipython = sys.modules.get("IPython")
+    try:
+        shell = ipython.get_ipython() if ipython else None
+        return shell is not None and "IPKernelApp" in shell.config
+    except Exception:
+        return False
+
+
+def _progress(items, desc, enabled):
+    """`items` with a progress bar: widgets in a notebook only when ipywidgets is there
+    (else none, rather than tqdm's IProgress warning), text in a terminal."""
+    if not enabled:
+        return items
+    if _in_notebook():
+        import importlib.util
+
+        if importlib.util.find_spec("ipywidgets") is None:
+            return items
+        from tqdm.notebook import tqdm
+    else:
+        from tqdm.std import tqdm
+    return tqdm(items, desc=desc, leave=False)
+
+
+def _say_estimate(desc, n, estimate_s, enabled):
+    """The one line printed before a sweep: how many points and about how long."""
+    if not enabled:
+        return
+    about = (f"about {estimate_s:,.1f} s" if estimate_s is not None and math.isfinite(estimate_s)
+             else "run time unknown")
+    print(f"{desc}: {n} point{'s' if n != 1 else ''}, {about} of timing")
+
+
+def _sweep(items, measure, desc, progress=True, estimate_s=None):
+    """Run `measure(item)` over `items`. Out of memory (device or host, capture failures
+    included) stops the sweep with a warning that says so, frees what the failed call
+    held, and keeps what was measured."""
     import pandas as pd
 
+    items = list(items)
+    _say_estimate(desc, len(items), estimate_s, progress)
+    rows, stopped_at = [], None
+    for item in _progress(items, desc, progress):
+        try:
+            rows.append(measure(item))
+        except (RuntimeError, MemoryError) as exc:
+            if not _is_oom(exc):
+                raise
+            stopped_at = item
+        if stopped_at is not None:
+            break
+    if stopped_at is not None:  # the exception and its frames are released by now
+        free_memory()
+        warnings.warn(f"{desc}: out of memory at {stopped_at}; stopping this sweep and "
+                      f"keeping the {len(rows)} sizes measured so far.", stacklevel=3)
     return pd.DataFrame(rows)
+
+
+def timing_estimate_s(call_s, min_run_time, *, warmup=3, min_blocks=MIN_BLOCKS) -> float:
+    """Seconds `time_fn` spends on a function that takes `call_s` a call: warm-up, the
+    block-size probe, then max(min_run_time, min_blocks calls). Set-up not included."""
+    if not (call_s >= 0 and math.isfinite(call_s)):
+        return math.nan
+    return (warmup + 2) * call_s + max(min_run_time, min_blocks * call_s)
 
 
 def _fraction(value, peak):
     return value / peak if peak and peak > 0 and math.isfinite(peak) else math.nan
 
 
+def _finite_positive(x) -> bool:
+    return x is not None and math.isfinite(x) and x > 0
+
+
 def _peak(acc, dtype):
-    try:
-        return acc.peak_flops(dtype)
-    except ValueError:
-        return math.nan
+    """The dense peak FLOP/s, or NaN for a device the catalogue has none for."""
+    return _roofline.peak_or_nan(acc, dtype)
 
 
-def _roof(intensity, peak, bandwidth):
-    """The roofline's FLOP/s at `intensity`, or nan when the device's peaks are unknown."""
-    if not (peak > 0 and bandwidth > 0):  # nan compares False
-        return math.nan
-    return _roofline.attainable_flops(intensity, peak, bandwidth)
+def _roof_flops(flops, nbytes, acc, dtype):
+    """FLOP/s the roofline allows an operation of `flops` on `nbytes` (NaN if the device's
+    peak or bandwidth is unknown): flops over `roofline.op_seconds`."""
+    seconds = _roofline.op_seconds(flops, nbytes, _peak(acc, dtype),
+                                   _roofline.bandwidth_or_nan(acc))
+    return flops / seconds if seconds > 0 else math.nan
 
 
-def _pool_slices(slice_elems, cache, bytes_per_elem, flush_cache, max_slices=4096):
+def _pool_slices(slice_elems, cache, bytes_per_elem, flush_cache, max_slices=MAX_POOL_SLICES):
     """How many slices of `slice_elems` make a pool that flushes the cache."""
     if not flush_cache:
         return 1
@@ -236,89 +621,209 @@ def _pool_slices(slice_elems, cache, bytes_per_elem, flush_cache, max_slices=409
     return int(min(max_slices, max(2, math.ceil(CACHE_FLUSH_FACTOR * cache / slice_bytes))))
 
 
-# --- weight reads -----------------------------------------------------------------------
+def _graphed(fn, device=None):
+    """Capture `fn` in a CUDA graph (after warm-up on a side stream) and return its replay.
+
+    Cached memory is returned to the driver first: an allocation that fails during
+    capture then raises a plain out-of-memory error instead of invalidating the capture
+    (pytorch/pytorch#159594); `_is_oom` recognises the invalidated capture too."""
+    import torch
+
+    with torch.cuda.device(device):
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        free_memory()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+    return graph.replay
+
+
+# --- weight reads -------------------------------------------------------------------------
+
+#: Largest read of the default sweep on a GPU: 2 GiB, or an eighth of its memory.
+GPU_TOP_READ_BYTES = 2 * 1024 * MiB
+CPU_TOP_READ_BYTES = 256 * MiB
+SMALLEST_READ_BYTES = 64 * 1024
+
 
 def default_read_sizes(device=None) -> list[int]:
     """Buffer sizes in bytes: from 1/16 of the cache to far beyond it (GPU: up to 2 GiB
-    or a quarter of memory; CPU: up to 256 MiB)."""
+    or an eighth of memory; CPU: up to 256 MiB)."""
     device = _device(device)
     cache = cache_bytes(device)
     if device.type == "cuda":
-        top = min(2 * 1024 * MiB, _hardware.detect().memory_bytes / 8)
+        top = min(GPU_TOP_READ_BYTES, memory_bytes(device) / 8)
     else:
-        top = 256 * MiB
-    lo = max(64 * 1024, cache / 16)
+        top = CPU_TOP_READ_BYTES
+    lo = max(SMALLEST_READ_BYTES, cache / 16)
     sizes = np.geomspace(lo, top, num=max(2, int(np.log2(top / lo)) + 1))
     return sorted({int(s) // 4096 * 4096 for s in sizes})
 
 
+def _sizes(name, values):
+    """A list of positive whole byte counts (or matmul dims), TypeError/ValueError else."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{name} must be a list of sizes, got {values!r}")
+    values = list(values)
+    if not values:
+        raise ValueError(f"{name} must hold at least one size, got an empty list")
+    return values
+
+
 def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_cache=True,
-                          min_run_time=None, progress=True):
+                          min_run_time=None, progress=True, accelerator=None):
     """Time reading weight tensors of each size once (a sum over the tensor: the fewest
     bytes a kernel can move for it) and return one row per size with achieved GB/s and
-    the fraction of the datasheet bandwidth.
+    the fraction of the datasheet bandwidth (of `accelerator`, default the device's
+    catalogue entry).
 
-    With `flush_cache` every timed read is of a slice not read since at least
-    4x the cache's worth of other data was; without it one buffer is re-read, so
-    buffers that fit in the cache report the cache's bandwidth, not DRAM's.
+    With `flush_cache` every read is of a slice not read since at least 4x the cache's
+    worth of other data was; without it one buffer is re-read, so buffers that fit in
+    the cache report the cache's bandwidth, not DRAM's. Each timed call reads
+    `reads_per_call` slices (one pass over the pool); on a GPU that pass is one CUDA
+    graph, so even a read shorter than a kernel launch is timed, not the launch.
     """
     import torch
 
-    device, dtype, tdtype, bpe, acc, cache = _target(device, dtype)
-    sizes = default_read_sizes(device) if sizes_bytes is None else list(sizes_bytes)
+    device, dtype, tdtype, bpe, acc, cache = _target(device, dtype, accelerator)
+    sizes = default_read_sizes(device) if sizes_bytes is None else _sizes("sizes_bytes",
+                                                                         sizes_bytes)
+    sizes = [_validate.positive("sizes_bytes", s) for s in sizes]
+    if not isinstance(flush_cache, bool):
+        raise TypeError(f"flush_cache must be True or False, got {flush_cache!r}")
+    on_gpu = device.type == "cuda"
+
+    def plan(size):
+        elems = max(1, int(size // bpe))
+        reads = _pool_slices(elems, cache, bpe, True)   # reads per timed call, either way
+        slices = reads if flush_cache else 1
+        return elems, reads, slices
+
     for s in sizes:
-        if not s > 0:
-            raise ValueError(f"sizes_bytes must be positive, got {s!r}")
+        elems, _, slices = plan(s)
+        _refuse_beyond_memory(slices * elems * bpe, device, f"a {s:,.0f}-byte read pool")
 
     def measure(size):
-        elems = max(1, int(size // bpe))
-        n = _pool_slices(elems, cache, bpe, flush_cache)
-        pool = torch.randn(n, elems, device=device).to(tdtype)  # [slices, elems]
-        state = {"i": 0}
+        elems, reads, slices = plan(size)
+        pool = _random((slices, elems), tdtype, device)  # [slices, elems]
+        out = torch.empty(reads, dtype=tdtype, device=device)  # one sum per read
 
-        def read():
-            state["i"] = (state["i"] + 1) % n
-            return pool[state["i"]].sum()
+        def read_pass():  # every slice of the pool once (or one buffer `reads` times)
+            for j in range(reads):
+                torch.sum(pool[j % slices], dim=0, out=out[j])
 
-        t = time_fn(read, min_run_time=min_run_time, device=device)
+        fn = _graphed(read_pass, device) if on_gpu else read_pass
+        t = time_fn(fn, min_run_time=min_run_time, device=device)
         nbytes = elems * bpe
-        del pool
-        achieved = nbytes / t.median_s
-        return {"device": acc.name, "dtype": dtype, "bytes": nbytes, "slices": n,
-                "flush_cache": flush_cache, "fits_in_cache": n * nbytes <= cache,
-                "seconds": t.median_s, "achieved_gb_per_s": achieved / 1e9,
+        del pool, out, fn
+        seconds = t.median_s / reads
+        achieved = nbytes / seconds
+        return {"device": acc.name, "dtype": dtype, "bytes": nbytes, "slices": slices,
+                "reads_per_call": reads, "cuda_graph": on_gpu, "flush_cache": flush_cache,
+                "fits_in_cache": slices * nbytes <= cache, "seconds": seconds,
+                "iqr_s": t.iqr_s / reads, "achieved_gb_per_s": achieved / 1e9,
+                "datasheet_gb_per_s": acc.bandwidth / 1e9,
                 "fraction_of_peak": _fraction(achieved, acc.bandwidth)}
 
-    return _sweep(sizes, measure, "weight reads", progress)
+    mrt = _default_min_run_time(device, min_run_time)
+    estimate = sum(timing_estimate_s(plan(s)[1] * plan(s)[0] * bpe / acc.bandwidth, mrt)
+                   for s in sizes) if _finite_positive(acc.bandwidth) else None
+    return _sweep(sizes, measure, "weight reads", progress, estimate)
+
+
+def _default_min_run_time(device, min_run_time):
+    if min_run_time is not None:
+        return min_run_time
+    return GPU_MIN_RUN_TIME_S if device.type == "cuda" else CPU_MIN_RUN_TIME_S
 
 
 # --- matmuls ----------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def fp32_matmul_mode(dtype):
+    """Within the block, fp32 matmuls run as `dtype` says: "tf32" on tensor cores (19-bit
+    operands), "fp32" in full precision; other dtypes leave the setting alone. The
+    setting in force before is restored after. (PyTorch's default is full fp32; a
+    notebook that called `torch.set_float32_matmul_precision("high")` turned TF32 on.)"""
+    import torch
+
+    name = _dtypes.canonical(dtype)
+    if name not in ("tf32", "fp32"):
+        yield
+        return
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):  # torch >= 2.9: mixing it with allow_tf32 raises
+        before = matmul.fp32_precision
+        matmul.fp32_precision = "tf32" if name == "tf32" else "ieee"
+        try:
+            yield
+        finally:
+            matmul.fp32_precision = before
+    else:
+        before = matmul.allow_tf32
+        matmul.allow_tf32 = name == "tf32"
+        try:
+            yield
+        finally:
+            matmul.allow_tf32 = before
+
+
+#: Squares of the default matmul sweep: GPU sides up to 8192 (fp16: 128 MiB an operand),
+#: CPU sides up to 1024 (fp32: a second or so each on two cores).
+GPU_SQUARES = (1024, 2048, 4096, 8192)
+CPU_SQUARES = (256, 512, 1024)
+
+
 def default_matmul_shapes(device=None) -> list[tuple[int, int, int]]:
     """(m, n, k) squares: 256..1024 on a CPU, 1024..8192 on a GPU."""
-    sizes = [1024, 2048, 4096, 8192] if _device(device).type == "cuda" else [256, 512, 1024]
+    sizes = GPU_SQUARES if _device(device).type == "cuda" else CPU_SQUARES
     return [(s, s, s) for s in sizes]
 
 
+def _shape(value):
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 3:
+        raise TypeError(f"each shape must be (m, n, k), got {value!r}")
+    return tuple(_validate.count(f"shape {d}", v) for d, v in zip("mnk", value))
+
+
 def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
-                  min_run_time=None, progress=True):
+                  min_run_time=None, progress=True, accelerator=None):
     """Time [m, k] @ [k, n] for each (m, n, k) and return one row per shape: seconds,
-    achieved TFLOP/s, arithmetic intensity, and the fraction of the dense datasheet peak.
-    Operands rotate through a pool larger than the cache (for shapes whose operands are
-    smaller than it) so that small shapes are not timed from cache."""
+    achieved TFLOP/s, arithmetic intensity, and the fraction of the dense datasheet peak
+    (of `accelerator`, default the device's catalogue entry). Operands rotate through a
+    pool larger than the cache (for shapes whose operands are smaller than it) so that
+    small shapes are not timed from cache. dtype "tf32" turns TF32 on for the sweep and
+    "fp32" turns it off (`fp32_matmul_mode`), so the peak divided by matches the kernel."""
     import torch
 
-    device, dtype, tdtype, bpe, acc, cache = _target(device, dtype)
+    device, dtype, tdtype, bpe, acc, cache = _target(device, dtype, accelerator)
     peak = _peak(acc, dtype)
-    shapes = default_matmul_shapes(device) if shapes is None else [tuple(s) for s in shapes]
+    shapes = (default_matmul_shapes(device) if shapes is None
+              else [_shape(s) for s in _sizes("shapes", shapes)])
+    if not isinstance(flush_cache, bool):
+        raise TypeError(f"flush_cache must be True or False, got {flush_cache!r}")
+
+    def sets_for(m, n, k):
+        nbytes = _roofline.matmul_bytes(m, n, k, dtype)
+        return _pool_slices(int(nbytes / bpe), cache, bpe, flush_cache, MAX_MATMUL_SETS)
+
+    for m, n, k in shapes:
+        _refuse_beyond_memory(sets_for(m, n, k) * _roofline.matmul_bytes(m, n, k, dtype),
+                              device, f"a ({m}, {n}, {k}) matmul pool")
 
     def measure(shape):
         m, n, k = shape
         flops = _roofline.matmul_flops(m, n, k)
         nbytes = _roofline.matmul_bytes(m, n, k, dtype)
-        sets = _pool_slices(int(nbytes / bpe), cache, bpe, flush_cache, max_slices=64)
-        a = torch.randn(sets, m, k, device=device).to(tdtype)  # [sets, m, k]
-        b = (torch.randn(sets, k, n, device=device) * k**-0.5).to(tdtype)  # [sets, k, n]
+        sets = sets_for(m, n, k)
+        a = _random((sets, m, k), tdtype, device)  # [sets, m, k]
+        b = _random((sets, k, n), tdtype, device, scale=k**-0.5)  # [sets, k, n]
         c = torch.empty(sets, m, n, device=device, dtype=tdtype)  # [sets, m, n]
         state = {"i": 0}
 
@@ -329,82 +834,45 @@ def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
         t = time_fn(mm, min_run_time=min_run_time, device=device)
         del a, b, c
         achieved = flops / t.median_s
-        roof = _roof(flops / nbytes, peak, acc.bandwidth)
+        roof = _roof_flops(flops, nbytes, acc, dtype)
         return {"device": acc.name, "dtype": dtype, "m": m, "n": n, "k": k,
                 "flops": flops, "bytes": nbytes, "intensity": flops / nbytes,
                 "fits_in_cache": sets * nbytes <= cache, "seconds": t.median_s,
-                "achieved_tflops": achieved / 1e12,
+                "iqr_s": t.iqr_s, "achieved_tflops": achieved / 1e12,
                 "achieved_gb_per_s": nbytes / t.median_s / 1e9,
                 "fraction_of_peak": _fraction(achieved, peak),
                 "roofline_tflops": roof / 1e12,
                 "fraction_of_roofline": _fraction(achieved, roof)}
 
-    return _sweep(shapes, measure, "matmuls", progress)
+    mrt = _default_min_run_time(device, min_run_time)
+    estimate = sum(timing_estimate_s(_roofline.op_seconds(
+        _roofline.matmul_flops(*s), _roofline.matmul_bytes(*s, dtype), peak,
+        _roofline.bandwidth_or_nan(acc)), mrt) for s in shapes)
+    with fp32_matmul_mode(dtype):
+        return _sweep(shapes, measure, "matmuls", progress,
+                      estimate if math.isfinite(estimate) else None)
 
 
 # --- a decode step ------------------------------------------------------------------------
 
 def decode_step(d_model, n_matrices, batch=1, dtype=None, device=None, *,
-                cuda_graph=False, min_run_time=None):
+                cuda_graph=False, min_run_time=None, accelerator=None):
     """Time one decode step over a stack of `n_matrices` weight matrices [d_model, d_model]
-    (x = x @ W for each, x: [batch, d_model]) and compare it with the weight-read ceiling
-    for the same bytes. Returns one row (a dict).
+    (x = x @ W for each, x: [batch, d_model]) and compare it with its roofline ceiling.
+    Returns one row (a dict) in the format of `decoding.DecodeStack.measure` (its
+    `model` says "n x [d, d] matrices"): see `decoding.step_row`.
 
     `cuda_graph=True` (GPU only) captures the chain once and replays it, removing the
     per-kernel launch overhead that bounds small steps in eager PyTorch.
     """
-    import torch
+    from . import decoding as _decoding
 
-    device, dtype, tdtype, bpe, acc, _ = _target(device, dtype)
-    for name, v in (("d_model", d_model), ("n_matrices", n_matrices), ("batch", batch)):
-        if int(v) != v or v <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    # Scaled so activations stay O(1) through the chain (no fp16 overflow).
-    weights = [(torch.randn(d_model, d_model, device=device) * d_model**-0.5).to(tdtype)
-               for _ in range(n_matrices)]  # n x [d_model, d_model]
-    x0 = torch.randn(batch, d_model, device=device).to(tdtype)  # [batch, d_model]
-
-    def step():
-        x = x0
-        for w in weights:
-            x = x @ w
-        return x
-
-    fn = step
-    if cuda_graph and device.type == "cuda":
-        fn = _graphed(step)
-    t = time_fn(fn, min_run_time=min_run_time, device=device)
-    n_params = n_matrices * d_model * d_model
-    # A GPU missing from the catalogue may have no known bandwidth: no ceiling then.
-    ceiling = (_llm.weight_read_ceiling(n_params, bpe, acc.bandwidth, batch)
-               if math.isfinite(acc.bandwidth) and acc.bandwidth > 0 else math.nan)
-    tokens_per_s = batch / t.median_s
-    return {"device": acc.name, "dtype": dtype, "d_model": d_model,
-            "n_matrices": n_matrices, "batch": batch, "weight_bytes": n_params * bpe,
-            "cuda_graph": bool(cuda_graph and device.type == "cuda"),
-            "seconds": t.median_s, "tokens_per_s": tokens_per_s,
-            "achieved_gb_per_s": n_params * bpe / t.median_s / 1e9,
-            "ceiling_tokens_per_s": ceiling,
-            "fraction_of_ceiling": _fraction(tokens_per_s, ceiling)}
+    return _decoding.matrix_chain_step(d_model, n_matrices, batch, dtype, device,
+                                       cuda_graph=cuda_graph, min_run_time=min_run_time,
+                                       accelerator=accelerator)
 
 
-def _graphed(fn):
-    """Capture `fn` in a CUDA graph (after warm-up on a side stream) and return replay."""
-    import torch
-
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
-
-
-# --- the roofline a sweep measured ----------------------------------------------------------
+# --- the roofline a sweep measured, and ceilings for a GPU the catalogue lacks ---------------
 
 def measured_roofline(rows) -> dict:
     """The roofline a matmul sweep (`matmul_tflops` rows) actually drew. Lab: *fp16
@@ -417,6 +885,9 @@ def measured_roofline(rows) -> dict:
     """
     import pandas as pd
 
+    if rows is None or isinstance(rows, (str, bytes, int, float)):
+        raise TypeError(f"rows must be matmul_tflops rows (a DataFrame or list of dicts), "
+                        f"got {rows!r}")
     df = pd.DataFrame(rows)
     missing = {"flops", "bytes", "seconds"} - set(df.columns)
     if missing:
@@ -430,16 +901,58 @@ def measured_roofline(rows) -> dict:
     return {"peak_flops": peak, "bandwidth": bandwidth, "ridge": peak / bandwidth}
 
 
+def lab_accelerator(device=None, dtype=None, *, progress=True) -> _hardware.Accelerator:
+    """The entry the labs compare against: the device's catalogue entry, with any figure
+    it lacks for `dtype` (bandwidth, dense peak) measured here, once, and labelled as
+    measured in its `source` and `note`. A GPU the catalogue does not know (an RTX card,
+    a MIG slice, next year's GPU) thus gets ceilings from what it does, not a crash."""
+    device = _device(device)
+    dtype = _dtypes.canonical(dtype or default_dtype(device))
+    acc = accelerator_for(device)
+    need_bw = not _finite_positive(acc.bandwidth)
+    need_peak = not _finite_positive(_peak(acc, dtype))
+    if not (need_bw or need_peak):
+        return acc
+    measured, what = {}, []
+    if need_bw:
+        top = default_read_sizes(device)[-1]
+        reads = weight_read_bandwidth([top], dtype, device, progress=False, accelerator=acc)
+        measured["bandwidth"] = float(reads["achieved_gb_per_s"].max()) * 1e9
+        what.append(f"bandwidth {measured['bandwidth'] / 1e9:,.1f} GB/s (a "
+                    f"{top / MiB:,.0f} MiB read)")
+    if need_peak:
+        side = default_matmul_shapes(device)[-1]
+        mm = matmul_tflops([side], dtype, device, progress=False, accelerator=acc)
+        measured["peaks"] = {**acc.peaks, dtype: float(mm["achieved_tflops"].max()) * 1e12}
+        what.append(f"{dtype} peak {measured['peaks'][dtype] / 1e12:,.1f} TFLOP/s (a "
+                    f"{side[0]}^3 matmul)")
+    note = (f"No datasheet figure in the catalogue for {acc.name} ({dtype}): measured here "
+            f"on {datetime.date.today().isoformat()}: {'; '.join(what)}. Ceilings built on "
+            f"them say what this GPU did, not what it could do.")
+    if progress:
+        print(note)
+    return dataclasses.replace(acc, **measured, source=(acc.source + "; " if acc.source
+                                                        else "") + "measured by bench.lab_accelerator",
+                               note=note)
+
+
+#: The lab's matmul sweep: a [side, side] weight met by m = 1, 2, 4 ... rows, then squares.
+GPU_LAB_SIDE, GPU_LAB_SQUARES = 8192, (2048, 4096, 8192, 16384)
+CPU_LAB_SIDE, CPU_LAB_SQUARES = 1024, (256, 512, 1024)
+
+
 def lab_matmul_shapes(device=None, *, quick=False) -> list[tuple[int, int, int]]:
     """(m, n, k) for the roofline lab: a weight [k, n] met by m = 1, 2, 4 ... rows (decode
     at batch m, from a GEMV to a square), then squares for the peak. GPU: k = n = 8192
-    (fp16, 128 MiB per weight: far beyond any L2); CPU: k = n = 1024 (fp32)."""
+    (fp16, 128 MiB per weight: far beyond any L2); CPU: k = n = 1024 (fp32). No shape
+    is listed twice (m = 8192 on the GPU is also the 8192 square)."""
     if _device(device).type == "cuda":
-        side, squares = 8192, [2048, 4096, 8192, 16384]
+        side, squares = GPU_LAB_SIDE, list(GPU_LAB_SQUARES)
         ms = [2**i for i in range(0, 14, 2 if quick else 1)]
     else:
-        side, squares = 1024, [256, 512, 1024]
+        side, squares = CPU_LAB_SIDE, list(CPU_LAB_SQUARES)
         ms = [1, 4, 16, 64, 256] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
     if quick:
         squares = squares[1:]
-    return [(m, side, side) for m in ms] + [(s, s, s) for s in squares]
+    shapes = [(m, side, side) for m in ms] + [(s, s, s) for s in squares]
+    return list(dict.fromkeys(shapes))

@@ -1,63 +1,225 @@
 """A decode step shaped like a real model, to measure. Labs: *A decode step, batched*,
 *Quantised weights*, *Batching under load*.
 
-`DecodeStack` builds a model's layer stack (Llama layout, grouped-query attention, a KV
-cache read in every layer) in dense, int8 or int4 weights and times one decode step
-with `bench.time_fn`, beside the ceilings `llm` predicts for the same bytes and FLOPs.
+Three parts, as gpt-fast keeps model, generate and quantize apart:
+- **the kernels**: one small class per weight format (`DenseWeight`, `Int8DequantWeight`,
+  `Int8PackWeight`, `Int4UnpackWeight`), each with a short `__call__` (x @ W^T), the
+  bytes it stores and the DRAM bytes it moves per weight (gpt-fast's quantize.py swaps
+  `WeightOnlyInt8Linear` into a model the same way);
+- **the stack**: `DecodeStack` builds a model's layer stack (Llama layout, grouped-query
+  attention, a KV cache read in every layer) in one of those formats and runs a step;
+- **the timing**: `DecodeStack.measure` times a step with `bench.time_fn` and returns
+  one row in the one decode-step format (`step_row`), beside the ceilings `llm`
+  predicts for the same model; `matrix_chain_step` (lab 1's chain of square matrices)
+  returns rows in the same format.
+
 `lab_model` scales a published model to fit the device in front of you.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from . import bench as _bench
 from . import dtypes as _dtypes
+from . import hardware as _hardware
 from . import llm as _llm
+from . import roofline as _roofline
+from . import validate as _validate
 
-
-# --- a decode step shaped like a real model --------------------------------------------------
-
-#: Weight formats a decode stack can hold, and the kernels that can multiply by them.
-KERNELS = {
-    "dense": "x @ W with W in the activation dtype (fp16 on a GPU, fp32 on a CPU)",
-    "int8-dequant": "int8 W, per-output-channel scales: W is converted to the activation "
-                    "dtype in a temporary, then multiplied (eager PyTorch, as gpt-fast's "
-                    "int8 code before torch.compile fuses it)",
-    "int8-pack": "int8 W, per-output-channel scales: torch._weight_int8pack_mm, one "
-                 "kernel that reads the int8 weight (CPU; missing on some GPUs)",
-    "int4-unpack": "int4 W packed two per byte, group-wise scales: unpacked to int8, "
-                   "converted and scaled in temporaries, then multiplied (eager)",
-}
-_WEIGHT_FORMAT = {"dense": None, "int8-dequant": "int8", "int8-pack": "int8",
-                  "int4-unpack": "int4"}
-INT4_GROUP_SIZE = 32  # gpt-fast's int4 group size
 #: The labs' decode model (grouped-query attention, like most current models) and context.
 LAB_MODEL = "mistral-7b"
 LAB_CONTEXT = 256
+#: int4 weights share one scale per this many inputs: the group size of gpt-fast's
+#: published int4 figures ("int4, G=32" in its README; its quantize.py defaults to 128).
+INT4_GROUP_SIZE = 32
 
 
-def lab_model(model="llama-2-7b", device=None, dtype=None, *, weight_budget_bytes=None,
+# --- the kernels: one class per weight format ------------------------------------------------
+
+class DenseWeight:
+    """A weight [out, in] in the activation dtype; x @ W^T is one GEMM/GEMV."""
+
+    kernel = "dense"
+    weight_format = None  # the activation dtype
+    description = "x @ W with W in the activation dtype (fp16 on a GPU, fp32 on a CPU)"
+
+    def __init__(self, weight):
+        self.weight = weight  # [out, in]
+
+    @classmethod
+    def from_dense(cls, weight):
+        return cls(weight)
+
+    def __call__(self, x):  # x: [batch, in] -> [batch, out]
+        import torch.nn.functional as F
+
+        return F.linear(x, self.weight)
+
+    @property
+    def tensors(self) -> tuple:
+        return (self.weight,)
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes this weight occupies, scales included."""
+        return sum(t.numel() * t.element_size() for t in self.tensors)
+
+    @staticmethod
+    def traffic_bytes_per_weight(act_bytes, device_type) -> float:
+        """DRAM bytes each weight costs per step: the weight itself."""
+        return act_bytes
+
+
+class Int8DequantWeight(DenseWeight):
+    """int8 weight, one scale per output channel; converted to the activation dtype in a
+    temporary and then multiplied (eager PyTorch: gpt-fast's int8 before compilation)."""
+
+    kernel = "int8-dequant"
+    weight_format = "int8"
+    description = ("int8 W, per-output-channel scales: W is converted to the activation "
+                   "dtype in a temporary, then multiplied (eager PyTorch, as gpt-fast's "
+                   "int8 code before torch.compile fuses it)")
+
+    def __init__(self, q, scale):
+        self.q, self.scale = q, scale  # [out, in] int8, [out] in the activation dtype
+
+    @classmethod
+    def from_dense(cls, weight):
+        from . import quant as _quant
+
+        q, scale, _ = _quant.quantize(weight, bits=8, axis=0)  # scale [out, 1]
+        return cls(q.contiguous(), scale.reshape(-1).to(weight.dtype))
+
+    def __call__(self, x):
+        import torch.nn.functional as F
+
+        return F.linear(x, self.q.to(x.dtype)) * self.scale
+
+    @property
+    def tensors(self) -> tuple:
+        return (self.q, self.scale)
+
+    @staticmethod
+    def traffic_bytes_per_weight(act_bytes, device_type) -> float:
+        """1 byte read + the converted temporary written and read back (1 + 2 x 2 = 5 in
+        fp16: more than fp16 itself)."""
+        return 1.0 + 2 * act_bytes
+
+
+class Int8PackWeight(Int8DequantWeight):
+    """int8 weight through `torch._weight_int8pack_mm`, one kernel that reads int8."""
+
+    kernel = "int8-pack"
+    description = ("int8 W, per-output-channel scales: torch._weight_int8pack_mm, one "
+                   "kernel that reads the int8 weight. On a CPU a vectorised kernel; on a "
+                   "GPU (recent torch) a CUDA-core reference kernel, one thread per output "
+                   "and no tensor cores, which can be slower than dense fp16")
+
+    def __call__(self, x):
+        import torch
+
+        return torch._weight_int8pack_mm(x, self.q, self.scale)
+
+    @staticmethod
+    def traffic_bytes_per_weight(act_bytes, device_type) -> float:
+        """1 byte on a CPU (the weight is read once, as int8). On a GPU not modelled (nan):
+        the reference kernel (aten/src/ATen/native/cuda/int8mm.cu) has each thread walk a
+        row of W alone, so its reads, not its bytes, set its speed."""
+        return 1.0 if device_type == "cpu" else math.nan
+
+
+class Int4UnpackWeight(DenseWeight):
+    """int4 weight packed two per byte, one scale per `INT4_GROUP_SIZE` inputs; unpacked,
+    converted and scaled in temporaries, then multiplied (eager)."""
+
+    kernel = "int4-unpack"
+    weight_format = "int4"
+    description = ("int4 W packed two per byte, group-wise scales: unpacked to int8, "
+                   "converted and scaled in temporaries, then multiplied (eager)")
+
+    def __init__(self, packed, scale):
+        self.packed, self.scale = packed, scale  # [out, in/2] uint8, [out, in/group]
+
+    @classmethod
+    def from_dense(cls, weight):
+        from . import quant as _quant
+
+        q, scale, _ = _quant.quantize(weight, bits=4, group_size=INT4_GROUP_SIZE)
+        return cls(_quant.pack_int4(q).contiguous(), scale.to(weight.dtype).contiguous())
+
+    def __call__(self, x):
+        import torch.nn.functional as F
+
+        from . import quant as _quant
+
+        n_out, n_groups = self.scale.shape
+        w = _quant.unpack_int4(self.packed).to(x.dtype).view(n_out, n_groups, -1)
+        return F.linear(x, (w * self.scale.unsqueeze(-1)).view(n_out, -1))
+
+    @property
+    def tensors(self) -> tuple:
+        return (self.packed, self.scale)
+
+    @staticmethod
+    def traffic_bytes_per_weight(act_bytes, device_type) -> float:
+        """Not modelled (nan): a chain of temporaries, each at least a byte a weight."""
+        return math.nan
+
+
+#: Weight formats by kernel name, and what each kernel does.
+FORMATS = {cls.kernel: cls for cls in (DenseWeight, Int8DequantWeight, Int8PackWeight,
+                                       Int4UnpackWeight)}
+KERNELS = {name: cls.description for name, cls in FORMATS.items()}
+
+
+def _kernel(kernel, name="kernel"):
+    return FORMATS[_validate.choice(name, kernel, FORMATS)]
+
+
+def weight_traffic_bytes_per_weight(kernel, dtype="fp16", device=None) -> float:
+    """DRAM bytes each weight costs per step under `kernel`, for activations in `dtype`
+    on `device` (default: the device torch runs on). Lab: *Quantised weights*.
+
+    dense: the weight itself (2 bytes in fp16). int8-dequant: 1 byte read + the
+    converted temporary written and read back (5 bytes in fp16). int8-pack: 1 byte on a
+    CPU; nan on a GPU (a reference kernel: no speed-up is predicted). int4-unpack: nan.
+    Scales are ignored."""
+    fmt = _kernel(kernel)
+    device = _bench._device(device)
+    return fmt.traffic_bytes_per_weight(_dtypes.bytes_per_element(dtype), device.type)
+
+
+# --- the stack ---------------------------------------------------------------------------------
+
+#: Share of a GPU's memory the lab stack's weights may take: the KV cache, the activations
+#: and the flush of other measurements need the rest.
+GPU_WEIGHT_SHARE = 0.4
+#: On a CPU the stack is this many times narrower, with weights of about this many bytes:
+#: several times a typical last-level cache, and a second or so a step on two cores.
+CPU_WIDTH_DIVISOR = 8
+CPU_WEIGHT_BUDGET_BYTES = 128e6
+
+
+def lab_model(model=LAB_MODEL, device=None, dtype=None, *, weight_budget_bytes=None,
               width_divisor=None):
     """The layer stack the decode labs time: `model`'s transformer layers without the
     embeddings (vocab_size 0), as a `llm.ModelSpec` that `llm.decode_ceiling` and friends
     accept. Lab: *A decode step, batched*.
 
-    GPU: full width, as many layers as fit in 40% of the memory (a 7B stack on an
-    A100 or H100; about half of it on a 16 GB T4), leaving room for the KV cache.
-    CPU: 1/8 of the width (heads and FFN scaled alike, head_dim kept) and enough layers
-    for about 128 MB of weights, twice a typical last-level cache. Budget in bytes.
+    GPU: full width, as many layers as fit in 40% of the memory torch reports (a 7B stack
+    on an A100 or H100; about half of it on a 16 GB T4; a MIG slice or an unknown GPU
+    alike), leaving room for the KV cache. CPU: 1/8 of the width (heads and FFN scaled
+    alike, head_dim kept) and enough layers for about 128 MB of weights. Budget in bytes.
     """
-    import dataclasses
-
     device = _bench._device(device)
     base = _llm.get(model)
     dtype = _dtypes.canonical(dtype or _bench.default_dtype(device))
     if width_divisor is None:
-        width_divisor = 1 if device.type == "cuda" else 8
-    div = int(width_divisor)
-    if div != width_divisor or div < 1 or any(
-            v % div for v in (base.d_model, base.n_heads, base.n_kv_heads, base.d_ff)):
+        width_divisor = 1 if device.type == "cuda" else CPU_WIDTH_DIVISOR
+    div = _validate.count("width_divisor", width_divisor)
+    if any(v % div for v in (base.d_model, base.n_heads, base.n_kv_heads, base.d_ff)):
         raise ValueError(f"width_divisor must be a whole number dividing d_model, heads, KV "
                          f"heads and d_ff of {base.name}, got {width_divisor!r}")
     shape = dataclasses.replace(base, n_layers=1, d_model=base.d_model // div,
@@ -66,22 +228,34 @@ def lab_model(model="llama-2-7b", device=None, dtype=None, *, weight_budget_byte
                                 vocab_size=0)
     layer_bytes = (shape.n_params - shape.d_model) * _dtypes.bytes_per_element(dtype)
     if weight_budget_bytes is None:
-        weight_budget_bytes = (0.4 * _bench.accelerator_for(device).memory_bytes
-                               if device.type == "cuda" else 128e6)
-    if not weight_budget_bytes > 0:
-        raise ValueError(f"weight_budget_bytes must be positive, got {weight_budget_bytes!r}")
-    n_layers = int(max(1, min(base.n_layers, weight_budget_bytes // layer_bytes)))
+        weight_budget_bytes = (GPU_WEIGHT_SHARE * _bench.memory_bytes(device)
+                               if device.type == "cuda" else CPU_WEIGHT_BUDGET_BYTES)
+    budget = _validate.positive("weight_budget_bytes", weight_budget_bytes)
+    n_layers = int(max(1, min(base.n_layers, budget // layer_bytes)))
     width = "" if div == 1 else f" at 1/{div} width"
     return dataclasses.replace(shape, n_layers=n_layers,
                                name=f"{base.name} ({n_layers} of {base.n_layers} layers{width})")
 
 
+#: Largest batch of the decode sweep: past any fp16 ridge on a GPU (an H100's is ~295),
+#: past the reference CPU's fp32 ridge (~11) on a CPU.
+GPU_TOP_BATCH, CPU_TOP_BATCH = 512, 64
+
+
 def lab_batches(device=None, *, quick=False) -> list[int]:
-    """Batches for the decode sweep: 1 .. 512 on a GPU (past any fp16 ridge), 1 .. 64 on
-    a CPU (past the reference CPU's fp32 ridge)."""
-    top = 512 if _bench._device(device).type == "cuda" else 64
+    """Batches for the decode sweep: 1 .. 512 on a GPU, 1 .. 64 on a CPU; `quick` keeps
+    every other power of two and the largest."""
+    top = GPU_TOP_BATCH if _bench._device(device).type == "cuda" else CPU_TOP_BATCH
     batches = [2**i for i in range(int(math.log2(top)) + 1)]
     return batches[::2] + ([batches[-1]] if len(batches) % 2 == 0 else []) if quick else batches
+
+
+def matrix_shapes(spec) -> dict:
+    """[out, in] of each matrix of one layer, as nn.Linear stores them: fused QKV, output
+    projection, fused gate/up, down projection."""
+    q_dim, kv_dim = spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
+    return {"qkv": (q_dim + 2 * kv_dim, spec.d_model), "o": (spec.d_model, q_dim),
+            "gate_up": (2 * spec.d_ff, spec.d_model), "down": (spec.d_model, spec.d_ff)}
 
 
 class DecodeStack:
@@ -92,129 +266,100 @@ class DecodeStack:
     projection, attention of one new query per sequence over `context` cached tokens
     (grouped-query when the model has fewer KV heads), output projection, RMSNorm, fused
     gate/up projection, SiLU-gated product, down projection, residual adds. The bytes
-    and FLOPs match `llm.decode_step_bytes` / `decode_step_flops` for the same
-    `ModelSpec` (the new token's K and V are not written back: a few KB per step).
+    and FLOPs it counts from its own tensors match `llm`'s for the same `ModelSpec` (the
+    new token's K and V are not written back: a few KB per step).
 
     Build once (weights), then `measure(batch, context)` for each batch: inputs and the
     KV cache are made per batch. `quantised(kernel)` returns a stack of the same
-    weights in int8 or int4 (quantised with `gpuinfer.quant`).
+    weights in int8 or int4 (quantised with `gpuinfer.quant`). Ceilings are those of
+    `accelerator` (default: the device's catalogue entry; see `bench.lab_accelerator`).
     """
 
-    def __init__(self, model, dtype=None, device=None, *, seed=0, _weights=None,
-                 kernel="dense"):
+    def __init__(self, model, dtype=None, device=None, *, seed=0, kernel="dense",
+                 accelerator=None, _layers=None):
         import torch
 
         self.device = _bench._device(device)
         self.dtype = _dtypes.canonical(dtype or _bench.default_dtype(self.device))
         self.tdtype = _dtypes.torch_dtype(self.dtype)
         self.spec = _llm.get(model)
-        if kernel not in KERNELS:
-            raise ValueError(f"unknown kernel {kernel!r}; known: {', '.join(KERNELS)}")
-        self.kernel = kernel
-        self.weight_format = _WEIGHT_FORMAT[kernel] or self.dtype
-        self.seed = seed
-        m = self.spec
-        q_dim, kv_dim = m.n_heads * m.head_dim, m.n_kv_heads * m.head_dim
-        # [out, in] per matrix, as nn.Linear stores them.
-        self._shapes = {"qkv": (q_dim + 2 * kv_dim, m.d_model), "o": (m.d_model, q_dim),
-                        "gate_up": (2 * m.d_ff, m.d_model), "down": (m.d_model, m.d_ff)}
-        if _weights is not None:
-            self.layers = _weights
+        self.format = _kernel(kernel)
+        self.kernel = self.format.kernel
+        self.weight_format = self.format.weight_format or self.dtype
+        self.seed = _validate.count("seed", seed, minimum=0)
+        self.accelerator = (_bench.accelerator_for(self.device) if accelerator is None
+                            else _hardware.get(accelerator))
+        self.shapes = matrix_shapes(self.spec)
+        if _layers is not None:
+            self.layers = _layers
             return
-        gen = torch.Generator(device=self.device).manual_seed(seed)
-        self.layers = []
-        for _ in range(m.n_layers):
-            layer = {}
-            for name, (n_out, n_in) in self._shapes.items():
-                # Scaled so activations stay O(1) through the stack (no fp16 overflow).
-                w = torch.randn(n_out, n_in, device=self.device, generator=gen)
-                layer[name] = (w.mul_(n_in**-0.5)).to(self.tdtype)
-                del w
-            self.layers.append(layer)
+        if self.format is not DenseWeight:
+            raise ValueError(f"build a dense stack, then .quantised({kernel!r})")
+        _bench._refuse_beyond_memory(self.n_params * _dtypes.bytes_per_element(self.dtype),
+                                     self.device, f"the {self.spec.name} stack's weights")
+        gen = torch.Generator(device=self.device).manual_seed(self.seed)
+        self.layers = [{name: DenseWeight(_bench._random(  # scaled: activations stay O(1)
+            shape, self.tdtype, self.device, shape[1]**-0.5, gen))
+            for name, shape in self.shapes.items()} for _ in range(self.spec.n_layers)]
 
     # -- sizes ---------------------------------------------------------------------------
     @property
     def n_params(self) -> int:
         """Weights the step multiplies by (the norms' 2 x d_model per layer excluded)."""
-        return self.spec.n_layers * sum(a * b for a, b in self._shapes.values())
+        return self.spec.n_layers * sum(a * b for a, b in self.shapes.values())
 
     @property
     def weight_bytes(self) -> float:
         """Bytes the stored weights take, scales included."""
-        total = 0.0
-        for layer in self.layers:
-            for w in layer.values():
-                for t in (w if isinstance(w, tuple) else (w,)):
-                    total += t.numel() * t.element_size()
-        return total
+        return float(sum(w.stored_bytes for layer in self.layers for w in layer.values()))
 
     def kv_cache_bytes(self, batch, context) -> float:
         """Bytes of the KV cache this stack reads for `batch` sequences of `context`."""
         return batch * context * _llm.kv_cache_bytes_per_token(self.spec, self.dtype)
+
+    def step_flops(self, batch, context) -> float:
+        """FLOPs of one step, counted from the stack's shapes: 2 per weight per sequence,
+        plus attention's scores and weighted values (2 x 2 x head_dim per query head and
+        cached token)."""
+        m = self.spec
+        return float(batch * (2 * self.n_params + 4 * m.n_layers * m.n_heads * m.head_dim
+                              * context))
 
     # -- quantised copies ----------------------------------------------------------------
     def quantised(self, kernel="int8-dequant"):
         """The same weights quantised for `kernel` ("int8-dequant", "int8-pack":
         symmetric per-output-channel int8; "int4-unpack": symmetric int4, groups of
         32 inputs, packed two per byte), sharing this stack's seed and shapes."""
-        from . import quant as _quant
-
-        if _WEIGHT_FORMAT.get(kernel) is None:
-            raise ValueError(f"kernel must be one of int8-dequant, int8-pack, int4-unpack, "
+        fmt = _kernel(kernel)
+        if fmt is DenseWeight:
+            raise ValueError("kernel must be one of int8-dequant, int8-pack, int4-unpack, "
                              f"got {kernel!r}")
-        layers = []
-        for layer in self.layers:
-            qlayer = {}
-            for name, w in layer.items():
-                if kernel.startswith("int8"):
-                    q, scale, _ = _quant.quantize(w, bits=8, axis=0)  # scale [out, 1]
-                    scale = scale.reshape(-1).to(self.tdtype)  # [out]
-                    qlayer[name] = (q.contiguous(), scale)
-                else:
-                    q, scale, _ = _quant.quantize(w, bits=4, group_size=INT4_GROUP_SIZE)
-                    qlayer[name] = (_quant.pack_int4(q).contiguous(),  # [out, in/2] uint8
-                                    scale.to(self.tdtype).contiguous())  # [out, in/32]
-                    del q
-            layers.append(qlayer)
-        return DecodeStack(self.spec, self.dtype, self.device, seed=self.seed,
-                           _weights=layers, kernel=kernel)
+        if self.format is not DenseWeight:
+            raise ValueError(f"quantise a dense stack, not a {self.kernel} one")
+        layers = [{n: fmt.from_dense(w.weight) for n, w in layer.items()}
+                  for layer in self.layers]
+        return DecodeStack(self.spec, self.dtype, self.device, seed=self.seed, kernel=kernel,
+                           accelerator=self.accelerator, _layers=layers)
 
     # -- the step ------------------------------------------------------------------------
-    def _linear(self, x, w):
-        import torch
-        import torch.nn.functional as F
-
-        if self.kernel == "dense":
-            return F.linear(x, w)
-        q, scale = w
-        if self.kernel == "int8-dequant":
-            return F.linear(x, q.to(x.dtype)) * scale
-        if self.kernel == "int8-pack":
-            return torch._weight_int8pack_mm(x, q, scale)
-        from . import quant as _quant
-
-        # int4: [out, in/2] uint8 -> [out, in] int8 -> scaled by group -> x @ W^T
-        n_out, n_groups = scale.shape
-        wq = _quant.unpack_int4(q).to(x.dtype).view(n_out, n_groups, -1)
-        return F.linear(x, (wq * scale.unsqueeze(-1)).view(n_out, -1))
-
     def inputs(self, batch=1, context=0):
         """(x [batch, d_model], KV cache: per layer a pair [batch, kv_heads, context,
         head_dim]), drawn from this stack's seed so every copy sees the same inputs."""
         import torch
 
-        for name, v in (("batch", batch), ("context", context)):
-            if int(v) != v or v < (1 if name == "batch" else 0):
-                raise ValueError(f"{name} must be a whole number >= "
-                                 f"{1 if name == 'batch' else 0}, got {v!r}")
+        batch = _validate.count("batch", batch)
+        context = _validate.count("context", context, minimum=0)
         m = self.spec
+        _bench._refuse_beyond_memory(self.kv_cache_bytes(batch, context) + self.weight_bytes,
+                                     self.device, f"batch {batch} at context {context} "
+                                     f"(weights + KV cache)")
         gen = torch.Generator(device=self.device).manual_seed(self.seed + 1)
-        x = torch.randn(batch, m.d_model, device=self.device, generator=gen).to(self.tdtype)
+        x = _bench._random((batch, m.d_model), self.tdtype, self.device, generator=gen)
         cache = []
         for _ in range(m.n_layers if context else 0):
             shape = (batch, m.n_kv_heads, context, m.head_dim)
-            cache.append(tuple(torch.randn(shape, device=self.device, generator=gen)
-                               .to(self.tdtype) for _ in range(2)))
+            cache.append(tuple(_bench._random(shape, self.tdtype, self.device, generator=gen)
+                               for _ in range(2)))
         return x, cache
 
     def step_fn(self, batch=1, context=0):
@@ -227,13 +372,12 @@ class DecodeStack:
         q_dim = m.n_heads * m.head_dim
         group = m.n_heads // m.n_kv_heads  # query heads per KV head
         scale = m.head_dim**-0.5
-        linear = self._linear
 
         def step():
             x = x0  # [batch, d_model]
             for i, layer in enumerate(self.layers):
                 h = F.rms_norm(x, (m.d_model,))
-                qkv = linear(h, layer["qkv"])  # [batch, q_dim + 2 kv_dim]
+                qkv = layer["qkv"](h)  # [batch, q_dim + 2 kv_dim]
                 if context:
                     k_cache, v_cache = cache[i]  # [batch, kv_heads, context, head_dim]
                     q = qkv[:, :q_dim].reshape(batch, m.n_kv_heads, group, m.head_dim)
@@ -241,73 +385,13 @@ class DecodeStack:
                     a = (att @ v_cache).reshape(batch, q_dim)  # [batch, q_dim]
                 else:
                     a = qkv[:, :q_dim]
-                x = x + linear(a, layer["o"])
+                x = x + layer["o"](a)
                 h = F.rms_norm(x, (m.d_model,))
-                gate, up = linear(h, layer["gate_up"]).chunk(2, dim=-1)  # [batch, d_ff] x2
-                x = x + linear(F.silu(gate) * up, layer["down"])
+                gate, up = layer["gate_up"](h).chunk(2, dim=-1)  # [batch, d_ff] x2
+                x = x + layer["down"](F.silu(gate) * up)
             return x
 
         return step
-
-    def measure(self, batch=1, context=0, *, cuda_graph=False, compile=False,
-                min_run_time=None) -> dict:
-        """Time one step and put it beside its ceilings: `llm.decode_ceiling` (weights +
-        KV cache + FLOPs on the roofline) and `llm.weight_read_ceiling` (weights only).
-        `cuda_graph` / `compile` (GPU only) remove per-kernel launch overhead."""
-        import torch
-
-        acc = _bench.accelerator_for(self.device)
-        fn = self.step_fn(batch, context)
-        on_gpu = self.device.type == "cuda"
-        if compile:  # fuses elementwise work (e.g. int8 -> fp16 into the matmul's reads)
-            fn = torch.compile(fn)
-        if cuda_graph and on_gpu:
-            fn = _bench._graphed(fn)
-        t = _bench.time_fn(fn, min_run_time=min_run_time, device=self.device)
-        return {**self._ceilings(batch, context, acc), "kernel": self.kernel,
-                "cuda_graph": bool(cuda_graph and on_gpu), "compiled": bool(compile),
-                "seconds": t.median_s, **self._rates(batch, context, t.median_s, acc)}
-
-    def _ceilings(self, batch, context, acc) -> dict:
-        fmt, act = self.weight_format, self.dtype
-        kw = dict(kv_dtype=act, compute_dtype=act)
-        step_bytes = _llm.decode_step_bytes(self.spec, batch, context, fmt, act)
-        flops = _llm.decode_step_flops(self.spec, batch, context)
-        peak = _bench._peak(acc, act)
-        try:
-            ceiling = _llm.decode_ceiling(self.spec, acc, batch, context, fmt, **kw)
-        except ValueError:  # a device without catalogue peaks
-            ceiling = math.nan
-        memory_s = step_bytes / acc.bandwidth if acc.bandwidth > 0 else math.nan
-        compute_s = flops / peak if peak > 0 else math.nan
-        return {"device": acc.name, "model": self.spec.name, "dtype": act,
-                "weight_format": fmt, "n_layers": self.spec.n_layers,
-                "d_model": self.spec.d_model, "batch": batch, "context": context,
-                "weight_bytes": self.weight_bytes,
-                "kv_cache_bytes": self.kv_cache_bytes(batch, context),
-                "step_bytes": step_bytes, "step_flops": flops,
-                "bound": "compute" if compute_s > memory_s else "memory",
-                "ceiling_tokens_per_s": ceiling,
-                "weight_read_ceiling_tokens_per_s": _llm.weight_read_ceiling(
-                    self.spec.n_params, _dtypes.bytes_per_element(fmt), acc.bandwidth, batch)
-                if acc.bandwidth > 0 else math.nan}
-
-    def _rates(self, batch, context, seconds, acc) -> dict:
-        ceilings = self._ceilings(batch, context, acc)
-        tokens = batch / seconds
-        return {"tokens_per_s": tokens, "tokens_per_s_per_sequence": 1 / seconds,
-                "achieved_gb_per_s": ceilings["step_bytes"] / seconds / 1e9,
-                "fraction_of_ceiling": _bench._fraction(tokens, ceilings["ceiling_tokens_per_s"]),
-                "fraction_of_weight_read_ceiling": _bench._fraction(
-                    tokens, ceilings["weight_read_ceiling_tokens_per_s"])}
-
-    def sweep(self, batches, context=0, *, cuda_graph=False, compile=False,
-              min_run_time=None, progress=True):
-        """`measure` at each batch; out of memory stops the sweep and keeps what was
-        measured (a KV cache grows with batch x context)."""
-        return _bench._sweep(list(batches), lambda b: self.measure(
-            b, context, cuda_graph=cuda_graph, compile=compile, min_run_time=min_run_time),
-            f"decode {self.kernel} context {context}", progress)
 
     def output(self, batch=1, context=0):
         """The step's output [batch, d_model] on this stack's fixed inputs (to compare
@@ -317,9 +401,181 @@ class DecodeStack:
         with torch.no_grad():
             return self.step_fn(batch, context)()
 
+    # -- timing ------------------------------------------------------------------------
+    def measure(self, batch=1, context=0, *, cuda_graph=False, compile=False,
+                min_run_time=None) -> dict:
+        """Time one step and put it beside its ceilings (`step_row`): `llm.decode_ceiling`
+        (weights + KV cache + FLOPs on the roofline) and the weight-read ceiling (the
+        stored weight bytes, scales included). `cuda_graph` / `compile` (GPU only)
+        remove per-kernel launch overhead."""
+        for name, flag in (("cuda_graph", cuda_graph), ("compile", compile)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be True or False, got {flag!r}")
+        fn = self.step_fn(batch, context)
+        on_gpu = self.device.type == "cuda"
+        if compile:
+            fn = _compiled(fn)
+        if cuda_graph and on_gpu:
+            fn = _bench._graphed(fn, self.device)
+        t = _bench.time_fn(fn, min_run_time=min_run_time, device=self.device)
+        return self.row(batch, context, t, cuda_graph=cuda_graph and on_gpu, compiled=compile)
+
+    def row(self, batch, context, timing, *, cuda_graph=False, compiled=False) -> dict:
+        """The step's row for a `bench.Timing`: sizes, ceilings and rates (`step_row`)."""
+        acc, spec, act, fmt = self.accelerator, self.spec, self.dtype, self.weight_format
+        ceiling = _call_or_nan(_llm.decode_ceiling, spec, acc, batch, context, fmt,
+                               kv_dtype=act, compute_dtype=act)
+        weight_read = _call_or_nan(_llm.weight_read_ceiling, self.n_params,
+                                   self.weight_bytes / self.n_params, acc.bandwidth, batch)
+        return step_row(device=acc.name, model=spec.name, kernel=self.kernel, dtype=act,
+                        weight_format=fmt, n_layers=spec.n_layers, d_model=spec.d_model,
+                        batch=batch, context=context, weight_bytes=self.weight_bytes,
+                        kv_cache_bytes=self.kv_cache_bytes(batch, context),
+                        step_flops=self.step_flops(batch, context),
+                        bound=_bound(spec, acc, batch, context, fmt, act),
+                        cuda_graph=cuda_graph, compiled=compiled, timing=timing,
+                        ceiling_tokens_per_s=ceiling,
+                        weight_read_ceiling_tokens_per_s=weight_read)
+
+    def sweep(self, batches, context=0, *, cuda_graph=False, compile=False,
+              min_run_time=None, progress=True):
+        """`measure` at each batch; out of memory stops the sweep and keeps what was
+        measured (a KV cache grows with batch x context)."""
+        batches = [_validate.count("batch", b) for b in batches]
+        mrt = _bench._default_min_run_time(self.device, min_run_time)
+        times = [_call_or_nan(_llm.decode_step_time, self.spec, self.accelerator, b, context,
+                              self.weight_format, kv_dtype=self.dtype,
+                              compute_dtype=self.dtype) for b in batches]
+        estimate = sum(_bench.timing_estimate_s(t, mrt) for t in times)
+        return _bench._sweep(batches, lambda b: self.measure(
+            b, context, cuda_graph=cuda_graph, compile=compile, min_run_time=min_run_time),
+            f"decode {self.kernel} context {context}", progress,
+            estimate if math.isfinite(estimate) else None)
+
+
+def _call_or_nan(fn, *args, **kwargs) -> float:
+    """`fn(...)` as a float, or nan where the device lacks the figure it needs (a GPU the
+    catalogue does not know: no peak, no bandwidth)."""
+    try:
+        value = float(fn(*args, **kwargs))
+    except (ValueError, KeyError, ZeroDivisionError):
+        return math.nan
+    return value if math.isfinite(value) else math.nan
+
+
+def _bound(spec, acc, batch, context, fmt, act) -> str:
+    """"memory" or "compute": what bounds most of the step's time under the roofline
+    (`llm.decode_step_breakdown`); "unknown" for a device without catalogue peaks."""
+    try:
+        parts = _llm.decode_step_breakdown(spec, acc, batch, context, fmt, kv_dtype=act,
+                                           compute_dtype=act)
+    except (ValueError, KeyError, ZeroDivisionError):
+        return "unknown"
+    if hasattr(parts, "columns"):  # the per-operation roofline: one row per operation
+        return str(parts.groupby("bound")["seconds"].sum().idxmax())
+    return "memory" if parts["memory_bound"] else "compute"
+
+
+def _compiled(fn):
+    """`torch.compile(fn)`, compiled now. Dynamo's cache is reset first: each step is a
+    new closure over the same code, and after `cache_size_limit` recompiles dynamo
+    silently runs it eagerly. Inductor's coordinate-descent tuning is on for this
+    compile, as gpt-fast sets it: without it a batch-1 int8 step does not fuse the
+    int8-to-fp16 conversion into the matrix-vector product."""
+    import torch
+    import torch._inductor.config as inductor_config
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn)
+    with inductor_config.patch(coordinate_descent_tuning=True):
+        compiled()  # the first call compiles
+    return compiled
+
+
+# --- one row format for every decode step ------------------------------------------------------
+
+#: The columns of a decode-step row, whoever measured it.
+STEP_COLUMNS = ["device", "model", "kernel", "dtype", "weight_format", "n_layers", "d_model",
+                "batch", "context", "weight_bytes", "kv_cache_bytes", "step_bytes",
+                "step_flops", "bound", "cuda_graph", "compiled", "seconds", "iqr_s",
+                "tokens_per_s", "tokens_per_s_per_sequence", "achieved_gb_per_s",
+                "ceiling_tokens_per_s", "fraction_of_ceiling",
+                "weight_read_ceiling_tokens_per_s", "fraction_of_weight_read_ceiling",
+                "torch"]
+
+
+def step_row(*, device, model, kernel, dtype, weight_format, n_layers, d_model, batch,
+             context, weight_bytes, kv_cache_bytes, step_flops, bound, cuda_graph, compiled,
+             timing, ceiling_tokens_per_s, weight_read_ceiling_tokens_per_s) -> dict:
+    """One measured decode step as a dict with `STEP_COLUMNS`: what was run, its bytes
+    (weights + KV cache) and FLOPs, the median seconds and rates derived from them, each
+    ceiling and the fraction reached, and the torch version (kernels change with it)."""
+    import torch
+
+    seconds = timing.median_s
+    step_bytes = weight_bytes + kv_cache_bytes
+    tokens = batch / seconds
+    return {"device": device, "model": model, "kernel": kernel, "dtype": dtype,
+            "weight_format": weight_format, "n_layers": n_layers, "d_model": d_model,
+            "batch": batch, "context": context, "weight_bytes": weight_bytes,
+            "kv_cache_bytes": kv_cache_bytes, "step_bytes": step_bytes,
+            "step_flops": step_flops, "bound": bound, "cuda_graph": bool(cuda_graph),
+            "compiled": bool(compiled), "seconds": seconds, "iqr_s": timing.iqr_s,
+            "tokens_per_s": tokens, "tokens_per_s_per_sequence": 1 / seconds,
+            "achieved_gb_per_s": step_bytes / seconds / 1e9,
+            "ceiling_tokens_per_s": ceiling_tokens_per_s,
+            "fraction_of_ceiling": _bench._fraction(tokens, ceiling_tokens_per_s),
+            "weight_read_ceiling_tokens_per_s": weight_read_ceiling_tokens_per_s,
+            "fraction_of_weight_read_ceiling": _bench._fraction(
+                tokens, weight_read_ceiling_tokens_per_s),
+            "torch": torch.__version__}
+
+
+def matrix_chain_step(d_model, n_matrices, batch=1, dtype=None, device=None, *,
+                      cuda_graph=False, min_run_time=None, accelerator=None) -> dict:
+    """Lab *Weight reads*: time x = x @ W through `n_matrices` weights [d_model, d_model]
+    (x: [batch, d_model]) and return one `step_row`: its ceiling is the roofline's for the
+    chain's bytes and FLOPs, its weight-read ceiling the bandwidth over the weight bytes.
+    `cuda_graph=True` (GPU only) replays the chain from one CUDA graph."""
+    d_model = _validate.count("d_model", d_model)
+    n_matrices = _validate.count("n_matrices", n_matrices)
+    batch = _validate.count("batch", batch)
+    device, dtype, tdtype, bpe, acc, _ = _bench._target(device, dtype, accelerator)
+    n_params = n_matrices * d_model * d_model
+    _bench._refuse_beyond_memory(n_params * bpe, device, f"{n_matrices} [{d_model}, "
+                                 f"{d_model}] matrices")
+    # Scaled so activations stay O(1) through the chain (no fp16 overflow).
+    weights = [_bench._random((d_model, d_model), tdtype, device, d_model**-0.5)
+               for _ in range(n_matrices)]  # n x [d_model, d_model]
+    x0 = _bench._random((batch, d_model), tdtype, device)  # [batch, d_model]
+
+    def step():
+        x = x0
+        for w in weights:
+            x = x @ w
+        return x
+
+    graphed = bool(cuda_graph and device.type == "cuda")
+    t = _bench.time_fn(_bench._graphed(step, device) if graphed else step,
+                       min_run_time=min_run_time, device=device)
+    weight_bytes, flops = n_params * bpe, 2.0 * n_params * batch
+    on_roof = _roofline.evaluate({"chain": {"flops": flops, "bytes": weight_bytes,
+                                            "dtype": dtype}}, acc).iloc[0]
+    return step_row(device=acc.name, model=f"{n_matrices} x [{d_model}, {d_model}] matrices",
+                    kernel="dense", dtype=dtype, weight_format=dtype, n_layers=n_matrices,
+                    d_model=d_model, batch=batch, context=0, weight_bytes=weight_bytes,
+                    kv_cache_bytes=0.0, step_flops=flops, bound=str(on_roof["bound"]),
+                    cuda_graph=graphed, compiled=False, timing=t,
+                    ceiling_tokens_per_s=_call_or_nan(lambda: batch / on_roof["seconds"]),
+                    weight_read_ceiling_tokens_per_s=_call_or_nan(
+                        _llm.weight_read_ceiling, n_params, bpe, acc.bandwidth, batch))
+
+
+# --- what this torch build can run ---------------------------------------------------------------
 
 def kernel_available(kernel, device=None) -> bool:
     """Whether this torch build runs `kernel` on `device` (tries a tiny product)."""
+    _kernel(kernel)
     device = _bench._device(device)
     try:
         stack = DecodeStack(_tiny_spec(), _bench.default_dtype(device), device)
@@ -332,23 +588,6 @@ def kernel_available(kernel, device=None) -> bool:
 
 
 def _tiny_spec():
-    import dataclasses
-
     return dataclasses.replace(_llm.get("llama-2-7b"), name="tiny", n_layers=1, d_model=64,
                                n_heads=1, n_kv_heads=1, head_dim=64, d_ff=64, vocab_size=0)
 
-
-def weight_traffic_bytes_per_weight(kernel, dtype="fp16") -> float:
-    """DRAM bytes each weight costs per step under `kernel`, for activations in `dtype`.
-    Lab: *Quantised weights*.
-
-    dense: the weight itself (2 bytes in fp16). int8-pack: 1 byte (one fused kernel).
-    int8-dequant: 1 byte read + the converted temporary written and read back in `dtype`
-    (1 + 2 x 2 = 5 bytes in fp16: more than fp16 itself). int4-unpack: not modelled
-    (a chain of temporaries, each at least a byte a weight): nan. Scales are ignored.
-    """
-    if kernel not in KERNELS:
-        raise ValueError(f"unknown kernel {kernel!r}; known: {', '.join(KERNELS)}")
-    act = _dtypes.bytes_per_element(dtype)
-    return {"dense": act, "int8-pack": 1.0, "int8-dequant": 1.0 + 2 * act,
-            "int4-unpack": math.nan}[kernel]

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
+from . import validate as _validate
 
 if TYPE_CHECKING:  # pandas is imported where a table is built, not at import time
     import pandas
@@ -34,10 +35,14 @@ DIRECTORY = pathlib.Path(__file__).parent / "data" / "reference"
 
 ENV_COLUMNS = ["device", "catalogue_entry", "device_type", "torch", "cuda", "date",
                "cpu_threads", "gpuinfer"]
+#: The GPU's state when the rows were measured (`bench.clocks`): NaN on a CPU, and in runs
+#: written before these columns existed.
+CLOCK_COLUMNS = ["sm_clock_mhz", "sm_clock_max_mhz", "memory_clock_mhz", "power_limit_w",
+                 "power_draw_w", "temperature_c", "throttle_reasons", "nvml"]
 ROW_COLUMNS = ["experiment", "label", "dtype", "weight_format", "kernel", "model", "m",
                "n", "k", "batch", "context", "bytes", "flops", "intensity", "cuda_graph",
                "seconds", "value", "unit", "ceiling", "fraction_of_ceiling"]
-COLUMNS = ENV_COLUMNS + ROW_COLUMNS
+COLUMNS = ENV_COLUMNS + ROW_COLUMNS + CLOCK_COLUMNS
 #: Each experiment's unit of `value` and `ceiling`.
 UNITS = {"weight_read": "B/s", "matmul": "FLOP/s", "decode": "tokens/s",
          "quantised": "tokens/s"}
@@ -52,8 +57,9 @@ def tidy(rows, experiment, env) -> "pandas.DataFrame":
     quantised from `decoding.DecodeStack.measure` / `sweep`."""
     import pandas as pd
 
-    if experiment not in UNITS:
-        raise ValueError(f"unknown experiment {experiment!r}; known: {', '.join(UNITS)}")
+    experiment = _validate.choice("experiment", experiment, UNITS)
+    if not isinstance(env, dict):
+        raise TypeError(f"env must be the dict bench.environment() returns, got {env!r}")
     missing = [c for c in ENV_COLUMNS if c not in ("gpuinfer", "cpu_threads") and c not in env]
     if missing:
         raise ValueError(f"env lacks {', '.join(missing)}: pass bench.environment()")
@@ -64,10 +70,12 @@ def tidy(rows, experiment, env) -> "pandas.DataFrame":
     if experiment == "weight_read":
         need = ["dtype", "bytes", "seconds", "achieved_gb_per_s"]
         _need(df, need, experiment)
-        acc = _hardware.get(env["catalogue_entry"])
         out["bytes"] = df["bytes"]
         out["value"] = df["achieved_gb_per_s"] * 1e9
-        out["ceiling"] = acc.bandwidth
+        # The datasheet bandwidth the rows were measured against; rows from before that
+        # column existed take it from the catalogue (NaN for a GPU it does not know).
+        out["ceiling"] = (df["datasheet_gb_per_s"] * 1e9 if "datasheet_gb_per_s" in df
+                          else _catalogue_bandwidth(env["catalogue_entry"]))
         out["label"] = [f"read {b / 1e6:,.1f} MB" for b in df["bytes"]]
     elif experiment == "matmul":
         need = ["dtype", "m", "n", "k", "flops", "bytes", "intensity", "seconds",
@@ -100,7 +108,16 @@ def tidy(rows, experiment, env) -> "pandas.DataFrame":
 
     for c in ENV_COLUMNS:
         out[c] = env.get(c, {"gpuinfer": __version__, "cpu_threads": math.nan}.get(c, ""))
+    for c in CLOCK_COLUMNS:
+        out[c] = env.get(c, math.nan)
     return out.reindex(columns=COLUMNS)
+
+
+def _catalogue_bandwidth(entry) -> float:
+    try:
+        return _hardware.get(entry).bandwidth
+    except KeyError:
+        return math.nan
 
 
 def _need(df, columns, experiment):
@@ -113,7 +130,8 @@ def _need(df, columns, experiment):
 
 def save(df, path) -> pathlib.Path:
     """Write tidy rows to `path` (CSV), after checking them against the schema."""
-    df = _validate(df, str(path))
+    path = _path(path)
+    df = _check_run(df, str(path))
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(path, index=False)
@@ -125,17 +143,32 @@ def load(path) -> "pandas.DataFrame":
     columns and experiments. Raises ValueError naming what is wrong."""
     import pandas as pd
 
-    path = pathlib.Path(path)
+    path = _path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no reference run at {path}")
-    df = pd.read_csv(path, dtype={"cuda": str, "torch": str, "date": str, "gpuinfer": str})
-    return _validate(df, str(path))
+    try:
+        df = pd.read_csv(path, dtype={"cuda": str, "torch": str, "date": str, "gpuinfer": str,
+                                      "throttle_reasons": str, "nvml": str})
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: the file is empty, not a gpuinfer run") from None
+    return _check_run(df, str(path))
 
 
-def _validate(df, where):
+def _path(path) -> pathlib.Path:
+    if not isinstance(path, (str, pathlib.PurePath)) or not str(path).strip():
+        raise TypeError(f"path must be a file path (str or pathlib.Path), got {path!r}")
+    return pathlib.Path(path)
+
+
+def _check_run(df, where):
     import pandas as pd
 
-    df = pd.DataFrame(df)
+    if not hasattr(df, "columns") and not isinstance(df, (list, dict)):
+        raise TypeError(f"{where}: a run is a DataFrame of tidy rows, got {type(df).__name__}")
+    df = pd.DataFrame(df).copy()
+    for c in CLOCK_COLUMNS:  # runs written before the clocks were recorded
+        if c not in df.columns:
+            df[c] = math.nan
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{where}: not a gpuinfer run: missing column(s) {', '.join(missing)}")
@@ -158,6 +191,10 @@ def _validate(df, where):
 def default_filename(env) -> str:
     """The file name of a run: the catalogue entry for a GPU ('h200.csv'); 'cpu-' and
     the processor for a CPU ('cpu-x86-64.csv'), so a CPU run never takes a GPU's name."""
+    if not isinstance(env, dict) or not {"device_type", "device", "catalogue_entry"} <= set(env):
+        raise TypeError("env must be the dict bench.environment() returns (device, "
+                        f"catalogue_entry, device_type), got {env!r}")
+
     def slug(text):
         return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
 
@@ -168,12 +205,16 @@ def default_filename(env) -> str:
 
 def files(directory=None) -> list[pathlib.Path]:
     """The reference runs shipped with the package (or in `directory`)."""
-    return sorted(pathlib.Path(directory or DIRECTORY).glob("*.csv"))
+    return sorted((DIRECTORY if directory is None else _path(directory)).glob("*.csv"))
 
 
 def label(run) -> str:
     """How a run is named in every table and legend: a CPU run says it is a CPU."""
+    if hasattr(run, "iloc") and len(run) == 0:
+        raise ValueError("run has no rows to name")
     first = run.iloc[0] if hasattr(run, "iloc") else run
+    if not hasattr(first, "get") or not {"device_type", "device", "date"} <= set(first.keys()):
+        raise TypeError(f"run must be a run's rows (reference.load) or one row, got {run!r}")
     if first["device_type"] == "cpu":
         threads = first.get("cpu_threads")
         cores = f", {int(threads)} thread{'s' if threads != 1 else ''}" if threads == threads else ""
@@ -205,10 +246,10 @@ def runs(experiment=None, device_type=None, directory=None) -> "pandas.DataFrame
     'cuda' or 'cpu'), with `run` (the label) and `file` columns added."""
     import pandas as pd
 
-    if experiment is not None and experiment not in UNITS:
-        raise ValueError(f"unknown experiment {experiment!r}; known: {', '.join(UNITS)}")
-    if device_type not in (None, "cuda", "cpu"):
-        raise ValueError(f"device_type must be 'cuda', 'cpu' or None, got {device_type!r}")
+    if experiment is not None:
+        experiment = _validate.choice("experiment", experiment, UNITS)
+    if device_type is not None:
+        device_type = _validate.choice("device_type", device_type, ("cuda", "cpu"))
     frames = []
     for path in files(directory):
         df = load(path)
@@ -267,8 +308,8 @@ def published(experiment=None) -> "pandas.DataFrame":
     whole model's weights, batch 1) and the fraction reached."""
     import pandas as pd
 
-    if experiment is not None and experiment not in UNITS:
-        raise ValueError(f"unknown experiment {experiment!r}; known: {', '.join(UNITS)}")
+    if experiment is not None:
+        experiment = _validate.choice("experiment", experiment, UNITS)
     rows = []
     for p in PUBLISHED:
         if experiment is not None and p["experiment"] != experiment:
@@ -290,7 +331,11 @@ def speedup(run, baseline_kernel="dense") -> "pandas.DataFrame":
     measured speed-up and the bytes ratio (dense step bytes / quantised step bytes)."""
     import pandas as pd
 
+    if not hasattr(run, "columns"):
+        raise TypeError(f"run must be a DataFrame of tidy rows (reference.load, tidy), "
+                        f"got {type(run).__name__}")
     df = pd.DataFrame(run)
+    _need(df, ["experiment", "kernel", "batch", "context", "seconds", "bytes"], "run")
     df = df[df["experiment"] == "quantised"]
     if df.empty:
         raise ValueError("the run has no quantised rows")

@@ -31,8 +31,66 @@ def test_check_handles_non_numbers_and_unknown_names():
     assert not exercises.check(name, float("nan"))
     with pytest.raises(KeyError, match="no exercise"):
         exercises.check("no-such-exercise", 1)
+    # A mistyped name suggests the closest.
+    name = exercises.names()[0]
+    with pytest.raises(KeyError, match="did you mean"):
+        exercises.check(name[:-1] + "x", 1)
 
 
 def test_every_exercise_says_where_it_is_asked():
     for name in exercises.names():
         assert exercises.get(name).where, name
+
+
+def test_common_slips_get_a_targeted_hint():
+    # Make each slip on every exercise where it is a mistake (outside the tolerance).
+    seen = set()
+    for name in exercises.names():
+        ex = exercises.get(name)
+        right = float(ex.answer())
+        if right == 0:
+            continue
+        slips = [(2, "Twice")]
+        if "fraction" in ex.unit:
+            slips.append((100, "percentage"))
+        if ex.rel_tol < 0.07 and not ex.abs_tol:
+            slips.append((2**30 / 1e9, "GiB"))
+        for factor, words in slips:
+            if ex.is_correct(right * factor) or factor in ex.slips:
+                continue
+            result = exercises.check(name, right * factor)
+            assert not result and words in repr(result), (name, factor, repr(result))
+            seen.add(words)
+    assert seen == {"Twice", "percentage", "GiB"}
+
+
+def test_a_script_can_print_the_verdict():
+    name = exercises.names()[0]
+    right = exercises.get(name).answer()
+    assert str(exercises.check(name, right)).startswith("correct")
+    assert str(exercises.check(name, right * 3 + 7)).startswith("not yet")
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    (dict(name=None), TypeError), (dict(name=""), TypeError), (dict(unit=3), TypeError),
+    (dict(rel_tol=-1), ValueError), (dict(rel_tol=float("nan")), ValueError),
+    (dict(slips={0: "x"}), ValueError), (dict(slips={2: None}), TypeError),
+])
+def test_register_refuses_bad_definitions_at_once(kwargs, error):
+    args = dict(name="tmp-exercise", question="q?", unit="bytes", hint="h", where="x") | kwargs
+    with pytest.raises(error):
+        exercises.register(**args)
+    with pytest.raises(TypeError):
+        exercises.register(name="tmp-exercise-2", question="q?", unit="bytes", hint="h",
+                           where="x")(None)
+
+
+def test_answer_key_lists_every_answer_for_instructors():
+    key = exercises.answer_key()
+    assert list(key["name"]) == exercises.names()
+    row = key.iloc[0]
+    assert row["answer"] == pytest.approx(exercises.get(row["name"]).answer())
+    page = row["where"]
+    assert set(exercises.answer_key(page)["where"]) == {page}
+    with pytest.raises(KeyError, match="pages with exercises"):
+        exercises.answer_key("chapters/99_nowhere")

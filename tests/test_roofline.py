@@ -99,3 +99,14 @@ def test_evaluate_puts_each_operation_on_the_roof_and_sums():
 def test_evaluate_refuses_bad_tables(ops, error):
     with pytest.raises(error):
         roofline.evaluate(ops, "T4")
+
+
+def test_ridge_rows_by_hand():
+    # A100 80GB fp16 ridge R = 312e12 / 2039e9 = 153.016 FLOP/byte; for k = n = 8192:
+    # m >= R x 2 x 8192^2 / (2 x 8192^2 - R x 2 x 16384) = 158.96 -> 159.
+    ridge = 312e12 / 2039e9
+    m = ridge * 2 * 8192**2 / (2 * 8192**2 - ridge * 2 * 16384)
+    assert roofline.ridge_rows(8192, 8192, "A100 80GB") == int(np.ceil(m)) == 159
+    assert roofline.matmul_intensity(158, 8192, 8192) < ridge <= roofline.matmul_intensity(159, 8192, 8192)
+    with pytest.raises(ValueError, match="no m"):
+        roofline.ridge_rows(64, 64, "A100 80GB")   # at most 64 FLOP/byte: below the ridge

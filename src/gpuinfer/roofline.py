@@ -164,6 +164,24 @@ def matmul_intensity(m, n, k, dtype="fp16") -> float:
     return matmul_flops(m, n, k) / matmul_bytes(m, n, k, dtype)
 
 
+def ridge_rows(n, k, accelerator, dtype="fp16") -> int:
+    """Labs *fp16 matmuls on the roofline*: the smallest m at which [m, k] @ [k, n] in
+    `dtype` reaches the device's ridge point (compute-bound on the roofline). From
+    2mnk / ((mk + kn + mn) b) >= R: m >= R b k n / (2 n k - R b (k + n)). For a square
+    weight of 8192 that is a little above the ridge itself. Raises ValueError when no m
+    reaches it (a tiny k, n), math.inf never."""
+    n, k = _dims(1, n, k)[1:]
+    acc = _hardware.get(accelerator)
+    ridge = acc.ridge_point(dtype)
+    b = _dtypes.bytes_per_element(dtype)
+    margin = 2.0 * n * k - ridge * b * (k + n)
+    if margin <= 0:
+        raise ValueError(f"no m makes [m, {k}] @ [{k}, {n}] compute-bound on {acc.name}: "
+                         f"even m -> infinity reaches {2 * n * k / (b * (k + n)):.3g} FLOP/byte, "
+                         f"below the ridge {ridge:.3g}")
+    return max(1, math.ceil(ridge * b * k * n / margin - 1e-9))
+
+
 def plot(accelerator, dtype="fp16", points=None, ax=None, *, label=None,
          intensity_range=(0.1, 10_000.0)):
     """Draw the roofline of `accelerator` for `dtype` on log-log axes.

@@ -1,7 +1,7 @@
 """Exercises of the labs *fp16 matmuls on the roofline*, *A decode step, batched* and
 *Quantised weights*. Every answer is computed with the package."""
 
-from .. import decoding, dtypes, hardware, llm, reference, roofline
+from .. import decoding, dtypes, hardware, llm, reference, roofline  # noqa: F401
 from . import register
 
 MATMUL = "labs/02_matmul_roofline"
@@ -34,11 +34,7 @@ def _():
           hint="The ridge is the dense fp16 peak over the bandwidth; the intensity is "
           "about m * 8192 / (2m + 8192). Solve for m, round up.", rel_tol=0.02)
 def _():
-    ridge = hardware.get("A100 80GB").ridge_point("fp16")
-    m = 1
-    while roofline.matmul_intensity(m, 8192, 8192, "fp16") < ridge:
-        m += 1
-    return m
+    return roofline.ridge_rows(8192, 8192, "A100 80GB", "fp16")
 
 
 @register("lab-matmul-mamf-fraction-h100", where=MATMUL,
@@ -61,14 +57,15 @@ def _():
 
 
 @register("lab-decode-compute-bound-batch-h200", where=DECODE,
-          question="Smallest batch at which a Mistral-7B fp16 decode step at a context of "
-          "256 tokens is compute-bound on an H200", unit="sequences",
-          hint="Per sequence, the step adds FLOPs (time at the peak) and KV-cache bytes "
-          "(time at the bandwidth); the weights' read time is shared. The batch is the "
-          "weight-read time over the per-sequence margin of compute over KV time.",
+          question="Smallest batch at which a Mistral-7B fp16 decode step's weight matmuls "
+          "are compute-bound on an H200 (at any context: attention stays memory-bound)",
+          unit="sequences",
+          hint="The matmuls do 2 FLOPs per 2-byte weight per sequence, so their intensity "
+          "is about the batch: start from the fp16 ridge point (dense peak / bandwidth); "
+          "the activations each matmul reads and writes push it a few percent higher.",
           rel_tol=0.05)
 def _():
-    return llm.compute_bound_batch("mistral-7b", "H200", context=256)
+    return llm.compute_bound_batch("mistral-7b", "H200")
 
 
 @register("lab-decode-gptfast-fraction", where=DECODE,
@@ -97,17 +94,21 @@ def _():
 @register("lab-quant-int4-group-bytes", where=QUANT,
           question="Bytes per weight of int4 weights with one fp16 scale per group of 32",
           unit="bytes per weight", hint="Half a byte per weight, plus the scale's bytes "
-          "shared by its group.")
+          "shared by its group.", slips={0.5 / 0.5625: "That is the int4 values alone: "
+                                         "add each weight's share of its group's scale."})
 def _():
-    return (dtypes.bytes_per_element("int4")
-            + dtypes.bytes_per_element("fp16") / decoding.INT4_GROUP_SIZE)
+    int4 = dtypes.get("int4")
+    return int4.bits / 8 + dtypes.bytes_per_element("fp16") / int4.block_size
 
 
 @register("lab-quant-gptfast-int4-share", where=QUANT,
-          question="gpt-fast's measured int4 speed-up over bf16 (A100, Llama-2-7B, batch 1) "
-          "as a fraction of the 4x that the bytes ratio promises", unit="fraction (0 to 1)",
+          question="gpt-fast's measured int4 speed-up over bf16 (A100, Llama-2-7B, batch 1, "
+          "group size 32) as a fraction of what the bytes ratio promises",
+          unit="fraction (0 to 1)",
           hint="Speed-up is int4 tokens/s over bf16 tokens/s; divide it by the bytes "
-          "ratio, 2 bytes / 0.5 byte.", rel_tol=0.02)
+          "ratio, 2 bytes against 0.5625 (half a byte and an fp16 scale per 32 weights).",
+          rel_tol=0.02, slips={3.5556 / 4: "Count the group scales: int4 with an fp16 scale "
+                               "per 32 weights stores 0.5625 bytes a weight, not 0.5."})
 def _():
     speedup = (_published("quantised", "gpt-fast int4")
                / _published("decode", "gpt-fast, torch.compile"))

@@ -117,3 +117,64 @@ def test_in_the_table_of_contents(path):
 def test_every_toc_entry_exists():
     for f in _toc_files():
         assert any((ROOT / f).with_suffix(s).exists() for s in (".md", ".ipynb")), f
+
+
+# --- a lab opened in Colab or plain Jupyter reads as well as its page ------------------------
+
+LABS = [p for p in NOTEBOOKS if p.parent.name == "labs"]
+LAB_IDS = [str(p.relative_to(ROOT)) for p in LABS]
+
+# MyST that only Jupyter Book renders: Colab and Jupyter show it raw.
+_MYST_LEFTOVERS = [
+    (re.compile(r"\{(glue|glue:text|glue:figure|term|doc|cite|ref|numref|eq|download|sub-ref)\}`"),
+     "a MyST role"),
+    (re.compile(r"^\s*(```+|~~~+|:::+)\s*\{", re.M), "a MyST directive fence"),
+    (re.compile(r"^\s*\([\w-]+\)=\s*$", re.M), "a MyST target label"),
+    (re.compile(r"^\s*%\s", re.M), "a MyST comment"),
+]
+
+
+def _markdown_cells(path):
+    return [(i, "".join(c["source"])) for i, c in enumerate(_load(path)["cells"])
+            if c["cell_type"] == "markdown"]
+
+
+@pytest.mark.parametrize("path", LABS, ids=LAB_IDS)
+def test_lab_markdown_has_no_myst_that_colab_would_show_raw(path):
+    from markdown_it import MarkdownIt
+
+    render = MarkdownIt("commonmark").enable("table")
+    for i, text in _markdown_cells(path):
+        html = render.render(text)
+        for pattern, what in _MYST_LEFTOVERS:
+            match = pattern.search(text)
+            assert not match, f"cell {i}: {what} ({match[0].strip()!r}) shows raw in Colab"
+        assert "{glue" not in html and "```{" not in html, f"cell {i}: raw MyST in the HTML"
+
+
+@pytest.mark.parametrize("path", LABS, ids=LAB_IDS)
+def test_lab_shows_no_solutions(path):
+    """Solutions live in the instructor's answer key (gpuinfer.exercises.answer_key), never
+    under the questions; a learner checks an answer with `check()`, which never reveals it."""
+    for i, text in _markdown_cells(path):
+        assert not re.search(r"(?im)^\s*(#+\s*|\*\*)?(solution|answer)s?\b[:.*]", text), \
+            f"cell {i} shows a solution"
+        assert "{solution" not in text
+
+
+@pytest.mark.parametrize("path", LABS, ids=LAB_IDS)
+def test_lab_has_no_build_only_check_that_could_stop_run_all(path):
+    """Colab runs every cell, tagged or not: an `assert` that holds on the CPU that built the
+    website can fail on a learner's GPU. Labs print what they find instead."""
+    for i, cell in enumerate(_load(path)["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        code = "".join(cell["source"])
+        assert not re.search(r"^\s*assert\b", code, re.M), f"cell {i} asserts"
+
+
+@pytest.mark.parametrize("path", LABS, ids=LAB_IDS)
+def test_lab_speaks_about_the_run_in_front_of_the_learner(path):
+    for i, text in _markdown_cells(path):
+        assert "machine that built" not in text.lower(), \
+            f"cell {i} describes someone else's run: print the interpretation from the measurement"

@@ -1,71 +1,228 @@
-"""Exercises of the chapter *Beyond one GPU* and the lab *Tensor-parallel layers*."""
+"""Exercises of the chapter *Beyond one GPU* and the lab *Tensor-parallel layers*.
 
-from .. import llm, parallel
+Each question states its units and rounding; hints name the common slips (one protocol's
+latency with another's bandwidth, a head split in half, an instance's price for a GPU's,
+the memory limit without the latency objective) without giving the answer.
+"""
+
+import functools
+
+from .. import hardware, llm, parallel
 from . import register
 
 WHERE = "chapters/08_multi_gpu"
 LAB = "labs/07_tensor_parallel"
 
+#: The chapter's model and context.
+MODEL, CONTEXT = "llama-2-70b", 4096
+
+#: The decision exercise: GPU prices per accelerator-hour, AWS EC2 Capacity Blocks for ML
+#: (reservation rates as listed before 2025-01-01; references.bib: aws_capacity_blocks):
+#: p5.48xlarge, 8 x H100, 39.33 USD/h; the 8 x H200 instance, 43.26 USD/h. Inputs to
+#: edit, not facts about your bill.
+PRICE_PER_GPU_HOUR = {"H100 SXM": 4.916, "H200": 5.408}
+#: Time-per-output-token objective (s) every decode step must meet, and the TP degrees
+#: considered (one HGX server at most).
+DECISION_TPOT_S = 0.025
+DECISION_DEGREES = (1, 2, 4, 8)
+
+
+@functools.lru_cache(maxsize=None)
+def _step_s(model, accelerator, n_devices, batch, context):
+    return parallel.tp_decode_step_time(model, accelerator, n_devices, batch, context)
+
+
+def largest_tp_batch_within(model, accelerator, n_devices, context, tpot_s):
+    """The largest batch whose tensor-parallel decode step on `n_devices` (every sequence
+    at `context` cached tokens) takes at most `tpot_s` seconds and fits in memory
+    (`parallel.tp_max_batch`, less the default reserve); 0 if none. The step time grows
+    with the batch, so a bisection finds it."""
+    hi = parallel.tp_max_batch(model, accelerator, n_devices, context)
+    if hi < 1 or _step_s(model, accelerator, n_devices, 1, context) > tpot_s:
+        return 0
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _step_s(model, accelerator, n_devices, mid, context) <= tpot_s:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def cost_per_million_tokens(model, accelerator, n_devices, batch, context):
+    """USD per million output tokens of one TP group at `batch`, fully busy: N GPUs at
+    `PRICE_PER_GPU_HOUR` over 3,600 x tokens/s, x 1e6."""
+    tokens_per_s = batch / _step_s(model, accelerator, n_devices, batch, context)
+    return n_devices * PRICE_PER_GPU_HOUR[accelerator] / (3600 * tokens_per_s) * 1e6
+
+
+@functools.lru_cache(maxsize=None)
+def decision_table(model=MODEL, context=CONTEXT, tpot_s=DECISION_TPOT_S):
+    """Every (GPU, TP degree) of the decision exercise: the largest batch that fits and
+    meets the objective, its step time, tokens/s and USD per million tokens (NaN where no
+    batch does), cheapest first; also the largest batch memory alone allows and what it
+    would cost (it misses the objective where it is larger)."""
+    import pandas as pd
+
+    rows = []
+    for acc in PRICE_PER_GPU_HOUR:
+        for n in DECISION_DEGREES:
+            b = largest_tp_batch_within(model, acc, n, context, tpot_s)
+            fits = parallel.tp_max_batch(model, acc, n, context)
+            rows.append({
+                "GPU": hardware.get(acc).name, "N": n, "batch": b,
+                "step_ms": 1e3 * _step_s(model, acc, n, b, context) if b else float("nan"),
+                "usd_per_million": (cost_per_million_tokens(model, acc, n, b, context)
+                                    if b else float("nan")),
+                "memory_batch": fits,
+                "memory_usd_per_million": (cost_per_million_tokens(model, acc, n, fits, context)
+                                           if fits else float("nan"))})
+    return pd.DataFrame(rows).sort_values("usd_per_million").reset_index(drop=True)
+
+
+def _costs(link):
+    """'LL: 6.6 us, 0.6 us a step, 0.5 of the bandwidth; ...' from the catalogue's NCCL
+    model of `link`, for the hints (one source for the numbers)."""
+    ic = hardware.get_interconnect(link)
+    return "; ".join(f"{p}: {c.base_latency_s * 1e6:.1f} us + {c.step_latency_s * 1e6:.1f} us "
+                     f"a step, {c.bandwidth_fraction:g} of the bandwidth"
+                     for p, c in ic.protocols.items())
+
+
+def _ll_with_full_bandwidth(n_bytes, n_devices, link):
+    """The old single-protocol slip: LL's latency with the link's full bandwidth, over
+    NCCL's fastest protocol. Cheap (no table), so it can run when the module loads."""
+    ll = hardware.get_interconnect(link).nccl("LL")
+    steps, share = 2 * (n_devices - 1), 2 * (n_devices - 1) / n_devices
+    slip = ll.base_latency_s + steps * ll.step_latency_s \
+        + share * n_bytes / hardware.get_interconnect(link).bandwidth_bytes_per_s
+    return slip / parallel.interconnect_allreduce_time(n_bytes, n_devices, link)
+
 
 @register("parallel-allreduce-batch64", where=WHERE,
-          question="Time of one ring all-reduce of Llama-2-70B's fp16 activations at batch "
-          "64 ([64, 8192]) across 8 H100 SXM on NVLink 4, with the catalogue's bandwidth "
-          "and NCCL's latency model", unit="seconds",
-          hint="Bytes = batch x d_model x 2. Bandwidth term: 2(N-1)/N x bytes / the "
-          "per-direction bandwidth; then add 2(N-1) step latencies and the base latency.")
+          question="Time of one all-reduce of Llama-2-70B's fp16 activations at batch 64 "
+          "([64, 8192] x 2 bytes = 1,048,576 B) across 8 H100 SXM on NVLink 4 (450 GB/s each "
+          "way), with NCCL's ring cost model: the fastest of its LL, LL128 and Simple "
+          "protocols. Seconds, three significant figures.", unit="seconds",
+          hint="Per protocol: base + 2(N-1) x step latency + 2(N-1)/N x bytes / (450e9 x "
+          f"fraction). {_costs('NVLink 4')}. Take the smallest.",
+          slips={_ll_with_full_bandwidth(2**20, 8, "NVLink 4"):
+                 "That is LL's latency with the link's full bandwidth: LL sends 4 bytes of "
+                 "flag with every 4 bytes of data, so it reaches half of it."})
 def _():
-    m = llm.get("llama-2-70b")
+    m = llm.get(MODEL)
     return parallel.interconnect_allreduce_time(64 * m.d_model * 2, 8, "NVLink 4")
 
 
 @register("parallel-fewest-h100", where=WHERE,
-          question="Fewest H100 SXM (a valid tensor-parallel degree) that hold Llama-2-70B in "
-          "fp16 plus the KV cache of 32 sequences of 4096 tokens", unit="devices",
-          hint="Each device holds weights / N plus its KV heads for every sequence; try "
-          "N = 1, 2, 4, ... and compare with 80 GB.")
+          question="Fewest H100 SXM (a valid tensor-parallel degree: 1, 2, 4, 8, ...) that "
+          "hold Llama-2-70B in fp16 plus the KV cache of 32 sequences of 4,096 tokens, each "
+          "card giving the bytes it has (hardware.get('H100 SXM').memory_bytes) less "
+          "llm.DEFAULT_RESERVE_BYTES (1 GiB). A whole number of devices.", unit="devices",
+          hint="Each device holds weights / N plus its KV heads' cache for every sequence "
+          "(327,680 B a token for the whole model, / N up to 8 devices); try N = 1, 2, 4 "
+          "and compare with the memory less the reserve.",
+          slips={0.5: "Half: that many devices hold the weights, but not 32 sequences' "
+                      "cache as well."})
 def _():
-    return parallel.min_tp_degree("llama-2-70b", "H100 SXM", 4096, batch=32)
+    return parallel.min_tp_degree(MODEL, "H100 SXM", CONTEXT, batch=32)
 
 
 @register("parallel-crossover-batch1", where=WHERE,
-          question="Smallest tensor-parallel degree at which Llama-2-70B's batch-1 decode "
-          "spends at least as long in all-reduces as in its sharded weight read, on H100 "
-          "SXM with NVLink 4", unit="devices",
-          hint="The weight read shrinks as 1/N; 160 all-reduces of 16 KB each cost about "
-          "(2(N-1) x 0.6 + 6.6) microseconds, nearly all latency.")
+          question="Smallest tensor-parallel degree (a valid one: 2, 4, 8, 16, ...) at which "
+          "Llama-2-70B's batch-1 decode at 4,096 tokens of context spends at least as long "
+          "in all-reduces as in its shard's roofline, on H100 SXM with NVLink 4 inside a "
+          "server of 8 and InfiniBand beyond. A whole number of devices.", unit="devices",
+          hint="The shard's time falls as about (the one-device step) / N; 161 all-reduces "
+          "of 16 KB cost about (t0 + 2(N-1) x alpha) us each on NVLink, with LL's t0 and "
+          "alpha. Solve the quadratic for N (the chapter's closed form) and take the next "
+          "valid degree.",
+          slips={0.5: "Half: at that degree the all-reduces are still shorter than the "
+                      "shard's time; the crossover is the next valid degree up."})
 def _():
-    return parallel.crossover_devices("llama-2-70b", "H100 SXM", batch=1)
+    return parallel.crossover_devices(MODEL, "H100 SXM", batch=1, context=CONTEXT)
 
 
 @register("parallel-kv-per-device-16", where=WHERE,
-          question="KV-cache bytes one token costs each device when Llama-2-70B (8 KV heads) "
-          "is sharded by heads over 16 devices, in fp16", unit="bytes",
+          question="KV-cache bytes one token costs each device when Llama-2-70B (80 layers, "
+          "8 KV heads of 128) is sharded by heads over 16 devices, in fp16. An exact whole "
+          "number of bytes.", unit="bytes",
           hint="A KV head cannot be split: with more devices than KV heads, each device "
-          "still holds one head for every layer, K and V.")
+          "still holds one head for every layer, K and V: 2 x 80 x 1 x 128 x 2 bytes.",
+          slips={0.5: "Half: that splits each KV head across two devices, which tensor "
+                      "parallelism cannot do; each device holds a whole head.",
+                 8.0: "That is the whole model's cache per token: each device holds only "
+                      "its own KV heads."})
 def _():
-    return parallel.tp_kv_cache_bytes_per_token("llama-2-70b", 16, "fp16")
+    return parallel.tp_kv_cache_bytes_per_token(MODEL, 16, "fp16")
+
+
+@register("parallel-launch-breakeven", where=WHERE,
+          question="Llama-2-70B fp16 on 8 H100 SXM (tensor parallel), batch 1, 4,096 tokens of "
+          "context: the shard's roofline time (tp_decode_breakdown(...)['shard_s']) spread "
+          "over the step's kernels (80 layers x parallel.KERNELS_PER_LAYER = 13) is the GPU "
+          "time each kernel has. A host that takes longer than that to launch one leaves "
+          "the GPU waiting. What is it? Microseconds, two significant figures.",
+          unit="microseconds",
+          hint="shard_s / (80 x 13), in microseconds. Divide the shard's roofline time, not "
+          "the whole step (total_s): the all-reduces are among the 13 kernels, and the "
+          "question asks for the GPU's own work per kernel.")
+def _():
+    parts = parallel.tp_decode_breakdown(MODEL, "H100 SXM", 8, 1, CONTEXT)
+    kernels = llm.get(MODEL).n_layers * parallel.KERNELS_PER_LAYER
+    return parts["shard_s"] / kernels * 1e6
+
+
+@register("parallel-decision-gpu-tp", where=WHERE,
+          question="Decision: serve Llama-2-70B fp16, every sequence at 4,096 tokens of "
+          "context, with a time per output token of at most 25 ms (the per-operation "
+          "roofline plus NCCL's ring all-reduces). Choose the GPU (H100 SXM at 4.916 USD or "
+          "H200 at 5.408 USD per GPU-hour) and the TP degree (1, 2, 4 or 8); each TP group "
+          "runs the largest batch that fits (memory less the 1 GiB reserve) and meets the "
+          "objective, fully busy. What do a million output tokens cost with the cheapest "
+          "choice? USD per million tokens, two significant figures.",
+          unit="USD per million tokens",
+          hint="For each (GPU, N): the largest batch B with tp_decode_step_time <= 25 ms and "
+          "B <= tp_max_batch (bisect on B); tokens/s = B / step; cost = N x price / (3,600 x "
+          "tokens/s) x 1e6. Compare all eight and take the smallest. Below the answer: "
+          "the batch that memory allows misses 25 ms somewhere, so cap it by the objective "
+          "too. Above it: compare both GPUs and every degree, not only the H100s or only "
+          "N = 8.",
+          rel_tol=0.03,
+          slips={8.0: "Eight times too much: the prices are per GPU-hour, not per 8-GPU "
+                      "instance-hour."})
+def _():
+    return float(decision_table()["usd_per_million"].iloc[0])
 
 
 @register("lab-tp-bytes-sent", where=LAB,
-          question="Bytes each of 4 ranks sends in a ring all-reduce of an 8 MiB tensor",
+          question="Bytes each of 4 ranks sends in a ring all-reduce of an 8 MiB tensor "
+          "(8 x 2**20 bytes). An exact whole number of bytes.",
           unit="bytes", hint="Reduce-scatter then all-gather: each sends (N-1)/N of the "
-          "tensor twice.")
+          "tensor twice. MiB is 2**20 bytes, not 1e6.")
 def _():
     return parallel.allreduce_bytes_sent(8 * 2**20, 4)
 
 
 @register("lab-tp-bus-bandwidth", where=LAB,
-          question="Bus bandwidth of a 2-rank all-reduce of 8e6 bytes that took 10 ms",
+          question="Bus bandwidth of a 2-rank all-reduce of 8e6 bytes that took 10 ms. "
+          "Bytes per second.",
           unit="bytes/s", hint="Algorithm bandwidth (bytes / seconds) times 2(N-1)/N, "
-          "as nccl-tests reports it.")
+          "as nccl-tests reports it; 10 ms is 0.010 s.")
 def _():
     return parallel.allreduce_bus_bandwidth(8e6, 2, 0.010)
 
 
 @register("lab-tp-pcie-allreduce", where=LAB,
-          question="Time of a ring all-reduce of 1 MiB between 2 GPUs over PCIe Gen4 x16, "
-          "with the catalogue's bandwidth and NCCL's latency model", unit="seconds",
-          hint="Two devices: each sends the message once, 2(N-1)/N = 1, at the "
-          "per-direction bandwidth; add 2(N-1) = 2 step latencies and the base latency.")
+          question="Time of an all-reduce of 1 MiB (2**20 bytes) between 2 GPUs over PCIe "
+          "Gen4 x16 (31.5 GB/s each way), with NCCL's ring cost model: the faster of its LL "
+          "and Simple protocols (LL128 is off on PCIe). Seconds, three significant figures.",
+          unit="seconds",
+          hint="Two devices: 2(N-1) = 2 steps, and each sends the message once, at the "
+          f"protocol's share of 31.5 GB/s. {_costs('PCIe Gen4 x16')}. Take the smaller.",
+          slips={_ll_with_full_bandwidth(2**20, 2, "PCIe Gen4 x16"):
+                 "That is LL's latency with the full bandwidth: LL reaches half of it. "
+                 "Compute LL and Simple each with its own numbers."})
 def _():
     return parallel.interconnect_allreduce_time(2**20, 2, "PCIe Gen4 x16")

@@ -1,12 +1,19 @@
+"""The accelerator catalogue: dense peaks, the memory cards really have, validation, MIG
+profiles and achievable ceilings. Expected values are written out from the sources cited
+in gpuinfer/hardware.py."""
+
 import math
 
 import pytest
 
 from gpuinfer import dtypes, hardware
 
+MiB, GiB = 2**20, 2**30
+
 
 @pytest.mark.parametrize("dtype, size", [("fp32", 4), ("tf32", 4), ("fp16", 2), ("bf16", 2),
-                                         ("fp8", 1), ("int8", 1), ("int4", 0.5)])
+                                         ("fp8", 1), ("int8", 1),
+                                         ("int4", 0.5 + 2 / 32)])  # + an fp16 scale per 32
 def test_bytes_per_element(dtype, size):
     assert dtypes.bytes_per_element(dtype) == size
 
@@ -22,19 +29,38 @@ def test_unknown_dtype_names_the_known_ones():
         dtypes.bytes_per_element("fp12")
 
 
-@pytest.mark.parametrize("required", ["T4", "L4", "A10G", "A100 40GB", "A100 80GB", "H100 SXM",
-                                      "H100 PCIe", "H200", "L40S", "B200", "MI300X", "CPU"])
+REQUIRED = ["T4", "L4", "A10", "A10G", "L40S", "L40", "A40", "A30", "V100 SXM2",
+            "V100 SXM2 32GB", "V100 PCIe 16GB", "V100 PCIe 32GB", "P100 PCIe", "A100 40GB",
+            "A100 80GB", "A100 80GB PCIe", "H100 SXM", "H100 PCIe", "H100 NVL", "H200",
+            "H200 NVL", "GH200", "GH200 144GB", "B200", "GB200", "MI300X", "RTX 4090",
+            "RTX 3090", "RTX 6000 Ada", "RTX A6000", "CPU", "EPYC 9654"]
+
+
+@pytest.mark.parametrize("required", REQUIRED)
 def test_catalogue_has_the_required_devices_with_sources(required):
     acc = hardware.get(required)
-    assert acc.source.startswith("https://")
+    assert "https://" in acc.source
     assert acc.bandwidth > 0 and acc.memory_bytes > 0
+    # Where memory_bytes comes from is stated: a URL, or a flag saying it is not sourced.
+    assert "https://" in acc.memory_source or acc.memory_source.startswith(("UNSOURCED", "ASSUMED"))
 
 
 @pytest.mark.parametrize("torch_name, entry", [
     ("Tesla T4", "T4"), ("NVIDIA H100 80GB HBM3", "H100 SXM"),
     ("NVIDIA A100-SXM4-80GB", "A100 80GB"), ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
+    ("NVIDIA A100-PCIE-40GB", "A100 40GB"), ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"),
     ("NVIDIA L4", "L4"), ("NVIDIA H200", "H200"), ("h100", "H100 SXM"), ("t4", "T4"),
-    ("NVIDIA H100 PCIe", "H100 PCIe"), ("AMD Instinct MI300X", "MI300X")])
+    ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H100 NVL", "H100 NVL"),
+    ("NVIDIA H200 NVL", "H200 NVL"), ("NVIDIA GH200 480GB", "GH200"),
+    ("NVIDIA GH200 144G HBM3e", "GH200 144GB"), ("NVIDIA B200", "B200"),
+    ("NVIDIA GB200", "GB200"), ("NVIDIA A10G", "A10G"), ("NVIDIA A10", "A10"),
+    ("NVIDIA L40S", "L40S"), ("NVIDIA L40", "L40"), ("NVIDIA A40", "A40"),
+    ("NVIDIA A30", "A30"), ("Tesla P100-PCIE-16GB", "P100 PCIe"),
+    ("Tesla V100-SXM2-16GB", "V100 SXM2"), ("Tesla V100-SXM2-32GB", "V100 SXM2 32GB"),
+    ("Tesla V100-PCIE-16GB", "V100 PCIe 16GB"), ("Tesla V100-PCIE-32GB", "V100 PCIe 32GB"),
+    ("NVIDIA GeForce RTX 4090", "RTX 4090"), ("NVIDIA GeForce RTX 3090", "RTX 3090"),
+    ("NVIDIA RTX 6000 Ada Generation", "RTX 6000 Ada"), ("NVIDIA RTX A6000", "RTX A6000"),
+    ("AMD Instinct MI300X", "MI300X")])
 def test_names_torch_reports(torch_name, entry):
     assert hardware.get(torch_name).name == entry
 
@@ -46,6 +72,12 @@ def test_unknown_device_lists_closest_entries():
         hardware.get("")
 
 
+@pytest.mark.parametrize("bad", [None, 3, 80e9, True, ["H100 SXM"]])
+def test_get_refuses_what_is_not_a_name(bad):
+    with pytest.raises(TypeError, match="accelerator"):
+        hardware.get(bad)
+
+
 def test_dense_not_sparse_peaks():
     # Datasheets: H100 SXM fp16 1,979 TFLOP/s *with sparsity*; A100 312 dense (624 sparse).
     assert hardware.get("H100 SXM").peak_flops("fp16") == pytest.approx(989e12)
@@ -53,6 +85,31 @@ def test_dense_not_sparse_peaks():
     assert hardware.get("L4").peak_flops("fp16") == pytest.approx(121e12)
     # T4 has no sparsity mode: 65 TFLOP/s fp16 is already dense.
     assert hardware.get("T4").peak_flops("fp16") == pytest.approx(65e12)
+    # H100 NVL: 1,671 TFLOP/s bf16 with sparsity on NVIDIA's H100 page.
+    assert hardware.get("H100 NVL").peak_flops("bf16") == pytest.approx(1671e12 / 2)
+    # GH200 datasheet: "1,979 teraFLOPS* | 990 teraFLOPS" fp16.
+    assert hardware.get("GH200").peak_flops("fp16") == pytest.approx(990e12)
+
+
+def test_blackwell_has_dense_fp4():
+    # Blackwell datasheet, HGX B200 per GPU: FP4 18 PFLOPS and FP8 9 PFLOPS with sparsity.
+    b200 = hardware.get("B200")
+    assert b200.peak_flops("fp4") == pytest.approx(18e15 / 2)
+    assert b200.peak_flops("nvfp4") == pytest.approx(18e15 / 2)  # a format computing in fp4
+    assert b200.peak_flops("fp8_e4m3") == pytest.approx(9e15 / 2)
+    assert hardware.get("GB200").peak_flops("fp4") == pytest.approx(20e15 / 2)
+    with pytest.raises(ValueError, match="no fp4 peak"):
+        hardware.get("H100 SXM").peak_flops("fp4")
+
+
+def test_geforce_fp16_peak_is_the_fp32_accumulate_rate():
+    # Ada: 330.3 TFLOP/s fp16 with fp16 accumulate, half that with fp32 accumulate, which
+    # is what a torch fp16 matmul uses (pytorch/pytorch#123157).
+    assert hardware.get("RTX 4090").peak_flops("fp16") == pytest.approx(330.3e12 / 2, rel=1e-3)
+    # GA102 (RTX 3090): 142 with fp16 accumulate, 71 with fp32 accumulate.
+    assert hardware.get("RTX 3090").peak_flops("fp16") == pytest.approx(142e12 / 2)
+    # A workstation card runs fp32 accumulate at the full rate: RTX A6000 dense 154.8.
+    assert hardware.get("RTX A6000").peak_flops("fp16") == pytest.approx(309.7e12 / 2, rel=1e-3)
 
 
 def test_missing_dtype_names_the_dtypes_the_device_has():
@@ -66,6 +123,53 @@ def test_ridge_points_from_the_datasheets():
     assert hardware.get("T4").ridge_point("fp16") == pytest.approx(203.125)
 
 
+# --- memory in the bytes a card has ---------------------------------------------------
+
+@pytest.mark.parametrize("name, mib", [
+    # deviceQuery prints "Total amount of global memory: <MiB> MBytes (<bytes> bytes)",
+    # the MiB rounded ("%.0f" of bytes / 2**20).
+    ("H100 SXM", 81106), ("A100 80GB", 81158), ("L4", 22478), ("L40S", 45589),
+    ("A40", 45403), ("H100 NVL", 95235), ("RTX 4090", 24210), ("RTX 3090", 24154),
+    ("RTX 6000 Ada", 48640), ("A100 80GB PCIe", 81049), ("MI300X", 196592),
+    ("A10G", 23028)])  # the A10G's is nvidia-smi's total
+def test_memory_is_what_the_card_reports_in_mib(name, mib):
+    assert round(hardware.get(name).memory_bytes / MiB) == mib
+
+
+def test_hbm_cards_have_binary_gigabytes_and_ecc_takes_a_little():
+    h100 = hardware.get("H100 SXM")
+    assert h100.memory_marketing_bytes == 80e9
+    assert 85.0e9 < h100.memory_bytes < 80 * GiB  # 85.05e9: 80 GiB less what the driver keeps
+    assert hardware.get("A100 80GB").memory_bytes == 85_100_068_864
+    assert hardware.get("A100 40GB").memory_bytes == 42_298_834_944  # 40339 MiB
+    # H200: the whole-GPU MIG instance 7g.141gb reports 139.75 GiB = 150.06e9 B.
+    assert hardware.get("H200").memory_bytes == pytest.approx(139.75 * GiB)
+    assert hardware.get("H200").memory_bytes == pytest.approx(150.06e9, rel=1e-4)
+    # A T4 with ECC on has less than its 16 GB: 15110 MiB.
+    t4 = hardware.get("T4")
+    assert t4.memory_bytes == 15_843_721_216 and round(t4.memory_bytes / MiB) == 15110
+    assert t4.memory_bytes < t4.memory_marketing_bytes == 16e9
+
+
+def test_b200_memory_is_178_35_gib_below_nvidia_smis_total():
+    b200 = hardware.get("B200")
+    assert b200.memory_bytes == pytest.approx(178.35 * GiB)
+    assert b200.memory_bytes < 183359 * MiB  # nvidia-smi's total includes the reserve
+
+
+def test_unsourced_memory_is_flagged_not_invented():
+    for name in ("H100 PCIe", "L40", "V100 SXM2", "P100 PCIe", "RTX A6000", "GB200"):
+        acc = hardware.get(name)
+        assert acc.memory_source.startswith("UNSOURCED")
+        assert acc.memory_bytes == acc.memory_marketing_bytes
+
+
+def test_cpu_rows_state_their_memory():
+    assert hardware.get("EPYC 9654").memory_bytes == 12 * 64e9  # one 64 GB DIMM per channel
+    for name in ("CPU", "EPYC 9654"):
+        assert hardware.get(name).memory_source.startswith("ASSUMED")
+
+
 def test_cpu_entry_is_derived_from_its_parts():
     cpu = hardware.get("CPU")
     assert cpu.bandwidth == pytest.approx(89.6e9)  # 2 channels x 8 B x 5600 MT/s
@@ -76,9 +180,11 @@ def test_cpu_entry_is_derived_from_its_parts():
 def test_catalogue_frame():
     df = hardware.catalogue()
     assert len(df) == len(hardware.names())
-    assert {"name", "bandwidth_bytes_per_s", "peak_fp16_flops", "source"} <= set(df.columns)
+    assert {"name", "bandwidth_bytes_per_s", "peak_fp16_flops", "peak_fp4_flops",
+            "memory_bytes", "memory_marketing_bytes", "memory_source", "source"} <= set(df.columns)
     t4 = df.set_index("name").loc["T4"]
     assert math.isnan(t4["peak_bf16_flops"])
+    assert t4["memory_bytes"] == 15_843_721_216 and t4["memory_marketing_bytes"] == 16e9
 
 
 def test_detect_on_cpu_returns_the_cpu_entry(monkeypatch):
@@ -88,36 +194,146 @@ def test_detect_on_cpu_returns_the_cpu_entry(monkeypatch):
     assert acc.kind == "cpu" and acc.name == "CPU"
 
 
-class _Props:
-    total_memory = 85_520_809_984
-    L2_cache_size = 52_428_800
-    memory_clock_rate = 2_619_000  # kHz
-    memory_bus_width = 5120  # bits
+# --- validation on construction -------------------------------------------------------
+
+GOOD = dict(name="X", memory_bytes=8e9, bandwidth=1e11, peaks={"fp16": 1e12})
+NAN, INF = math.nan, math.inf
 
 
-def _fake_gpu(monkeypatch, name):
-    torch = pytest.importorskip("torch")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: name)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda *a: _Props())
+@pytest.mark.parametrize("change, error, words", [
+    (dict(bandwidth=-1.0), ValueError, "bandwidth"),
+    (dict(bandwidth=0), ValueError, "bandwidth"),
+    (dict(bandwidth=NAN), ValueError, "bandwidth"),  # a row with peaks needs a bandwidth
+    (dict(bandwidth=INF), ValueError, "bandwidth"),
+    (dict(bandwidth="fast"), TypeError, "bandwidth"),
+    (dict(bandwidth=None), TypeError, "bandwidth"),
+    (dict(memory_bytes=-8e9), ValueError, "memory_bytes"),
+    (dict(memory_bytes=0), ValueError, "memory_bytes"),
+    (dict(memory_bytes=NAN), ValueError, "memory_bytes"),
+    (dict(memory_bytes="80GB"), TypeError, "memory_bytes"),
+    (dict(peaks={"fp16": -1e12}), ValueError, "fp16"),
+    (dict(peaks={"fp16": 0}), ValueError, "fp16"),
+    (dict(peaks={"fp16": NAN}), ValueError, "fp16"),
+    (dict(peaks={"fp16": INF}), ValueError, "fp16"),
+    (dict(peaks={"fp16": "big"}), TypeError, "fp16"),
+    (dict(peaks={"fp12": 1e12}), KeyError, "fp12"),
+    (dict(peaks={16: 1e12}), TypeError, "peak names"),
+    (dict(peaks=[1e12]), TypeError, "peaks"),
+    (dict(peaks=None), TypeError, "peaks"),
+    (dict(kind="tpu"), KeyError, "kind"),
+    (dict(tdp_w=-70), ValueError, "tdp_w"),
+    (dict(cache_bytes=NAN), ValueError, "cache_bytes"),
+    (dict(memory_marketing_bytes=-1), ValueError, "memory_marketing_bytes"),
+    (dict(name=""), ValueError, "name"),
+    (dict(name=None), TypeError, "name"),
+    (dict(aliases="h100"), TypeError, "aliases"),
+    (dict(estimated="yes"), TypeError, "estimated must be"),
+    (dict(source=None), TypeError, "source"),
+])
+def test_accelerator_refuses_bad_values(change, error, words):
+    with pytest.raises(error, match=words):
+        hardware.Accelerator(**{**GOOD, **change})
 
 
-def test_detect_known_gpu_uses_torch_memory(monkeypatch):
-    _fake_gpu(monkeypatch, "NVIDIA H100 80GB HBM3")
-    acc = hardware.detect()
-    assert acc.name == "H100 SXM"
-    assert acc.memory_bytes == _Props.total_memory
-    assert acc.cache_bytes == _Props.L2_cache_size
-    assert acc.peak_flops("fp16") == pytest.approx(989e12)
+def test_accelerator_normalises_and_allows_an_unknown_devices_bandwidth():
+    acc = hardware.Accelerator(**{**GOOD, "peaks": {"half": 2e12, "fp8_e4m3": 4e12}})
+    assert acc.peaks == {"fp16": 2e12, "fp8": 4e12}  # spellings map to the peak they use
+    # An unknown device (no peaks at all) may have an unknown (NaN) bandwidth: detect()
+    # builds such an entry, and measurements carry on without a ceiling.
+    unknown = hardware.Accelerator("Unknown GPU", 8e9, math.nan, {}, kind="gpu")
+    assert math.isnan(unknown.bandwidth)
+    with pytest.raises(ValueError, match="no known bandwidth"):
+        unknown.ridge_point("fp16")
 
 
-def test_detect_unknown_gpu_warns_and_builds_an_entry(monkeypatch):
-    _fake_gpu(monkeypatch, "NVIDIA Future GPU 9000")
-    with pytest.warns(UserWarning, match="not in the gpuinfer catalogue"):
-        acc = hardware.detect()
-    assert acc.name == "NVIDIA Future GPU 9000"
-    assert acc.memory_bytes == _Props.total_memory
-    # 2 transfers/clock x 2.619 GHz x 640 bytes
-    assert acc.bandwidth == pytest.approx(2 * 2.619e9 * 640)
-    with pytest.raises(ValueError, match="no fp16 peak"):
-        acc.peak_flops("fp16")
+# --- MIG profiles -------------------------------------------------------------------------
+
+def test_mig_profiles_of_an_a100_80gb():
+    df = hardware.mig_profiles("A100 80GB")
+    assert list(df.index) == ["1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb",
+                              "4g.40gb", "7g.80gb"]
+    # 7 compute slices (SM groups) and 8 memory slices (MIG user guide).
+    assert df.loc["1g.10gb", "compute_fraction"] == pytest.approx(1 / 7)
+    assert df.loc["3g.40gb", "compute_fraction"] == pytest.approx(3 / 7)
+    assert df.loc["1g.20gb", "bandwidth_fraction"] == pytest.approx(2 / 8)
+    assert df.loc["3g.40gb", "bandwidth_fraction"] == pytest.approx(4 / 8)
+    assert df.loc["1g.10gb", "max_instances"] == 7
+    assert df.loc["1g.20gb", "max_instances"] == 4
+    assert df.loc["2g.20gb", "max_instances"] == 3
+    assert df.loc["3g.40gb", "max_instances"] == 2
+    assert df.loc["7g.80gb", "max_instances"] == 1
+    # Reported on Wulver (deviceQuery): 10.2 GB and 14 SMs for 1g.10gb.
+    assert df.loc["1g.10gb", "memory_bytes"] == pytest.approx(10.2e9)
+    assert df.loc["1g.10gb", "sm_count"] == 14
+    # Not reported: derived as memory slices / 8 x the card's memory.
+    assert df.loc["7g.80gb", "memory_bytes"] == pytest.approx(85_100_068_864)
+    assert df.loc["1g.20gb", "memory_bytes"] == pytest.approx(2 / 8 * 85_100_068_864)
+    assert df.loc["1g.20gb", "memory_source"] == "derived"
+
+
+def test_mig_profiles_of_hopper_from_nvidia_smi():
+    h100 = hardware.mig_profiles("H100 SXM")
+    assert h100.loc["1g.10gb", "memory_bytes"] == pytest.approx(9.75 * GiB)
+    assert h100.loc["7g.80gb", "sm_count"] == 132 and h100.loc["3g.40gb", "sm_count"] == 60
+    h200 = hardware.mig_profiles("nvidia h200")
+    assert list(h200.index)[-1] == "7g.141gb"
+    assert h200.loc["1g.18gb", "memory_bytes"] == pytest.approx(16.00 * GiB)
+    assert h200.loc["3g.71gb", "memory_bytes"] == pytest.approx(69.50 * GiB)
+    a100_40 = hardware.mig_profiles("A100 40GB")
+    assert a100_40.loc["1g.5gb", "memory_bytes"] == pytest.approx(42_298_834_944 / 8)
+    assert a100_40.loc["1g.10gb", "memory_fraction"] == pytest.approx(2 / 8)
+    for name in ("H100 PCIe", "H100 NVL", "H200 NVL"):
+        assert hardware.mig_profiles(name).loc[:, "compute_fraction"].max() == 1.0
+
+
+def test_mig_profiles_refuse_gpus_without_mig():
+    with pytest.raises(ValueError, match="no MIG"):
+        hardware.mig_profiles("T4")
+    with pytest.raises(KeyError):
+        hardware.mig_profiles("H1000")
+    with pytest.raises(TypeError):
+        hardware.mig_profiles(None)
+
+
+def test_a_mig_slice_is_scaled_from_its_parent():
+    s = hardware.mig_slice("A100 80GB", "3g.40gb")
+    assert s.name == "A100 80GB MIG 3g.40gb" and s.estimated
+    assert s.peak_flops("fp16") == pytest.approx(312e12 * 3 / 7)
+    assert s.bandwidth == pytest.approx(2039e9 * 4 / 8)
+    assert s.memory_bytes == pytest.approx(42.4e9)
+    # The name torch reports for a slice finds the same thing.
+    assert hardware.get("NVIDIA A100-SXM4-80GB MIG 3g.40gb") == s
+    with pytest.raises(KeyError, match="profile"):
+        hardware.mig_slice("A100 80GB", "9g.99gb")
+
+
+# --- achievable ceilings --------------------------------------------------------------------
+
+def test_achievable_matmul_from_mamf_and_bandwidth_from_gpt_fast():
+    h100 = hardware.achievable("H100 SXM")
+    assert h100["matmul_bf16_flops"] == pytest.approx(794.5e12)
+    assert h100["matmul_bf16_flops"] / hardware.get("H100 SXM").peak_flops("bf16") \
+        == pytest.approx(0.803, abs=1e-3)  # MAMF's 80.3% efficiency
+    assert h100["matmul_fp8_flops"] == pytest.approx(1402.6e12)
+    a100 = hardware.achievable("A100 80GB")
+    assert a100["bandwidth_bytes_per_s"] == pytest.approx(1700e9)
+    # ridge = best 16-bit matmul (271.2 bf16 > 258.74 fp16) / achievable bandwidth
+    assert a100["ridge_point"] == pytest.approx(271.2e12 / 1700e9)
+    assert "gpt-fast" in a100["bandwidth_bytes_per_s_source"]
+
+
+def test_a_t4_sustains_far_less_than_its_boost_clock_peak():
+    t4 = hardware.achievable("Tesla T4")
+    assert t4["matmul_fp16_flops"] == pytest.approx(41.91e12)
+    assert t4["matmul_fp16_flops"] / 65e12 == pytest.approx(0.645, abs=1e-3)
+    assert math.isnan(t4["bandwidth_bytes_per_s"]) and math.isnan(t4["ridge_point"])
+    assert t4["ridge_point_datasheet_bandwidth"] == pytest.approx(41.91e12 / 320e9)
+    assert "585" in t4["note"] and "1590" in t4["note"]
+
+
+def test_achievable_is_nan_where_nothing_is_published():
+    l40 = hardware.achievable("L40")
+    assert math.isnan(l40["matmul_fp16_flops"]) and l40["matmul_fp16_flops_source"] == ""
+    assert len(hardware.achievable_table()) >= 10
+    with pytest.raises(KeyError):
+        hardware.achievable("H900")

@@ -1,6 +1,8 @@
 """The interconnect table: per-direction bandwidth from the datasheets and specifications,
 NCCL's latency model, and the lookups."""
 
+import math
+
 import pytest
 
 from gpuinfer import hardware
@@ -88,3 +90,114 @@ def test_every_row_is_cited_and_the_frame_states_both_directions():
 def test_the_accelerator_catalogue_is_unchanged_by_the_table():
     assert "NVLink 4" not in hardware.names()
     assert hardware.get("H100 SXM").bandwidth == pytest.approx(3350e9)
+
+
+def test_pcie_gen3_for_a_t4s_host_copies():
+    # 16 lanes x 8 GT/s x 128/130 / 8 bits = 15.75 GB/s each way; "32 GB/s" bidirectional.
+    gen3 = hardware.get_interconnect("PCIe Gen3 x16")
+    assert gen3.bandwidth_bytes_per_s == pytest.approx(16 * 8e9 * 128 / 130 / 8)
+    assert gen3.bidirectional_bytes_per_s == pytest.approx(32e9, rel=0.02)
+    assert hardware.host_link("Tesla T4").name == "PCIe Gen3 x16"
+    assert hardware.host_link("H100 PCIe").name == "PCIe Gen5 x16"
+    with pytest.raises(KeyError, match="PCIe"):
+        hardware.host_link("MI300X")
+
+
+@pytest.mark.parametrize("name, domain", [
+    ("NVLink 3", 8), ("NVLink 4", 8), ("NVLink 5", 8),  # HGX/DGX boards
+    ("NVLink 4 (GH200 NVL32)", 32), ("NVLink 5 (GB200 NVL72)", 72),
+    ("NVLink bridge (H100 NVL pair)", 2), ("InfiniBand NDR x8", math.inf),
+    ("Ethernet 100GbE", math.inf)])
+def test_domain_sizes(name, domain):
+    ic = hardware.get_interconnect(name)
+    assert ic.domain_gpus == domain
+    assert ic.domain_source
+
+
+@pytest.mark.parametrize("gpu, link", [("GB200", "NVLink 5 (GB200 NVL72)"),
+                                       ("GH200", "NVLink 4 (GH200 NVL32)"),
+                                       ("NVIDIA H100 NVL", "NVLink bridge (H100 NVL pair)")])
+def test_nvlink_switch_systems_and_bridges(gpu, link):
+    assert hardware.interconnect_for(gpu).name == link
+
+
+# NCCL src/graph/tuning.cc: baseLatencies and hwLatencies (us), per algorithm and protocol.
+RING = {"LL": (6.6, 0.6, 1.0, 2.7, 0.5), "LL128": (14.0, 1.9, 2.5, 4.0, 0.92),
+        "Simple": (8.4, 3.4, 5.7, 14.0, 1.0)}
+TREE = {"LL": (6.8, 0.6, 1.0, 5.0, 0.92 / 3.8), "LL128": (14.0, 1.25, 1.9, 8.5, 0.92 * 7 / 9),
+        "Simple": (8.4, 4.0, 4.0, 14.0, 0.92)}
+
+
+@pytest.mark.parametrize("algorithm, protocol, row",
+                         [("ring", p, r) for p, r in RING.items()]
+                         + [("tree", p, r) for p, r in TREE.items()])
+def test_nccl_protocol_table(algorithm, protocol, row):
+    base, nvlink, pcie, net, fraction = row
+    got = hardware.nccl_protocols().loc[(algorithm, protocol)]
+    assert got["base_latency_s"] == pytest.approx(base * 1e-6)
+    assert got["step_latency_s_nvlink"] == pytest.approx(nvlink * 1e-6)
+    assert got["step_latency_s_pcie"] == pytest.approx(pcie * 1e-6)
+    assert got["step_latency_s_network"] == pytest.approx(net * 1e-6)
+    assert got["bandwidth_fraction"] == pytest.approx(fraction)
+    assert hardware.NCCL_PROTOCOLS[(algorithm, protocol)]["bandwidth_fraction"] == \
+        pytest.approx(fraction)
+
+
+def test_a_links_protocols_and_their_bandwidth():
+    nvlink4 = hardware.get_interconnect("NVLink 4")
+    simple = nvlink4.nccl("Simple")
+    assert (simple.base_latency_s, simple.step_latency_s) == pytest.approx((8.4e-6, 3.4e-6))
+    assert simple.bandwidth_bytes_per_s == pytest.approx(450e9)  # full bandwidth
+    assert nvlink4.nccl("LL").bandwidth_bytes_per_s == pytest.approx(0.5 * 450e9)
+    assert nvlink4.nccl("ll128").bandwidth_bytes_per_s == pytest.approx(0.92 * 450e9)
+    assert nvlink4.nccl("LL", "tree").step_latency_s == pytest.approx(0.6e-6)
+    assert set(nvlink4.protocols) == {"LL", "LL128", "Simple"}
+    # LL128 is not on by default over PCIe (NCCL enables it only over NVLink).
+    assert set(hardware.get_interconnect("PCIe Gen4 x16").protocols) == {"LL", "Simple"}
+    assert hardware.get_interconnect("ndr").nccl("Simple").step_latency_s == pytest.approx(14e-6)
+    # The attributes the all-reduce model reads stay the Ring/LL ones.
+    assert (nvlink4.base_latency_s, nvlink4.step_latency_s) == \
+        pytest.approx((nvlink4.nccl("LL").base_latency_s, nvlink4.nccl("LL").step_latency_s))
+    with pytest.raises(KeyError, match="protocol"):
+        nvlink4.nccl("LL64")
+    with pytest.raises(KeyError, match="algorithm"):
+        nvlink4.nccl("LL", "butterfly")
+
+
+def test_nvls_and_the_ll_bandwidth_cap():
+    assert hardware.NCCL_NVLS["latency_s"] == pytest.approx(25e-6)
+    assert hardware.NCCL_NVLS["efficiency"] == {"hopper": 0.85, "blackwell": 0.74}
+    assert hardware.NCCL_LL_MAX_BUS_BANDWIDTH["hopper"] == pytest.approx(141e9)
+    assert "one-shot" in hardware.ONE_SHOT_ALLREDUCE_NOTE.lower()
+
+
+GOOD = dict(name="L", kind="nvlink", scope="per GPU", bandwidth_bytes_per_s=1e11,
+            step_latency_s=1e-6, base_latency_s=5e-6, source="https://example.org")
+
+
+@pytest.mark.parametrize("change, error, words", [
+    (dict(bandwidth_bytes_per_s=-1e9), ValueError, "bandwidth_bytes_per_s"),
+    (dict(bandwidth_bytes_per_s=math.nan), ValueError, "bandwidth_bytes_per_s"),
+    (dict(bandwidth_bytes_per_s=math.inf), ValueError, "bandwidth_bytes_per_s"),
+    (dict(bandwidth_bytes_per_s="fast"), TypeError, "bandwidth_bytes_per_s"),
+    (dict(step_latency_s=-1e-6), ValueError, "step_latency_s"),
+    (dict(base_latency_s=math.nan), ValueError, "base_latency_s"),
+    (dict(kind="wifi"), KeyError, "kind"),
+    (dict(scope="per rack"), KeyError, "scope"),
+    (dict(domain_gpus=0), ValueError, "domain_gpus"),
+    (dict(domain_gpus=2.5), ValueError, "domain_gpus"),
+    (dict(domain_gpus="8"), TypeError, "domain_gpus must be"),
+    (dict(gpus="H100 SXM"), TypeError, "gpus"),
+    (dict(name=""), ValueError, "name"),
+])
+def test_interconnect_refuses_bad_values(change, error, words):
+    with pytest.raises(error, match=words):
+        hardware.Interconnect(**{**GOOD, **change})
+
+
+@pytest.mark.parametrize("bad", [None, 4, ["NVLink 4"]])
+def test_interconnect_lookups_refuse_what_is_not_a_name(bad):
+    with pytest.raises(TypeError, match="interconnect"):
+        hardware.get_interconnect(bad)
+    with pytest.raises(TypeError, match="accelerator"):
+        hardware.interconnect_for(bad)

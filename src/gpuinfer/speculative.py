@@ -1,0 +1,134 @@
+"""Speculative decoding: a small draft model proposes k tokens, the target model checks
+them all in one forward step (Leviathan, Kalman & Matias 2023; Chen et al. 2023).
+
+Chapter: *Serving LLMs: prefill, decode and the KV cache*. Times in seconds.
+
+With acceptance rate alpha (each drafted token is accepted with probability alpha,
+independently, as the paper assumes), one round of drafting k tokens and verifying them
+yields on average
+
+    E = (1 - alpha^(k+1)) / (1 - alpha)          tokens per target step  (k + 1 at alpha = 1)
+
+and, if a draft step costs c target steps, the wall-time improvement over plain decoding
+is E / (k c + 1) (the paper's Theorem 3.8 and equation (1); `speedup`).
+
+The paper's c is a constant. On a GPU it is not: verifying k + 1 tokens of `batch`
+sequences is a target step over batch x (k + 1) new tokens, which costs about one plain
+decode step while the weight matmuls are memory-bound and about k + 1 of them once they
+are compute-bound. `decode_speedup` times each part with the per-operation roofline
+(`gpuinfer.llm`), so the gain shrinks as the batch grows and vanishes once the target is
+compute-bound.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import hardware as _hardware
+from . import llm as _llm
+from . import validate as _v
+
+#: The draft model of the chapter's examples: Llama-3.2-1B, which shares Llama 3's
+#: tokenizer (vocabulary 128,256) with Llama-3-8B. Its published config: 16 layers,
+#: hidden 2048, 32 heads of 64, 8 KV heads, MLP 8192, tied input and output embeddings.
+LLAMA_3_2_1B = _llm.ModelSpec(
+    name="llama-3.2-1b", n_layers=16, d_model=2048, n_heads=32, n_kv_heads=8, head_dim=64,
+    d_ff=8192, vocab_size=128256, tied_embeddings=True,
+    source="https://huggingface.co/meta-llama/Llama-3.2-1B/blob/main/config.json")
+
+#: Most drafted tokens per round the functions accept (real systems use 1 to ~10).
+MAX_DRAFT = 1024
+
+
+def _k(k) -> int:
+    return _v.count("k", k, minimum=0, maximum=MAX_DRAFT)
+
+
+def expected_tokens(acceptance, k):
+    """Tokens one round yields on average (Leviathan et al. 2023, equation (1)): the
+    accepted prefix of the k drafted tokens plus the one the target adds itself,
+    (1 - alpha^(k+1)) / (1 - alpha); k + 1 when every draft is accepted (alpha = 1),
+    1 when none is (alpha = 0). `acceptance` (alpha) is a fraction in [0, 1], a number
+    or an array; `k` drafted tokens per round (0: plain decoding)."""
+    a = _v.fraction("acceptance", acceptance, zero_ok=True, array=True)
+    k = _k(k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.where(a == 1.0, k + 1.0, (1.0 - a ** (k + 1)) / (1.0 - a))
+    return _v.scalar_or_array(e)
+
+
+def speedup(acceptance, k, cost_ratio):
+    """Leviathan et al.'s expected wall-time improvement: expected_tokens / (k c + 1),
+    with c = `cost_ratio`, the time of a draft step over a target step (>= 0). Assumes
+    verifying k + 1 tokens costs one target step, true only while the target is
+    memory-bound (see `decode_speedup`)."""
+    c = _v.non_negative("cost_ratio", cost_ratio, array=True)
+    k = _k(k)
+    return _v.scalar_or_array(np.asarray(expected_tokens(acceptance, k)) / (k * c + 1.0))
+
+
+def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, context=0,
+                    dtype="fp16", draft_dtype=None) -> dict:
+    """One speculative round for `batch` sequences at `context` cached tokens each, on
+    the per-operation roofline, against plain decoding of the same batch:
+
+    - `plain_step_s`: a target decode step (`llm.decode_step_time`), one token each;
+    - `verify_s`: the target step that checks k + 1 tokens per sequence: its weight
+      matmuls, embedding and LM head over batch x (k + 1) tokens (the rows of
+      `llm.decode_step_breakdown` at that batch: every position needs its logits), its
+      attention per sequence over k + 1 new tokens on `context` cached ones (the row of
+      `llm.forward_step_breakdown`);
+    - `draft_s`: k draft decode steps at contexts context, ..., context + k - 1;
+    - `cost_ratio`: a draft step over a target step (c, at this batch and context);
+    - `expected_tokens`, and `speedup` = expected tokens x plain step / (verify + draft).
+
+    `dtype` is the target's format, `draft_dtype` the draft's (default the same)."""
+    t, d = _llm.get(target), _llm.get(draft)
+    acc = _hardware.get(accelerator)
+    k = _k(k)
+    e = expected_tokens(acceptance, k)
+    if np.ndim(e):
+        raise TypeError(f"acceptance takes a single number here, got {acceptance!r}")
+    b = _v.count("batch", batch, maximum=1 << 20)
+    c = _v.count("context", context, minimum=0, maximum=1 << 24)
+    ddt = dtype if draft_dtype is None else draft_dtype
+    plain = _llm.decode_step_time(t, acc, b, c, dtype)
+    wide = _llm.decode_step_breakdown(t, acc, b * (k + 1), c, dtype)
+    attention = _llm.forward_step_breakdown(t, acc, np.full(b, k + 1), np.full(b, c), dtype)
+    verify = float(wide["seconds"].drop("attention").sum()
+                   + attention.loc["attention", "seconds"])
+    steps = np.asarray(_llm.decode_step_time(d, acc, b, c + np.arange(k), ddt)) if k else \
+        np.zeros(0)
+    draft_s = float(steps.sum())
+    if not (math.isfinite(plain) and math.isfinite(verify) and math.isfinite(draft_s)):
+        raise ValueError(f"{acc.name} has no peak for these formats in the catalogue: "
+                         f"no roofline time")
+    return {"plain_step_s": float(plain), "verify_s": verify, "draft_s": draft_s,
+            "cost_ratio": float(steps.mean() / plain) if k else 0.0,
+            "expected_tokens": float(e),
+            "speedup": float(e) * float(plain) / (verify + draft_s)}
+
+
+def decode_speedup(target, draft, accelerator, *, acceptance, k, batch=1, context=0,
+                   dtype="fp16", draft_dtype=None) -> float:
+    """Decode tokens/s with speculative decoding over tokens/s without, from the
+    per-operation roofline (`round_breakdown`): expected tokens per round x a plain
+    target step / (the verify step + k draft steps). Near Leviathan et al.'s `speedup`
+    at batch 1; below 1 once the target's matmuls are compute-bound (verifying k + 1
+    tokens then costs about k + 1 plain steps)."""
+    return round_breakdown(target, draft, accelerator, acceptance=acceptance, k=k,
+                           batch=batch, context=context, dtype=dtype,
+                           draft_dtype=draft_dtype)["speedup"]
+
+
+def best_k(target, draft, accelerator, *, acceptance, batch=1, context=0, dtype="fp16",
+           draft_dtype=None, max_k=16) -> int:
+    """The number of drafted tokens (0..`max_k`) with the highest `decode_speedup`
+    (0: speculation does not pay)."""
+    top = _v.count("max_k", max_k, minimum=0, maximum=MAX_DRAFT)
+    gains = [1.0] + [decode_speedup(target, draft, accelerator, acceptance=acceptance, k=k,
+                                    batch=batch, context=context, dtype=dtype,
+                                    draft_dtype=draft_dtype) for k in range(1, top + 1)]
+    return int(np.argmax(gains))

@@ -5,6 +5,7 @@ from .. import hardware, llm, quant
 from . import register
 
 WHERE = "chapters/04_quantisation"
+_G128 = quant.bytes_per_weight(4, 128, 2, 2)   # int4, groups of 128, bf16 scale and zero
 
 
 @register("quant-int8-scale", where=WHERE,
@@ -12,42 +13,63 @@ WHERE = "chapters/04_quantisation"
           "tensor whose largest |value| is 6.35. Units of x per integer step; give 3 "
           "significant figures.", unit="units of x per step",
           hint="Symmetric: the largest magnitude maps to the largest integer, 127. Slips: "
-          "dividing by 128 or 255 (those are other grids), or giving the integer a value "
-          "maps to instead of the scale.")
+          "dividing by 255 (the asymmetric grid's span), or giving the integer a value "
+          "maps to instead of the scale.",
+          slips={127 / 255: "You divided by 255, the asymmetric grid's span; the symmetric "
+                            "int8 grid's largest integer is 127.",
+                 2.0: "Twice the scale: the largest magnitude maps to 127, so s = amax / 127.",
+                 127 / 0.05: "That is the integer 6.35 maps to; the question asks for the "
+                             "scale.",
+                 1 / 0.05**2: "That is 1 / scale, steps per unit; the scale is units per "
+                              "step."})
 def _():
     scale, _ = quant.scale_zero_point(-6.35, 6.35, bits=8, symmetric=True)
     return float(scale)
 
 
-@register("quant-int4-g32-bytes", where=WHERE,
-          question="Bytes per weight of gpt-fast's int4 weights: groups of 32, each group "
-          "with a bf16 scale and a bf16 zero point. Bytes (not bits); 3 decimals.",
-          unit="bytes",
+@register("quant-int4-g128-bytes", where=WHERE,
+          question="Bytes per weight of int4 weights in groups of 128, each group with a "
+          "bf16 scale and a bf16 zero point (the layout gpt-fast uses, at its default "
+          "group size). Bytes (not bits); 5 decimals.", unit="bytes",
           hint="Half a byte per weight, plus the group's scale and zero (2 bytes each) "
-          "shared by 32 weights. Slips: 0.5 (the scales forgotten), 4.5 or 5 (bits, not "
-          "bytes), or counting only the scale (0.5625).")
+          "shared by 128 weights. Slips: 0.5 (the scales forgotten), bits instead of "
+          "bytes, or counting only the scale.", rel_tol=1e-6,
+          slips={0.5 / _G128: "The scales and zeros are missing: 4 bytes per group of 128.",
+                 8.0: "That is bits per weight; the question asks for bytes.",
+                 quant.bytes_per_weight(4, 128, 2) / _G128:
+                     "Only the scale counted: the zero point costs 2 bytes per group too.",
+                 quant.bytes_per_weight(4, 32, 2, 2) / _G128:
+                     "That is groups of 32; this question has groups of 128."})
 def _():
-    return quant.bytes_per_weight(4, group_size=32, scale_bytes=2, zero_point_bytes=2)
+    return quant.bytes_per_weight(4, group_size=128, scale_bytes=2, zero_point_bytes=2)
 
 
-@register("quant-7b-int4-ceiling-a100", where=WHERE,
-          question="Batch-1 weight-read ceiling of Llama-2-7B (use the package's 6.74e9 "
-          "parameters) with those int4 weights on an A100 80GB (2,039 GB/s, GB = 1e9 B). "
-          "Tokens/s, to the nearest whole token.", unit="tokens/s",
+@register("quant-13b-int4-ceiling-h100", where=WHERE,
+          question="Batch-1 weight-read ceiling of Llama-2-13B (the package's 13.0e9 "
+          "parameters) with those int4 g128 weights on an H100 SXM (the catalogue's "
+          "bandwidth, GB = 1e9 B), counting weight reads only. Tokens/s, to the nearest "
+          "whole token.", unit="tokens/s",
           hint="Bandwidth / (parameters x bytes per weight, scales included). Slips: 0.5 "
-          "bytes a weight (about 25% too high), GiB for GB, or 7e9 parameters.",
-          rel_tol=0.02)
+          "bytes a weight (the scales forgotten: ~6% too high), GiB for GB, or the A100's "
+          "bandwidth.", rel_tol=0.02,
+          slips={_G128 / 0.5: "0.5 bytes a weight: the group scales and zeros are forgotten.",
+                 hardware.get("A100 80GB").bandwidth / hardware.get("H100 SXM").bandwidth:
+                     "That is the A100's bandwidth; this is an H100 SXM."})
 def _():
-    return llm.weight_read_ceiling(llm.get("llama-2-7b").n_params,
-                                   quant.bytes_per_weight(4, 32, 2, 2),
-                                   hardware.get("A100 80GB").bandwidth)
+    return llm.weight_read_ceiling(llm.get("llama-2-13b").n_params,
+                                   quant.bytes_per_weight(4, 128, 2, 2),
+                                   hardware.get("H100 SXM").bandwidth)
 
 
 @register("quant-sqnr-6bit", where=WHERE,
           question="Textbook SQNR of a 6-bit uniform quantiser driven by a full-scale sine. "
           "dB, 2 decimals.", unit="dB",
           hint="About 6.02 dB per bit, plus 1.76 dB for a sine. Slips: 36 (6 dB a bit, "
-          "without the sine's 1.76) or 6.02 x 8.", rel_tol=0.005)
+          "without the sine's 1.76) or 6.02 x 8.", rel_tol=0.005,
+          slips={quant.ideal_sqnr_db(6, "uniform") / quant.ideal_sqnr_db(6):
+                     "The sine's +1.76 dB is missing: 6.02 b is a uniform signal's figure.",
+                 quant.ideal_sqnr_db(8) / quant.ideal_sqnr_db(6):
+                     "That is 8 bits; the question has 6."})
 def _():
     return quant.ideal_sqnr_db(6, "sine")
 
@@ -59,7 +81,12 @@ def _():
           hint="Scale = 2**(floor(log2 20) - 2), since E2M1's largest binade is 2**2. "
           "Slips: rounding log2 instead of taking its floor (scale 8), or rounding the "
           "scaled value 5 up: it is a tie between 4 and 6, and ties go to the even "
-          "mantissa.", rel_tol=0.0, abs_tol=1e-9)
+          "mantissa.", rel_tol=0.0, abs_tol=1e-9,
+          slips={1.25: "20 itself is not on the grid: 20 / scale = 5 lies between E2M1's "
+                       "4 and 6.",
+                 1.5: "5 is a tie between 4 and 6: ties go to the even mantissa, 4, not up.",
+                 0.25: "That is the scale (2**2); the question asks what 20 becomes.",
+                 2.0: "Twice the answer: the value comes back as scale x element = 4 x 4."})
 def _():
     import numpy as np
 
@@ -71,27 +98,33 @@ def _():
 @register("quant-smoothquant-scale", where=WHERE,
           question="SmoothQuant factor s_j (alpha 0.5) for an input channel whose "
           "activations reach 64 and whose weights reach 0.25 (largest magnitudes). "
-          "Dimensionless, exact.", unit="dimensionless",
+          "Dimensionless, exact.", unit="a plain number (dimensionless)",
           hint="s = max|X|**alpha / max|W|**(1 - alpha): a square root on each side at "
           "alpha 0.5. Slips: the plain ratio 64 / 0.25 = 256 (no square roots), or "
           "swapping activations and weights (the reciprocal).",
+          slips={16.0: "The plain ratio 64 / 0.25: alpha 0.5 takes a square root on each side.",
+                 1 / 256: "The reciprocal: activations go in the numerator.",
+                 0.25: "Multiplied by max|W|**0.5 instead of dividing by it."},
           rel_tol=1e-9)
 def _():
     return float(quant.smoothquant_scales([64.0], [0.25], alpha=0.5)[0])
 
 
 @register("quant-kv-fp8-max-batch", where=WHERE,
-          question="Llama-3-8B with fp16 weights on an H100 SXM at 8,192 tokens of context: "
-          "the largest batch whose KV cache fits when the cache is fp8 "
+          question="Mistral-7B with fp16 weights on an A100 80GB at 16,384 tokens of "
+          "context: the largest batch whose KV cache fits when the cache is fp8 "
           "(llm.max_batch, its default memory reserve). Sequences, rounded down.",
           unit="sequences",
-          hint="Free memory (the card's bytes, less the weights and the reserve) / (8,192 "
+          hint="Free memory (the card's bytes, less the weights and the reserve) / (16,384 "
           "x KV bytes per token in fp8). Slips: counting the 32 query heads instead of the "
           "8 KV heads (4x too few sequences), forgetting the weights or the reserve, 2 "
           "bytes per cached value (that is fp16), or rounding up.",
+          slips={0.25: "4x too few: Mistral-7B caches 8 KV heads, not its 32 query heads.",
+                 0.5: "Half: 2 bytes per cached value is the fp16 cache; fp8 stores 1.",
+                 2.0: "Twice: each token stores a key and a value (the factor 2), per layer."},
           rel_tol=0.0, abs_tol=0.5)
 def _():
-    return float(llm.max_batch("llama-3-8b", "H100 SXM", 8192, "fp16", kv_dtype="fp8"))
+    return float(llm.max_batch("mistral-7b", "A100 80GB", 16384, "fp16", kv_dtype="fp8"))
 
 
 # The decision: which weight format meets an error budget and a throughput target at the
@@ -154,6 +187,8 @@ def decision_choice() -> str:
           "matmuls are compute-bound), FP8 W8A8 passes compute_dtype='fp8'. Slips: "
           "choosing int4 for its bytes without checking its SQNR, reporting tokens/s per "
           "sequence instead of the total, or the weight bytes instead of the throughput.",
+          slips={1 / 256: "Tokens/s per sequence: the question asks for the total over the "
+                          "batch of 256."},
           rel_tol=0.02)
 def _():
     return float(decision_table().loc[decision_choice(), "tokens/s"])

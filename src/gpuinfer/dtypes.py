@@ -3,10 +3,11 @@
 
 Each format knows the bits of its values, how many values share a scale (block formats),
 the bits of that scale, and which of a device's peaks computes in it. Its
-`bytes_per_element` counts the scales: group-wise int4 with an fp16 scale per 32 values
-(gpt-fast's published int4 runs) stores 0.5 + 2/32 = 0.5625 bytes a weight, MXFP4 (an
-8-bit power-of-two scale per 32, OCP MX v1.0) 0.53125, NVFP4 (an E4M3 scale per 16, plus
-one fp32 scale per tensor, which we do not count) 0.5625.
+`bytes_per_element` counts the scales: symmetric group-wise int4 with an fp16 scale per
+32 values stores 0.5 + 2/32 = 0.5625 bytes a weight (gpt-fast's int4, asymmetric, also
+keeps a zero point per group: 0.625), MXFP4 (an 8-bit power-of-two scale per 32, OCP MX
+v1.0) 0.53125, NVFP4 (an E4M3 scale per 16, plus one fp32 scale per tensor, which we do
+not count) 0.5625.
 
 `int4` is group 32; `int4-g128` (any group size: `int4-g64`, ...) names another.
 

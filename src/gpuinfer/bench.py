@@ -90,8 +90,8 @@ def default_device():
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def _device(device, name="device"):
-    """`device` as a torch.device, checked: 'cpu', 'cuda' or 'cuda:N' for a GPU torch sees."""
+def _parse(device, name="device"):
+    """`device` as a torch.device of type 'cpu' or 'cuda' (present or not)."""
     import torch
 
     if device is None:
@@ -109,6 +109,14 @@ def _device(device, name="device"):
                         f"torch.device, got {device!r}")
     if resolved.type not in ("cpu", "cuda"):
         raise ValueError(f"{name}={device!r}: the course measures on 'cpu' or 'cuda' devices")
+    return resolved
+
+
+def _device(device, name="device"):
+    """`device` as a torch.device, checked: 'cpu', 'cuda' or 'cuda:N' for a GPU torch sees."""
+    import torch
+
+    resolved = _parse(device, name)
     if resolved.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(f"{name}={device!r}, but torch sees no CUDA GPU "
@@ -120,6 +128,12 @@ def _device(device, name="device"):
     return resolved
 
 
+def _kind(device, name="device") -> str:
+    """'cuda' or 'cpu' for planning: like `_device`, but a GPU need not be present (a
+    plan for an H200 can be made, and its run time estimated, on a laptop)."""
+    return _parse(device, name).type
+
+
 def _index(device) -> int:
     """The GPU index of a CUDA device ('cuda' alone means the current one)."""
     import torch
@@ -129,7 +143,7 @@ def _index(device) -> int:
 
 def default_dtype(device=None) -> str:
     """fp16 on a GPU (never bf16: a T4 emulates it), fp32 on a CPU."""
-    return "fp16" if _device(device).type == "cuda" else "fp32"
+    return "fp16" if _kind(device) == "cuda" else "fp32"
 
 
 def _detect(index):
@@ -452,6 +466,16 @@ def describe_clocks(state) -> str:
             f"{num('temperature_c', 'C')}; throttle reasons: {state['throttle_reasons']}")
 
 
+def clock_scaled_peak(peak_flops, state) -> float:
+    """A datasheet peak (FLOP/s, quoted at the maximum SM clock) scaled to the SM clock a
+    `clocks()` reading saw: what the same tensor cores can do at the clock the GPU held
+    (a T4 at its 70 W cap runs well below its 1,590 MHz boost). NaN if not read."""
+    sm, top = state.get("sm_clock_mhz", math.nan), state.get("sm_clock_max_mhz", math.nan)
+    if not (_finite_positive(peak_flops) and _finite_positive(sm) and _finite_positive(top)):
+        return math.nan
+    return peak_flops * sm / top
+
+
 def environment(device=None) -> dict:
     """Which machine produced a measurement: device, its catalogue entry, torch, date,
     the CPU threads torch uses (what a CPU measurement depends on), and on an NVIDIA GPU
@@ -656,14 +680,34 @@ def default_read_sizes(device=None) -> list[int]:
     """Buffer sizes in bytes: from 1/16 of the cache to far beyond it (GPU: up to 2 GiB
     or an eighth of memory; CPU: up to 256 MiB)."""
     device = _device(device)
-    cache = cache_bytes(device)
-    if device.type == "cuda":
-        top = min(GPU_TOP_READ_BYTES, memory_bytes(device) / 8)
-    else:
-        top = CPU_TOP_READ_BYTES
-    lo = max(SMALLEST_READ_BYTES, cache / 16)
+    return read_sizes_for(cache_bytes(device), memory_bytes(device), device.type)
+
+
+def read_sizes_for(cache, memory, device_type="cuda") -> list[int]:
+    """`default_read_sizes` for a device with `cache` and `memory` bytes (no device
+    needed): one size per doubling, 4 KiB-aligned, from cache/16 up to the top."""
+    cache = _validate.positive("cache", cache)
+    memory = _validate.positive("memory", memory)
+    device_type = _validate.choice("device_type", device_type, ("cuda", "cpu"))
+    top = min(GPU_TOP_READ_BYTES, memory / 8) if device_type == "cuda" else CPU_TOP_READ_BYTES
+    lo = min(max(SMALLEST_READ_BYTES, cache / 16), top / 2)
     sizes = np.geomspace(lo, top, num=max(2, int(np.log2(top / lo)) + 1))
-    return sorted({int(s) // 4096 * 4096 for s in sizes})
+    return sorted({max(4096, int(s) // 4096 * 4096) for s in sizes})
+
+
+def read_estimate_s(sizes_bytes, dtype, accelerator, *, min_run_time, cache=None) -> float:
+    """Seconds of timing a `weight_read_bandwidth` sweep of `sizes_bytes` takes on
+    `accelerator` at its datasheet bandwidth (NaN if unknown). Set-up not included."""
+    acc = _hardware.get(accelerator)
+    bpe = _dtypes.bytes_per_element(dtype)
+    cache = cache or acc.cache_bytes or FALLBACK_CACHE_BYTES
+    total = 0.0
+    for size in sizes_bytes:
+        elems = max(1, int(size // bpe))
+        reads = _pool_slices(elems, cache, bpe, True) if acc.kind != "cpu" else 1
+        total += timing_estimate_s(reads * elems * bpe / _roofline.bandwidth_or_nan(acc),
+                                   min_run_time)
+    return total
 
 
 def _sizes(name, values):
@@ -701,8 +745,12 @@ def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_ca
 
     def plan(size):
         elems = max(1, int(size // bpe))
-        reads = _pool_slices(elems, cache, bpe, True)   # reads per timed call, either way
-        slices = reads if flush_cache else 1
+        slices = _pool_slices(elems, cache, bpe, flush_cache)
+        # Reads per timed call. GPU: a pass over the flush pool in one graph replay (a
+        # re-read makes as many reads of its one buffer, so both replays are as long).
+        # CPU: one read a call, each of the next slice (Python's dispatch is the same
+        # either way, and a pass per call would time the smallest sizes for minutes).
+        reads = _pool_slices(elems, cache, bpe, True) if on_gpu else 1
         return elems, reads, slices
 
     for s in sizes:
@@ -713,12 +761,17 @@ def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_ca
         elems, reads, slices = plan(size)
         pool = _random((slices, elems), tdtype, device)  # [slices, elems]
         out = torch.empty(reads, dtype=tdtype, device=device)  # one sum per read
+        state = {"i": 0}
 
         def read_pass():  # every slice of the pool once (or one buffer `reads` times)
             for j in range(reads):
                 torch.sum(pool[j % slices], dim=0, out=out[j])
 
-        fn = _graphed(read_pass, device) if on_gpu else read_pass
+        def read_next():  # the next slice (CPU)
+            state["i"] = (state["i"] + 1) % slices
+            torch.sum(pool[state["i"]], dim=0, out=out[0])
+
+        fn = _graphed(read_pass, device) if on_gpu else read_next
         t = time_fn(fn, min_run_time=min_run_time, device=device)
         nbytes = elems * bpe
         del pool, out, fn
@@ -731,16 +784,16 @@ def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_ca
                 "datasheet_gb_per_s": acc.bandwidth / 1e9,
                 "fraction_of_peak": _fraction(achieved, acc.bandwidth)}
 
-    mrt = _default_min_run_time(device, min_run_time)
-    estimate = sum(timing_estimate_s(plan(s)[1] * plan(s)[0] * bpe / acc.bandwidth, mrt)
-                   for s in sizes) if _finite_positive(acc.bandwidth) else None
-    return _sweep(sizes, measure, "weight reads", progress, estimate)
+    estimate = read_estimate_s(sizes, dtype, acc, cache=cache,
+                               min_run_time=_default_min_run_time(device, min_run_time))
+    return _sweep(sizes, measure, "weight reads", progress,
+                  estimate if math.isfinite(estimate) else None)
 
 
 def _default_min_run_time(device, min_run_time):
     if min_run_time is not None:
         return min_run_time
-    return GPU_MIN_RUN_TIME_S if device.type == "cuda" else CPU_MIN_RUN_TIME_S
+    return GPU_MIN_RUN_TIME_S if _kind(device) == "cuda" else CPU_MIN_RUN_TIME_S
 
 
 # --- matmuls ----------------------------------------------------------------------------
@@ -782,7 +835,7 @@ CPU_SQUARES = (256, 512, 1024)
 
 def default_matmul_shapes(device=None) -> list[tuple[int, int, int]]:
     """(m, n, k) squares: 256..1024 on a CPU, 1024..8192 on a GPU."""
-    sizes = GPU_SQUARES if _device(device).type == "cuda" else CPU_SQUARES
+    sizes = GPU_SQUARES if _kind(device) == "cuda" else CPU_SQUARES
     return [(s, s, s) for s in sizes]
 
 
@@ -844,13 +897,20 @@ def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
                 "roofline_tflops": roof / 1e12,
                 "fraction_of_roofline": _fraction(achieved, roof)}
 
-    mrt = _default_min_run_time(device, min_run_time)
-    estimate = sum(timing_estimate_s(_roofline.op_seconds(
-        _roofline.matmul_flops(*s), _roofline.matmul_bytes(*s, dtype), peak,
-        _roofline.bandwidth_or_nan(acc)), mrt) for s in shapes)
+    estimate = matmul_estimate_s(shapes, dtype, acc,
+                                 min_run_time=_default_min_run_time(device, min_run_time))
     with fp32_matmul_mode(dtype):
         return _sweep(shapes, measure, "matmuls", progress,
                       estimate if math.isfinite(estimate) else None)
+
+
+def matmul_estimate_s(shapes, dtype, accelerator, *, min_run_time) -> float:
+    """Seconds of timing a `matmul_tflops` sweep of `shapes` takes on `accelerator`, each
+    shape at its roofline time (NaN if a peak is unknown). Set-up not included."""
+    acc = _hardware.get(accelerator)
+    return sum(timing_estimate_s(_roofline.op_seconds(
+        _roofline.matmul_flops(*s), _roofline.matmul_bytes(*s, dtype), _peak(acc, dtype),
+        _roofline.bandwidth_or_nan(acc)), min_run_time) for s in shapes)
 
 
 # --- a decode step ------------------------------------------------------------------------
@@ -946,7 +1006,7 @@ def lab_matmul_shapes(device=None, *, quick=False) -> list[tuple[int, int, int]]
     at batch m, from a GEMV to a square), then squares for the peak. GPU: k = n = 8192
     (fp16, 128 MiB per weight: far beyond any L2); CPU: k = n = 1024 (fp32). No shape
     is listed twice (m = 8192 on the GPU is also the 8192 square)."""
-    if _device(device).type == "cuda":
+    if _kind(device) == "cuda":
         side, squares = GPU_LAB_SIDE, list(GPU_LAB_SQUARES)
         ms = [2**i for i in range(0, 14, 2 if quick else 1)]
     else:

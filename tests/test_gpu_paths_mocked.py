@@ -1,0 +1,468 @@
+"""The GPU code paths that depend only on what torch (and NVML) report, tested on a CPU
+with `torch.cuda` mocked: device names, properties, L2 size, memory, the device index,
+clocks; out-of-memory classification (graph capture included); the TF32 setting; the
+timer's clock; unknown GPUs in every lab entry point. No GPU is needed or used: every
+tensor these tests make lives on the CPU."""
+
+import math
+import sys
+import types
+import warnings
+import weakref
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gpuinfer import __main__ as cli  # noqa: E402
+from gpuinfer import bench, decoding, hardware, llm, reference  # noqa: E402
+
+MiB = 2**20
+
+# What torch reports for cards learners meet (names as torch.cuda.get_device_name gives
+# them; memory and L2 as get_device_properties does).
+T4 = dict(name="Tesla T4", total_memory=15_843_721_216, L2_cache_size=4 * MiB, major=7,
+          minor=5, multi_processor_count=40, memory_clock_rate=5_001_000,
+          memory_bus_width=256)
+H100 = dict(name="NVIDIA H100 80GB HBM3", total_memory=85_045_526_528,
+            L2_cache_size=50 * MiB, major=9, minor=0, multi_processor_count=132,
+            memory_clock_rate=2_619_000, memory_bus_width=5120)
+UNKNOWN = dict(name="NVIDIA Future GPU 9000", total_memory=48e9, L2_cache_size=96 * MiB,
+               major=12, minor=0, multi_processor_count=200, memory_clock_rate=12_000_000,
+               memory_bus_width=512)
+MIG = dict(name="NVIDIA A100-SXM4-40GB MIG 1g.5gb", total_memory=4_949_999_616,
+           L2_cache_size=40 * MiB, major=8, minor=0, multi_processor_count=14,
+           memory_clock_rate=1_215_000, memory_bus_width=5120)
+RTX = dict(name="NVIDIA GeForce RTX 4090", total_memory=25_386_352_640,
+           L2_cache_size=72 * MiB, major=8, minor=9, multi_processor_count=128,
+           memory_clock_rate=10_501_000, memory_bus_width=384)
+
+
+@pytest.fixture
+def fake_gpus(monkeypatch):
+    """Install `torch.cuda` functions that report the given GPUs; returns a log of the
+    calls that matter (synchronize's device argument, empty_cache)."""
+
+    def install(*gpus):
+        log = {"synchronize": [], "empty_cache": 0}
+
+        def index(i=None):
+            if i is None:
+                return 0
+            return i if isinstance(i, int) else (torch.device(i).index or 0)
+
+        def synchronize(device=None):
+            log["synchronize"].append(None if device is None else torch.device(device))
+
+        def empty_cache():
+            log["empty_cache"] += 1
+
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: len(gpus))
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=None: gpus[index(i)]["name"])
+        monkeypatch.setattr(torch.cuda, "get_device_properties",
+                            lambda i=None: SimpleNamespace(**gpus[index(i)]))
+        monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+        monkeypatch.setattr(torch.cuda, "empty_cache", empty_cache)
+        monkeypatch.setattr(torch.version, "cuda", "12.8")
+        monkeypatch.setitem(sys.modules, "pynvml", None)  # NVML absent unless a test adds it
+        return log
+
+    return install
+
+
+# --- the device asked for is the device read and waited for -----------------------------
+
+def test_the_device_index_is_honoured(fake_gpus):
+    log = fake_gpus(T4, H100)
+    assert bench.accelerator_for("cuda:1").name == "H100 SXM"
+    assert bench.accelerator_for("cuda:0").name == "T4"
+    assert bench.cache_bytes("cuda:1") == 50 * MiB
+    assert bench.memory_bytes("cuda:1") == 85_045_526_528
+    assert bench.environment("cuda:1")["device"] == "NVIDIA H100 80GB HBM3"
+    bench.synchronize("cuda:1")
+    assert log["synchronize"] == [torch.device("cuda", 1)]
+    with pytest.raises(ValueError, match="2 GPU"):
+        bench.accelerator_for("cuda:2")
+
+
+def test_a_gpu_timing_waits_for_that_gpu_and_only_it(fake_gpus):
+    log = fake_gpus(T4, H100)
+    t = bench.time_fn(lambda: None, device="cuda:1", min_run_time=0.001)
+    assert t.blocks >= bench.MIN_BLOCKS
+    # the clock waits before each reading: at least twice a block
+    assert len(log["synchronize"]) >= 2 * t.blocks
+    assert set(log["synchronize"]) == {torch.device("cuda", 1)}
+
+
+def test_a_cpu_timing_never_touches_cuda(monkeypatch):
+    # torch.utils.benchmark.Timer's default clock synchronises every accelerator torch
+    # sees, even for CPU work: a gloo rank in lab 7 created a CUDA context that way.
+    def touched(*args, **kwargs):
+        raise AssertionError("a CPU timing synchronised CUDA")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
+    monkeypatch.setattr(torch.accelerator, "synchronize", touched)
+    monkeypatch.setattr(torch.cuda, "synchronize", touched)
+    t = bench.time_fn(lambda: sum(range(100)), device="cpu", min_run_time=0.005)
+    assert t.median_s > 0
+    assert bench.time_calls(lambda: None, n=3, device="cpu").shape == (3,)
+
+
+def test_multi_millisecond_steps_get_enough_blocks_for_a_spread():
+    import time
+
+    # A 20 ms step under a 0.05 s budget: blocked_autorange timed 2-3 blocks; at least
+    # MIN_BLOCKS now, so the interquartile range is a spread and not a single block's.
+    t = bench.time_fn(lambda: time.sleep(0.02), warmup=1, device="cpu", min_run_time=0.05)
+    assert t.calls_per_block == 1 and t.blocks >= bench.MIN_BLOCKS == 5
+
+
+# --- unknown GPUs, MIG slices, RTX cards: every lab entry point carries on ------------------
+
+@pytest.mark.parametrize("gpu", [UNKNOWN, MIG, RTX, T4], ids=lambda g: g["name"])
+def test_planning_entry_points_on_any_gpu(fake_gpus, gpu):
+    fake_gpus(gpu)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an unknown GPU is announced with a warning
+        acc = bench.accelerator_for("cuda")
+        sizes = bench.default_read_sizes("cuda")
+        plan = cli.bench_plan(torch.device("cuda"), "full")
+        spec = decoding.lab_model(decoding.LAB_MODEL, "cuda")
+        estimate = cli.plan_estimate(plan, acc)
+    assert sizes[0] < gpu["L2_cache_size"] < sizes[-1]
+    assert sizes[-1] <= min(2 * 1024 * MiB, gpu["total_memory"] / 8)
+    # the stack's fp16 weights take at most 40% of what torch reports (or one layer)
+    assert spec.n_layers == 1 or llm.weight_bytes(spec, "fp16") <= 0.4 * gpu["total_memory"]
+    assert plan["model"].n_layers == spec.n_layers and plan["dtype"] == "fp16"
+    assert set(estimate) == {"weight reads", "matmul sweep", "decode step", "quantised weights"}
+    assert all(s > 0 or math.isnan(s) for s in estimate.values())
+
+
+def test_flush_pool_sized_against_the_l2_torch_reports(fake_gpus):
+    fake_gpus(T4)
+    assert bench.cache_bytes("cuda") == 4 * MiB
+    # A 1 MiB fp16 read: 524,288 elements; the pool holds 4 x 4 MiB: 16 slices.
+    assert bench._pool_slices(MiB // 2, bench.cache_bytes("cuda"), 2, True) == 16
+    sizes = bench.default_read_sizes("cuda")
+    assert sizes[0] == 4 * MiB // 16                              # 256 KiB
+    assert sizes[-1] == int(15_843_721_216 / 8) // 4096 * 4096    # memory / 8, 4 KiB aligned
+
+
+def test_an_unknown_gpu_has_no_ceilings_but_its_rows_tidy_and_summarise(monkeypatch, capsys):
+    unknown = hardware.Accelerator("NVIDIA Future GPU 9000", 48e9, math.nan, {}, kind="gpu",
+                                   cache_bytes=96 * MiB)
+    monkeypatch.setattr(bench, "accelerator_for", lambda device=None: unknown)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # steadier on a small shared machine
+    try:
+        df = cli.run_bench("tiny", "cpu", progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    assert set(df["experiment"]) == {"weight_read", "matmul", "decode", "quantised"}
+    assert (df["value"] > 0).all() and df["ceiling"].isna().all()
+    assert set(df["catalogue_entry"]) == {"NVIDIA Future GPU 9000"}
+    text = cli.summary(df)
+    assert "n/a" in text and "nan" not in text
+
+
+def test_lab_accelerator_measures_what_the_catalogue_lacks(monkeypatch, capsys):
+    unknown = hardware.Accelerator("NVIDIA Future GPU 9000", 48e9, math.nan, {}, kind="gpu",
+                                   cache_bytes=4 * MiB)
+    monkeypatch.setattr(bench, "accelerator_for", lambda device=None: unknown)
+    monkeypatch.setattr(bench, "default_read_sizes", lambda device=None: [8 * MiB])
+    monkeypatch.setattr(bench, "default_matmul_shapes", lambda device=None: [(128, 128, 128)])
+    acc = bench.lab_accelerator("cpu", "fp32")
+    assert acc.bandwidth > 0 and acc.peak_flops("fp32") > 0
+    assert "measured" in acc.note and "measured" in acc.source
+    assert "No datasheet figure" in capsys.readouterr().out
+    # ... and the model functions now give ceilings for it, not errors
+    assert llm.decode_ceiling(decoding._tiny_spec(), acc, 1, 0, "fp32") > 0
+
+
+def test_a_decode_row_on_a_device_without_peaks_has_nan_ceilings():
+    spec = decoding._tiny_spec()
+    unknown = hardware.Accelerator("NVIDIA Future GPU 9000", 48e9, math.nan, {}, kind="gpu")
+    stack = decoding.DecodeStack(spec, "fp32", "cpu", accelerator=unknown)
+    row = stack.measure(1, 4, min_run_time=0.005)
+    assert row["tokens_per_s"] > 0 and row["bound"] == "unknown"
+    assert math.isnan(row["ceiling_tokens_per_s"]) and math.isnan(row["fraction_of_ceiling"])
+    assert math.isnan(row["weight_read_ceiling_tokens_per_s"])
+
+
+# --- out of memory, including inside CUDA-graph capture --------------------------------------
+
+@pytest.mark.parametrize("exc, oom", [
+    (torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
+    (RuntimeError("CUDA error: operation not permitted when stream is capturing"), True),
+    (RuntimeError("CUDA error: operation failed due to a previous error during capture"), True),
+    (RuntimeError("cudaErrorStreamCaptureInvalidated: capture invalidated"), True),
+    (RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate "
+                  "memory: you tried to allocate 10737418240 bytes"), True),
+    (MemoryError(), True),
+    (RuntimeError("mat1 and mat2 shapes cannot be multiplied (4x3 and 4x3)"), False),
+    (ValueError("out of memory"), False),  # not an allocation failure, whatever it says
+])
+def test_out_of_memory_is_recognised(exc, oom):
+    assert bench._is_oom(exc) is oom
+
+
+def test_a_sweep_stops_at_a_failed_capture_and_keeps_what_it_measured():
+    def measure(batch):
+        if batch == 512:  # a T4 sweep at batch 512: the allocation fails inside capture
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+        return {"batch": batch}
+
+    with pytest.warns(UserWarning, match="out of memory at 512"):
+        df = bench._sweep([128, 256, 512, 1024], measure, "decode", progress=False)
+    assert list(df["batch"]) == [128, 256]
+
+
+def test_memory_is_freed_after_the_failed_call_lets_go_of_its_tensors(fake_gpus):
+    log = fake_gpus(T4)
+    seen = {}
+
+    class Buffer:  # stands for the tensors the failed measurement held
+        pass
+
+    def measure(size):
+        buf = Buffer()
+        seen["ref"] = weakref.ref(buf)
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    def empty_cache():
+        seen["alive_at_empty_cache"] = seen["ref"]() is not None
+        log["empty_cache"] += 1
+
+    torch.cuda.empty_cache = empty_cache  # fake_gpus restores torch.cuda afterwards
+    with pytest.warns(UserWarning):
+        bench._sweep([1], measure, "reads", progress=False)
+    # Inside `except` the traceback still held `buf`; empty_cache there freed nothing.
+    assert log["empty_cache"] == 1 and seen["alive_at_empty_cache"] is False
+
+
+def test_first_that_fits_tries_smaller_sizes_after_freeing(fake_gpus, capsys):
+    log = fake_gpus(T4)
+
+    def build(layers):
+        if layers > 8:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return f"{layers} layers"
+
+    assert bench.first_that_fits([32, 16, 8, 4], build) == ("8 layers", 8)
+    assert log["empty_cache"] == 2 and "trying the next size down" in capsys.readouterr().out
+    with pytest.raises(MemoryError, match="none of the sizes"):
+        bench.first_that_fits([64, 32], build)
+    with pytest.raises(RuntimeError, match="shapes"):
+        bench.first_that_fits([1], lambda n: (_ for _ in ()).throw(RuntimeError("shapes")))
+
+
+# --- what a matmul sweep computes in, and in which dtype buffers are made ---------------------
+
+def _fp32_mode():
+    matmul = torch.backends.cuda.matmul
+    return matmul.fp32_precision if hasattr(matmul, "fp32_precision") else (
+        "tf32" if matmul.allow_tf32 else "ieee")
+
+
+@pytest.mark.parametrize("dtype, mode", [("tf32", "tf32"), ("fp32", "ieee")])
+def test_tf32_is_set_to_match_the_dtype_and_restored(monkeypatch, dtype, mode):
+    seen = []
+
+    def fake_time_fn(fn, **kwargs):
+        seen.append(_fp32_mode())
+        return bench.Timing(1e-3, 0.0, 5, 1)
+
+    before = _fp32_mode()
+    monkeypatch.setattr(bench, "time_fn", fake_time_fn)
+    bench.matmul_tflops([(8, 8, 8)], dtype, "cpu", progress=False)
+    assert seen == [mode] and _fp32_mode() == before
+
+
+def test_random_buffers_are_made_in_the_target_dtype(monkeypatch):
+    dtypes_made = []
+    real = torch.randn
+
+    def spy(*args, **kwargs):
+        dtypes_made.append(kwargs.get("dtype"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "randn", spy)
+    bench.weight_read_bandwidth([MiB], "bf16", "cpu", flush_cache=False, min_run_time=0.001,
+                                progress=False)
+    bench.matmul_tflops([(4, 4, 4)], "bf16", "cpu", min_run_time=0.001, progress=False)
+    decoding.DecodeStack(decoding._tiny_spec(), "bf16", "cpu").inputs(2, 4)
+    # No fp32 buffer converted afterwards (3x the pool's bytes at peak on a T4).
+    assert dtypes_made and set(dtypes_made) == {torch.bfloat16}
+
+
+def test_no_shape_is_measured_twice():
+    shapes = bench.lab_matmul_shapes("cuda")
+    # m = 1, 2, 4 ... 8192 through [8192, 8192] (14 shapes) and squares 2048, 4096, 8192,
+    # 16384: 8192^3 is both, so 14 + 4 - 1 = 17.
+    assert len(shapes) == len(set(shapes)) == 17
+    assert shapes.count((8192, 8192, 8192)) == 1
+
+
+# --- clocks, power, throttling through NVML -----------------------------------------------------
+
+def _fake_pynvml(reasons=0x4 | 0x40, fail=()):
+    nvml = types.ModuleType("pynvml")
+    nvml.NVML_CLOCK_SM, nvml.NVML_CLOCK_MEM, nvml.NVML_TEMPERATURE_GPU = 1, 2, 0
+    nvml.calls = []
+
+    def record(name, value):
+        def f(*args):
+            nvml.calls.append((name, args))
+            if name in fail:
+                raise RuntimeError(f"NVML: {name} not supported")
+            return value
+        return f
+
+    nvml.nvmlInit = record("init", None)
+    nvml.nvmlShutdown = record("shutdown", None)
+    nvml.nvmlDeviceGetHandleByIndex = record("by_index", "handle")
+    nvml.nvmlDeviceGetHandleByUUID = record("by_uuid", "handle")
+    nvml.nvmlDeviceGetHandleByPciBusId = record("by_pci", "handle")
+    nvml.nvmlDeviceGetClockInfo = lambda h, kind: {1: 585, 2: 5000}[kind]
+    nvml.nvmlDeviceGetMaxClockInfo = lambda h, kind: {1: 1590, 2: 5001}[kind]
+    nvml.nvmlDeviceGetEnforcedPowerLimit = record("power_limit", 70_000)  # mW
+    nvml.nvmlDeviceGetPowerUsage = record("power", 69_500)
+    nvml.nvmlDeviceGetTemperature = record("temperature", 81)
+    nvml.nvmlDeviceGetCurrentClocksEventReasons = record("reasons", reasons)
+    return nvml
+
+
+def test_clocks_power_and_throttle_reasons_through_nvml(fake_gpus, monkeypatch):
+    fake_gpus(T4, {**T4, "pci_bus_id": 0x3B, "pci_device_id": 0, "pci_domain_id": 0})
+    nvml = _fake_pynvml()
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    state = bench.clocks("cuda:1")
+    assert state["nvml"] == "ok"
+    assert (state["sm_clock_mhz"], state["sm_clock_max_mhz"]) == (585, 1590)
+    assert state["power_limit_w"] == 70 and state["power_draw_w"] == 69.5
+    assert state["temperature_c"] == 81
+    assert state["throttle_reasons"] == "software power cap, hardware thermal slowdown"
+    # GPU 1 found by its PCI bus id (right under CUDA_VISIBLE_DEVICES), not by index
+    assert ("by_pci", ("00000000:3B:00.0",)) in nvml.calls
+    line = bench.describe_clocks(state)
+    assert "SM clock 585 MHz (max 1,590 MHz)" in line and "70 W limit" in line
+    env = bench.environment("cuda:1")
+    assert env["throttle_reasons"] == state["throttle_reasons"]
+
+
+def test_clocks_say_why_they_are_unavailable(fake_gpus, monkeypatch):
+    assert bench.clocks("cpu")["nvml"] == "unavailable: a CPU"
+    fake_gpus(T4)  # pynvml absent
+    state = bench.clocks("cuda")
+    assert "nvidia-ml-py is not installed" in state["nvml"]
+    assert math.isnan(state["sm_clock_mhz"]) and state["throttle_reasons"] == "unavailable"
+    assert "unavailable" in bench.describe_clocks(state)
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(fail=("power",)))
+    partial = bench.clocks("cuda")
+    assert partial["nvml"] == "ok; not available: power_draw_w"
+    assert math.isnan(partial["power_draw_w"]) and partial["power_limit_w"] == 70
+    monkeypatch.setattr(torch.version, "cuda", None)  # a ROCm build
+    assert bench.clocks("cuda")["nvml"] == "unavailable: not an NVIDIA GPU"
+
+
+def test_throttle_reasons_in_words():
+    assert bench.throttle_reasons(0) == "none"
+    assert bench.throttle_reasons(0x1) == "idle"
+    assert bench.throttle_reasons(0x4 | 0x1000) == "software power cap, other (0x1000)"
+
+
+def test_clock_columns_reach_the_reference_rows(monkeypatch):
+    rows = [{"dtype": "fp16", "bytes": 2e9, "seconds": 1e-3, "achieved_gb_per_s": 2000.0,
+             "datasheet_gb_per_s": 320.0}]
+    env = {"device": "Tesla T4", "catalogue_entry": "T4", "device_type": "cuda",
+           "torch": "2.8", "cuda": "12.8", "date": "2026-12-02", "sm_clock_mhz": 900.0,
+           "throttle_reasons": "software power cap", "nvml": "ok"}
+    row = reference.tidy(rows, "weight_read", env).iloc[0]
+    assert row["sm_clock_mhz"] == 900 and row["throttle_reasons"] == "software power cap"
+
+
+# --- compiling the int8 step -----------------------------------------------------------------
+
+def test_compile_tunes_with_coordinate_descent_and_starts_from_a_fresh_cache(monkeypatch):
+    import torch._inductor.config as inductor_config
+
+    resets, tuning_at_first_call = [], []
+
+    def fake_compile(fn, **kwargs):
+        def compiled():
+            if not tuning_at_first_call:
+                tuning_at_first_call.append(inductor_config.coordinate_descent_tuning)
+            return fn()
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
+    stack = decoding.DecodeStack(decoding._tiny_spec(), "fp32", "cpu").quantised("int8-dequant")
+    row = stack.measure(1, 0, compile=True, min_run_time=0.005)
+    stack.measure(2, 0, compile=True, min_run_time=0.005)
+    assert row["compiled"] and tuning_at_first_call == [True] and len(resets) == 2
+    assert inductor_config.coordinate_descent_tuning is False  # restored after
+
+
+def test_the_int8_pack_kernel_is_not_predicted_to_double_on_a_gpu(fake_gpus):
+    fake_gpus(H100)
+    assert math.isnan(decoding.weight_traffic_bytes_per_weight("int8-pack", "fp16", "cuda"))
+    assert decoding.weight_traffic_bytes_per_weight("int8-pack", "fp16", "cpu") == 1
+    assert "CUDA-core reference kernel" in decoding.KERNELS["int8-pack"]
+
+
+# --- progress bars and estimates ---------------------------------------------------------------
+
+def test_no_tqdm_warning_in_a_notebook_without_ipywidgets(monkeypatch, capsys):
+    ipython = pytest.importorskip("IPython")
+    shell = SimpleNamespace(config={"IPKernelApp": {}})
+    monkeypatch.setattr(ipython, "get_ipython", lambda: shell)
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)   # not installed
+    for name in ("tqdm.auto", "tqdm.autonotebook"):        # import afresh, as a kernel would
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        df = bench._sweep([1, 2, 3], lambda i: {"i": i}, "reads", progress=True,
+                          estimate_s=1.5)
+    assert list(df["i"]) == [1, 2, 3]
+    assert "reads: 3 points, about 1.5 s of timing" in capsys.readouterr().out
+
+
+# --- bad input: clear errors, before any work --------------------------------------------------
+
+def test_bad_arguments_are_refused_before_any_work():
+    calls = []
+
+    def fn():
+        calls.append(1)
+
+    with pytest.raises(ValueError, match="warmup"):
+        bench.time_fn(fn, warmup=10**12, device="cpu")   # hung before
+    with pytest.raises(ValueError, match="device"):
+        bench.time_fn(fn, device="gpu0")                  # torch's "Invalid device string"
+    with pytest.raises(ValueError, match="no CUDA GPU"):
+        bench.time_fn(fn, device="cuda")
+    with pytest.raises(TypeError, match="fn"):
+        bench.time_fn("fn()", device="cpu")
+    with pytest.raises(ValueError, match="min_run_time"):
+        bench.time_fn(fn, min_run_time=math.nan, device="cpu")
+    with pytest.raises(ValueError, match="min_blocks"):
+        bench.time_fn(fn, min_blocks=0, device="cpu")
+    assert calls == []
+    with pytest.raises(ValueError, match="more than"):
+        bench.weight_read_bandwidth([1e15], device="cpu", progress=False)
+    with pytest.raises(ValueError, match="more than"):
+        bench.matmul_tflops([(10**6, 10**6, 10**6)], device="cpu", progress=False)
+    with pytest.raises(ValueError, match="more than"):
+        decoding.DecodeStack("llama-2-70b", "fp32", "cpu")      # 280 GB of fp32 weights
+    with pytest.raises(ValueError, match="more than"):
+        decoding.DecodeStack(decoding._tiny_spec(), "fp32", "cpu").inputs(10**9, 4096)
+    with pytest.raises(TypeError, match="shape"):
+        bench.matmul_tflops([(4, 4)], device="cpu", progress=False)
+    with pytest.raises(KeyError, match="sizes"):
+        cli.bench_plan(torch.device("cpu"), "huge")

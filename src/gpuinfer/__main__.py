@@ -1,10 +1,18 @@
 """Command line: `python -m gpuinfer COMMAND`.
 
     strip PATH...   strip outputs and execution counts from notebooks (in place)
-    bench [--quick] [--out FILE]
+    bench [--quick | --sizes tiny|quick|full] [--out FILE] [--device D] [--threads N]
                     run the labs' measurements on this machine (weight reads, matmul
                     sweep, decode step at several batches, quantised weights) and write
                     one tidy CSV that `gpuinfer.reference.load` reads
+    gpu-check [--out-dir DIR] [--no-labs] [--estimate GPU]
+                    on a machine with an NVIDIA GPU: `bench` (full) written into the
+                    package's reference runs, every lab under nbval, and one table of the
+                    targets (weight reads >= 85% of the datasheet bandwidth, large fp16
+                    matmuls >= 75% of the dense peak, batch-1 decode >= 65% of its
+                    weight-read ceiling) with each lab's wall time. Without one: the tiny
+                    plan on the CPU, and exit 0. `--estimate H200` prints the full plan's
+                    estimated run time on a catalogue GPU and exits.
 """
 
 from __future__ import annotations
@@ -12,14 +20,18 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
+import time
+from dataclasses import dataclass
 
 
 def _notebooks(paths):
     for p in map(pathlib.Path, paths):
         if p.is_dir():
             yield from sorted(q for q in p.rglob("*.ipynb") if ".ipynb_checkpoints" not in q.parts)
-        else:
+        elif p.exists():
             yield p
+        else:
+            raise FileNotFoundError(f"no notebook or folder at {p}")
 
 
 def strip(paths) -> int:
@@ -27,6 +39,8 @@ def strip(paths) -> int:
     number of notebooks changed."""
     import nbformat
 
+    if isinstance(paths, (str, pathlib.PurePath)) or not hasattr(paths, "__iter__"):
+        raise TypeError(f"paths must be a list of notebook paths or folders, got {paths!r}")
     changed = 0
     for path in _notebooks(paths):
         nb = nbformat.read(path, as_version=4)
@@ -45,106 +59,183 @@ def strip(paths) -> int:
     return changed
 
 
-# --- bench -------------------------------------------------------------------------------
+# --- bench: the plan, its run-time estimate, the run -----------------------------------------
 
 SIZES = ("tiny", "quick", "full")
+MiB = 2**20
+#: The tiny plan: a smoke test of every stage, a few seconds on a CPU.
+TINY_READ_BYTES, TINY_MODEL_BYTES, TINY_MIN_RUN_TIME_S = MiB, 8 * MiB, 0.01
 
 
-def bench_plan(device, sizes="full") -> dict:
+def bench_plan(device, sizes="full", *, accelerator=None) -> dict:
     """What `bench` measures on `device` at each size: "full" (the labs' sweeps), "quick"
-    (fewer points; under two minutes on a 2-core CPU) or "tiny" (a smoke test)."""
+    (fewer points; under two minutes on a 2-core CPU) or "tiny" (a smoke test).
+
+    The sizes follow the device's memory and L2. With `accelerator` (a catalogue entry)
+    they follow its figures instead, and `device` ('cuda') need not be present: a plan
+    for an H200 can be made, and estimated (`plan_estimate`), anywhere."""
     import dataclasses
 
     from . import bench as _bench
     from . import decoding as _decoding
+    from . import hardware as _hardware
+    from . import validate as _validate
 
-    if sizes not in SIZES:
-        raise ValueError(f"sizes must be one of {', '.join(SIZES)}, got {sizes!r}")
-    on_gpu = device.type == "cuda"
-    cache = _bench.cache_bytes(device)
-    MiB = 2**20
+    sizes = _validate.choice("sizes", sizes, SIZES)
+    kind = _bench._kind(device)
+    on_gpu = kind == "cuda"
+    if accelerator is not None:
+        acc = _hardware.get(accelerator)
+        memory, cache = acc.memory_bytes, acc.cache_bytes or _bench.FALLBACK_CACHE_BYTES
+    else:
+        device = _bench._device(device)
+        memory, cache = _bench.memory_bytes(device), _bench.cache_bytes(device)
+    dtype = _bench.default_dtype(kind)
     if sizes == "tiny":
-        model = dataclasses.replace(_decoding.lab_model(_decoding.LAB_MODEL, device, width_divisor=8,
-                                                     weight_budget_bytes=8 * MiB),
-                                    n_layers=1)
-        return {"read_sizes": [MiB], "flush_cache": False,
+        model = dataclasses.replace(_decoding.lab_model(
+            _decoding.LAB_MODEL, kind, dtype, width_divisor=_decoding.CPU_WIDTH_DIVISOR,
+            weight_budget_bytes=TINY_MODEL_BYTES), n_layers=1)
+        return {"device_type": kind, "dtype": dtype, "cache": cache,
+                "read_sizes": [TINY_READ_BYTES], "flush_cache": False,
                 "matmul_shapes": [(1, 128, 128), (128, 128, 128)], "model": model,
-                "batches": [1, 2], "context": 16, "min_run_time": 0.01}
+                "batches": [1, 2], "context": 16, "min_run_time": TINY_MIN_RUN_TIME_S}
     quick = sizes == "quick"
     if on_gpu:
-        read_sizes = ([int(cache // 4), 256 * MiB, 1024 * MiB] if quick
-                      else _bench.default_read_sizes(device))
+        read_sizes = ([int(cache // 4), 256 * MiB, min(1024 * MiB, int(memory // 8))]
+                      if quick else _bench.read_sizes_for(cache, memory, kind))
     else:
-        read_sizes = [16 * MiB, 128 * MiB] if quick else _bench.default_read_sizes(device)
-    return {"read_sizes": read_sizes, "flush_cache": True,
-            "matmul_shapes": _bench.lab_matmul_shapes(device, quick=quick),
-            "model": _decoding.lab_model(_decoding.LAB_MODEL, device),
-            "batches": _decoding.lab_batches(device, quick=quick),
+        read_sizes = [16 * MiB, 128 * MiB] if quick else _bench.read_sizes_for(cache, memory, kind)
+    budget = _decoding.GPU_WEIGHT_SHARE * memory if on_gpu else None
+    return {"device_type": kind, "dtype": dtype, "cache": cache,
+            "read_sizes": read_sizes, "flush_cache": True,
+            "matmul_shapes": _bench.lab_matmul_shapes(kind, quick=quick),
+            "model": _decoding.lab_model(_decoding.LAB_MODEL, kind, dtype,
+                                         weight_budget_bytes=budget),
+            "batches": _decoding.lab_batches(kind, quick=quick),
             "context": _decoding.LAB_CONTEXT, "min_run_time": None}
+
+
+def plan_estimate(plan, accelerator) -> dict:
+    """Seconds of timing each stage of `plan` takes on `accelerator`, every point at its
+    roofline time on the datasheet figures (an H200: 4.8 TB/s, 989 TFLOP/s dense fp16),
+    warm-up and `bench.MIN_BLOCKS` blocks included; set-up (allocation, graph capture,
+    quantisation) is not. NaN where the catalogue lacks a figure."""
+    from . import bench as _bench
+    from . import decoding as _decoding
+    from . import hardware as _hardware
+
+    acc = _hardware.get(accelerator)
+    kind, dtype, ctx = plan["device_type"], plan["dtype"], plan["context"]
+    mrt = plan["min_run_time"] or (_bench.GPU_MIN_RUN_TIME_S if kind == "cuda"
+                                   else _bench.CPU_MIN_RUN_TIME_S)
+    model = plan["model"]
+
+    def decode(batches, weight_format):
+        return _decoding.sweep_estimate_s(model, acc, batches, ctx, weight_format, dtype,
+                                          min_run_time=mrt)
+
+    graph_extra = decode([1], dtype) if kind == "cuda" else 0.0  # eager batch 1 too
+    return {
+        "weight reads": _bench.read_estimate_s(plan["read_sizes"], dtype, acc,
+                                               cache=plan["cache"], min_run_time=mrt),
+        "matmul sweep": _bench.matmul_estimate_s(plan["matmul_shapes"], dtype, acc,
+                                                 min_run_time=mrt),
+        "decode step": decode(plan["batches"], dtype) + graph_extra,
+        "quantised weights": sum(decode([1], f) for f in (dtype, "int8", "int8", "int4")),
+    }
+
+
+@dataclass
+class Stage:
+    """One stage of a bench run: its raw rows, wall seconds, and the GPU's clocks after it."""
+    rows: object  # pandas DataFrame
+    seconds: float
+    clocks: dict
+
+
+def _stage(device, measure) -> Stage:
+    from . import bench as _bench
+
+    start = time.perf_counter()
+    rows = measure()
+    return Stage(rows, time.perf_counter() - start, _bench.clocks(device))
+
+
+def measure_plan(plan, device, progress=True) -> dict:
+    """Run each stage of `plan` on `device`: {"weight_read", "matmul", "decode",
+    "quantised"} -> Stage."""
+    import pandas as pd
+
+    from . import bench as _bench
+    from . import decoding as _decoding
+
+    on_gpu = device.type == "cuda"
+    mrt, ctx = plan["min_run_time"], plan["context"]
+    stages = {}
+    stages["weight_read"] = _stage(device, lambda: _bench.weight_read_bandwidth(
+        plan["read_sizes"], device=device, flush_cache=plan["flush_cache"],
+        min_run_time=mrt, progress=progress))
+    stages["matmul"] = _stage(device, lambda: _bench.matmul_tflops(
+        plan["matmul_shapes"], device=device, flush_cache=plan["flush_cache"],
+        min_run_time=mrt, progress=progress))
+    stack = _decoding.DecodeStack(plan["model"], device=device)
+
+    def decode():
+        rows = stack.sweep(plan["batches"], ctx, cuda_graph=on_gpu, min_run_time=mrt,
+                           progress=progress)
+        if on_gpu:  # the same batch-1 step without CUDA graphs: launch overhead
+            rows = pd.concat([rows, pd.DataFrame([stack.measure(1, ctx, min_run_time=mrt)])],
+                             ignore_index=True)
+        return rows
+
+    def quantised():
+        rows = [stack.measure(1, ctx, cuda_graph=on_gpu, min_run_time=mrt)]
+        for kernel in [k for k in _decoding.KERNELS if k != "dense"]:
+            if not _decoding.kernel_available(kernel, device):
+                print(f"  {kernel}: no kernel for this device in this torch; skipped")
+                continue
+            q = stack.quantised(kernel)
+            rows.append(q.measure(1, ctx, cuda_graph=on_gpu, min_run_time=mrt))
+            del q
+            _bench.free_memory()
+        return pd.DataFrame(rows)
+
+    stages["decode"] = _stage(device, decode)
+    stages["quantised"] = _stage(device, quantised)
+    del stack
+    _bench.free_memory()
+    return stages
+
+
+def tidy_stages(stages, env):
+    """The stages' rows in the reference schema, each with the clocks read after it."""
+    import pandas as pd
+
+    from . import reference as _reference
+
+    frames = [_reference.tidy(s.rows, name, {**env, **s.clocks}) for name, s in stages.items()]
+    return pd.concat([f for f in frames if not f.empty], ignore_index=True)
 
 
 def run_bench(sizes="quick", device=None, progress=True):
     """Run the plan for `sizes` on `device` and return the tidy rows (a DataFrame)."""
-    import pandas as pd
-    from tqdm.auto import tqdm
-
     from . import bench as _bench
-    from . import decoding as _decoding
-    from . import reference as _reference
 
     device = _bench._device(device)
-    plan = bench_plan(device, sizes)
     env = _bench.environment(device)
-    on_gpu = device.type == "cuda"
-    mrt, ctx = plan["min_run_time"], plan["context"]
-    frames = []
-    stages = ["weight reads", "matmul sweep", "decode step", "quantised weights"]
-    bar = tqdm(stages, desc="gpuinfer bench", disable=not progress)
-    for stage in bar:
-        bar.set_postfix_str(stage)
-        if stage == "weight reads":
-            rows = _bench.weight_read_bandwidth(plan["read_sizes"], device=device,
-                                                flush_cache=plan["flush_cache"],
-                                                min_run_time=mrt, progress=progress)
-            frames.append(_reference.tidy(rows, "weight_read", env))
-        elif stage == "matmul sweep":
-            rows = _bench.matmul_tflops(plan["matmul_shapes"], device=device,
-                                        flush_cache=plan["flush_cache"], min_run_time=mrt,
-                                        progress=progress)
-            frames.append(_reference.tidy(rows, "matmul", env))
-        elif stage == "decode step":
-            stack = _decoding.DecodeStack(plan["model"], device=device)
-            rows = stack.sweep(plan["batches"], ctx, cuda_graph=on_gpu, min_run_time=mrt,
-                               progress=progress)
-            if on_gpu:  # the same batch-1 step without CUDA graphs: launch overhead
-                rows = pd.concat([rows, pd.DataFrame([stack.measure(
-                    1, ctx, cuda_graph=False, min_run_time=mrt)])], ignore_index=True)
-            frames.append(_reference.tidy(rows, "decode", env))
-        else:
-            rows = [stack.measure(1, ctx, cuda_graph=on_gpu, min_run_time=mrt)]
-            for kernel in [k for k in _decoding.KERNELS if k != "dense"]:
-                if not _decoding.kernel_available(kernel, device):
-                    print(f"  {kernel}: no kernel for this device in torch "
-                          f"{env['torch']}; skipped")
-                    continue
-                q = stack.quantised(kernel)
-                rows.append(q.measure(1, ctx, cuda_graph=on_gpu, min_run_time=mrt))
-                del q
-            del stack
-            frames.append(_reference.tidy(rows, "quantised", env))
-    return pd.concat([f for f in frames if not f.empty], ignore_index=True)
+    return tidy_stages(measure_plan(bench_plan(device, sizes), device, progress), env)
 
 
 def summary(df) -> str:
     """A short table of a run: the rows a reader compares with the targets."""
     from .book import si
 
-    lines = [f"{'measurement':<44} {'achieved':>14} {'ceiling':>14} {'fraction':>9}"]
+    lines = [f"{'measurement':<46} {'achieved':>15} {'ceiling':>15} {'fraction':>9}"]
 
     def add(name, row):
-        unit = row["unit"]
-        lines.append(f"{name:<44} {si(row['value'], unit):>14} "
-                     f"{si(row['ceiling'], unit):>14} {row['fraction_of_ceiling']:>9.0%}")
+        unit, frac = row["unit"], row["fraction_of_ceiling"]
+        lines.append(f"{name:<46} {si(row['value'], unit):>15} {si(row['ceiling'], unit):>15} "
+                     f"{(f'{frac:.0%}' if frac == frac else 'n/a'):>9}")
 
     reads = df[df["experiment"] == "weight_read"]
     if len(reads):
@@ -166,40 +257,227 @@ def summary(df) -> str:
         add(f"decode step, batch {int(part['batch'].max())}{tag}",
             part.loc[part["batch"].idxmax()])
     for _, row in df[df["experiment"] == "quantised"].iterrows():
-        add(f"quantised step, {row['kernel']}", row)
+        # The int8-pack kernel changes with torch (a CUDA-core reference kernel on GPUs).
+        torch_note = f" (torch {row['torch']})" if row["kernel"] == "int8-pack" else ""
+        add(f"quantised step, {row['kernel']}{torch_note}", row)
     return "\n".join(lines)
 
 
-def bench_command(args) -> int:
+def _print_device(device):
+    """The header of `bench` and `gpu-check`: device, datasheet, clocks."""
     from . import bench as _bench
-    from . import hardware as _hardware
-    from . import reference as _reference
     from .book import si
 
+    env = _bench.environment(device)
+    acc = _bench.accelerator_for(device)
+    print(f"device: {env['device']} (catalogue entry: {acc.name}; torch {env['torch']}; "
+          f"{env['cpu_threads']} CPU thread(s))")
+    if device.type == "cuda" and not acc.peaks:
+        print("datasheet: no entry in the catalogue for this GPU: measuring anyway; "
+              "ceilings and fractions read n/a")
+    else:
+        print(f"datasheet: {si(acc.bandwidth, 'B/s')}, "
+              + ", ".join(f"{d} {si(v, 'FLOP/s')}" for d, v in acc.peaks.items()))
+    print(_bench.describe_clocks(env))
+    if device.type == "cpu":
+        print("No GPU: measuring this CPU in fp32. Ceilings are those of the catalogue's "
+              "reference CPU, not of this machine.")
+    return env, acc
+
+
+def _print_estimate(plan, acc, budget_s=None) -> float:
+    from . import hardware as _hardware
+
+    acc = _hardware.get(acc)
+    est = plan_estimate(plan, acc)
+    points = {"weight reads": len(plan["read_sizes"]), "matmul sweep": len(plan["matmul_shapes"]),
+              "decode step": len(plan["batches"]) + (plan["device_type"] == "cuda"),
+              "quantised weights": 4}
+    print(f"estimated timing on {acc.name} (datasheet rates; set-up not included):")
+    for name, seconds in est.items():
+        print(f"  {name:<18} {points[name]:>3} points  {seconds:>7.1f} s")
+    total = sum(est.values())
+    print(f"  {'total':<18} {sum(points.values()):>3} points  {total:>7.1f} s"
+          + (f"  (budget {budget_s:.0f} s)" if budget_s else ""))
+    return total
+
+
+def bench_command(args) -> int:
     import torch
+
+    from . import bench as _bench
+    from . import reference as _reference
 
     sizes = args.sizes or ("quick" if args.quick else "full")
     if args.threads is not None:
         if args.threads < 1:
             raise SystemExit(f"--threads must be a positive integer, got {args.threads}")
         torch.set_num_threads(args.threads)
-    device = _bench._device(args.device)
-    env = _bench.environment(device)
-    acc = _bench.accelerator_for(device)
-    print(f"device: {env['device']} (catalogue entry: {acc.name}; torch {env['torch']}; "
-          f"{env['cpu_threads']} CPU thread(s))")
-    print(f"datasheet: {si(acc.bandwidth, 'B/s')}, "
-          + ", ".join(f"{d} {si(v, 'FLOP/s')}" for d, v in acc.peaks.items()))
-    if device.type == "cpu":
-        print("No GPU: measuring this CPU in fp32. Ceilings are those of the catalogue's "
-              "reference CPU, not of this machine.")
-    df = run_bench(sizes, device, progress=not args.no_progress)
+    device = _bench._device(args.device, "--device")
+    env, acc = _print_device(device)
+    plan = bench_plan(device, sizes)
+    _print_estimate(plan, acc)
+    stages = measure_plan(plan, device, progress=not args.no_progress)
+    df = tidy_stages(stages, env)
     out = args.out or f"gpuinfer-bench-{_reference.default_filename(env)}"
     path = _reference.save(df, out)
     print(summary(df))
+    print("stage wall times: " + ", ".join(f"{k} {s.seconds:.1f} s" for k, s in stages.items()))
     print(f"{len(df)} rows written to {path}")
-    del _hardware
     return 0
+
+
+# --- gpu-check: everything a lent GPU should run, in one go --------------------------------------
+
+#: The whole check must fit in 8 minutes on an H200.
+GPU_CHECK_BUDGET_S = 480
+#: What a good run reaches (fractions): large reads of the datasheet bandwidth (copies
+#: reach 75-90% of it), large fp16 matmuls of the dense peak (MAMF: 78-87% on NVIDIA
+#: data-centre GPUs), batch-1 decode of its weight-read ceiling (gpt-fast: ~69%).
+TARGETS = {"weight read, largest": 0.85, "fp16 matmul, largest square": 0.75,
+           "decode batch 1 (CUDA graph), of weight-read ceiling": 0.65}
+#: Per-lab limit under nbval, seconds: a lab that takes longer has a problem worth seeing.
+LAB_TIMEOUT_S = 300
+
+
+def check_targets(stages) -> list[dict]:
+    """The targets against a bench run's raw stages: one dict per target with the measured
+    fraction, the target, and whether it was met (None when the run has no such row)."""
+    out = []
+
+    def add(name, value, what):
+        target = TARGETS[name]
+        ok = None if value is None or value != value else bool(value >= target)
+        out.append({"target": name, "measured": value, "goal": target, "met": ok, "row": what})
+
+    reads = stages["weight_read"].rows if "weight_read" in stages else None
+    if reads is not None and len(reads):
+        flushed = reads[reads["flush_cache"]] if "flush_cache" in reads else reads
+        row = flushed.loc[flushed["bytes"].idxmax()] if len(flushed) else None
+        add("weight read, largest", None if row is None else float(row["fraction_of_peak"]),
+            "" if row is None else f"{row['bytes'] / 1e9:.2f} GB")
+    mm = stages["matmul"].rows if "matmul" in stages else None
+    if mm is not None and len(mm):
+        sq = mm[(mm["m"] == mm["n"]) & (mm["n"] == mm["k"]) & (mm["dtype"] == "fp16")]
+        row = sq.loc[sq["flops"].idxmax()] if len(sq) else None
+        add("fp16 matmul, largest square", None if row is None else float(row["fraction_of_peak"]),
+            "" if row is None else f"{int(row['m'])}^3")
+    dec = stages["decode"].rows if "decode" in stages else None
+    if dec is not None and len(dec):
+        b1 = dec[(dec["batch"] == 1) & dec["cuda_graph"]]
+        row = b1.iloc[0] if len(b1) else None
+        add("decode batch 1 (CUDA graph), of weight-read ceiling",
+            None if row is None else float(row["fraction_of_weight_read_ceiling"]),
+            "" if row is None else str(row["model"]))
+    return out
+
+
+def _repo_root() -> pathlib.Path | None:
+    """The checkout this package runs from (labs/ beside src/), if it is one."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    return root if (root / "labs").is_dir() else None
+
+
+def run_labs(notebooks, timeout_s=LAB_TIMEOUT_S, cwd=None) -> list[dict]:
+    """Each notebook under `pytest --nbval-lax`, one process each: {lab, passed, seconds,
+    detail}. A lab that errs or runs past `timeout_s` is reported, not raised."""
+    import subprocess
+
+    results = []
+    for nb in notebooks:
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--nbval-lax",
+               "-o", "addopts=", str(nb)]
+        start = time.perf_counter()
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                                  cwd=cwd)
+            passed, detail = done.returncode == 0, (done.stdout.strip().splitlines() or [""])[-1]
+        except subprocess.TimeoutExpired:
+            passed, detail = False, f"stopped after {timeout_s} s"
+        results.append({"lab": pathlib.Path(nb).name, "passed": passed,
+                        "seconds": time.perf_counter() - start, "detail": detail})
+        print(f"  {pathlib.Path(nb).name}: {'passed' if passed else 'FAILED'} "
+              f"in {results[-1]['seconds']:.0f} s ({detail})")
+    return results
+
+
+def _format_check(targets, labs, total_s) -> str:
+    lines = [f"{'target':<52} {'measured':>9} {'goal':>6}  result"]
+    for t in targets:
+        value = "n/a" if t["measured"] is None or t["measured"] != t["measured"] \
+            else f"{t['measured']:.0%}"
+        verdict = {True: "met", False: "MISSED", None: "no figure"}[t["met"]]
+        lines.append(f"{t['target']:<52} {value:>9} {t['goal']:>6.0%}  {verdict} {t['row']}")
+    for lab in labs:
+        lines.append(f"{'lab ' + lab['lab']:<52} {lab['seconds']:>8.0f}s {'':>6}  "
+                     f"{'passed' if lab['passed'] else 'FAILED'}")
+    lines.append(f"{'whole check, wall time':<52} {total_s:>8.0f}s {GPU_CHECK_BUDGET_S:>5}s  "
+                 f"{'within budget' if total_s <= GPU_CHECK_BUDGET_S else 'OVER BUDGET'}")
+    return "\n".join(lines)
+
+
+def gpu_check(out_dir=None, labs=True, progress=True) -> int:
+    """`python -m gpuinfer gpu-check`: see the module docstring. Returns the exit code:
+    0 when everything ran (targets missed are reported, not failed), 1 when a lab failed
+    or could not run."""
+    import importlib.util
+    import shutil
+
+    import torch
+
+    from . import bench as _bench
+    from . import reference as _reference
+
+    start = time.perf_counter()
+    out_dir = pathlib.Path(out_dir) if out_dir else None
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    if not (torch.cuda.is_available() and torch.version.cuda):
+        print("gpu-check: no NVIDIA GPU here (torch.cuda.is_available() is "
+              f"{torch.cuda.is_available()}, CUDA build: {torch.version.cuda or 'no'}).")
+        print("Running the CPU-safe part: the tiny bench plan on this CPU (not written to "
+              "the package's reference runs). On an NVIDIA GPU this command runs bench "
+              "(full) and every lab under nbval, writes src/gpuinfer/data/reference/"
+              "<gpu>.csv and checks the targets.")
+        cpu = torch.device("cpu")
+        df = tidy_stages(measure_plan(bench_plan(cpu, "tiny"), cpu, progress=False),
+                         _bench.environment(cpu))
+        print(summary(df))
+        _print_estimate(bench_plan("cuda", "full", accelerator="H200"), "H200",
+                        GPU_CHECK_BUDGET_S)
+        print("gpu-check: CPU-safe part done; no GPU was checked.")
+        return 0
+    device = torch.device("cuda")
+    env, acc = _print_device(device)
+    plan = bench_plan(device, "full")
+    _print_estimate(plan, acc, GPU_CHECK_BUDGET_S)
+    stages = measure_plan(plan, device, progress)
+    df = tidy_stages(stages, env)
+    path = _reference.save(df, _reference.DIRECTORY / _reference.default_filename(env))
+    print(summary(df))
+    print(f"bench: {len(df)} rows written to {path}; stage wall times: "
+          + ", ".join(f"{k} {s.seconds:.1f} s" for k, s in stages.items()))
+    if out_dir:
+        shutil.copy(path, out_dir / path.name)
+    _bench.free_memory()
+    lab_results, ok = [], True
+    root = _repo_root()
+    if labs and root is None:
+        print("labs: no labs/ folder beside the package (not a checkout): not run")
+        ok = False
+    elif labs and importlib.util.find_spec("nbval") is None:
+        print("labs: nbval is not installed (pip install -e '.[dev]'): not run")
+        ok = False
+    elif labs:
+        print("labs under nbval:")
+        lab_results = run_labs(sorted((root / "labs").glob("*.ipynb")), cwd=root)
+        ok = all(r["passed"] for r in lab_results)
+    text = _format_check(check_targets(stages), lab_results, time.perf_counter() - start)
+    print(text)
+    print(_bench.describe_clocks(_bench.clocks(device)))
+    if out_dir:
+        (out_dir / "gpu-check-summary.txt").write_text(text + "\n")
+    return 0 if ok else 1
 
 
 def main(argv=None) -> int:
@@ -219,10 +497,24 @@ def main(argv=None) -> int:
     p_bench.add_argument("--threads", type=int, default=None,
                          help="CPU threads for torch (default: torch's own choice)")
     p_bench.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p_check = sub.add_parser("gpu-check", help="bench (full) + every lab on this GPU, "
+                             "with the targets; the CPU-safe part without a GPU")
+    p_check.add_argument("--out-dir", default=None,
+                         help="also write the summary and a copy of the CSV here")
+    p_check.add_argument("--no-labs", action="store_true", help="skip the labs")
+    p_check.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p_check.add_argument("--estimate", metavar="GPU", default=None,
+                         help="only print the full plan's estimated timing on a catalogue GPU")
     args = parser.parse_args(argv)
     if args.command == "strip":
         n = strip(args.paths)
         print(f"stripped {n} notebook(s)")
+    elif args.command == "gpu-check" and args.estimate:
+        total = _print_estimate(bench_plan("cuda", "full", accelerator=args.estimate),
+                                args.estimate, GPU_CHECK_BUDGET_S)
+        return 0 if total == total else 1
+    elif args.command == "gpu-check":
+        return gpu_check(args.out_dir, labs=not args.no_labs, progress=not args.no_progress)
     elif args.command == "bench":
         import torch
 
@@ -230,7 +522,8 @@ def main(argv=None) -> int:
         try:
             return bench_command(args)
         finally:
-            torch.set_num_threads(threads)
+            if torch.get_num_threads() != threads:
+                torch.set_num_threads(threads)
     return 0
 
 

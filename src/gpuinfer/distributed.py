@@ -14,14 +14,37 @@ import numpy as np
 
 from . import dtypes as _dtypes
 from . import parallel as _parallel
+from . import validate as _validate
+
+#: The lab's sizes. On GPUs (NCCL): an MLP of Llama-2-70B's width (d_model 8192, d_ff
+#: 4 x d_model) at a decode batch of 16, fp16, and all-reduces from 4 KiB to 256 MiB (9
+#: sizes: from the latency floor to far past every link's ridge). On CPU processes (gloo):
+#: a 512-wide MLP at batch 8, fp32, and 4 KiB to 8 MiB (7 sizes), seconds in all.
+GPU_LAB = {"d_model": 8192, "batch": 16, "top_message_bytes": 256 * 2**20, "n_sizes": 9,
+           "min_run_time": 0.1, "dtype": "fp16"}
+CPU_LAB = {"d_model": 512, "batch": 8, "top_message_bytes": 8 * 2**20, "n_sizes": 7,
+           "min_run_time": 0.05, "dtype": "fp32"}
+SMALLEST_MESSAGE_BYTES = 4096
+#: Seconds a rank waits for the others before torch.distributed gives up.
+DEFAULT_TIMEOUT_S = 120
 
 # The lab's runner. Workers start once (torch.multiprocessing spawn, or torchrun) and do
 # every measurement in that one start: process start-up costs seconds.
 
 
+def _shard_args(weight, rank, world_size):
+    if not hasattr(weight, "shape") or len(weight.shape) < 2:
+        raise TypeError(f"weight must be a 2-D tensor [d_in, d_out], got {weight!r:.80}")
+    world_size = _validate.count("world_size", world_size, maximum=1 << 20)
+    rank = _validate.count("rank", rank, minimum=0, maximum=world_size - 1,
+                           why_maximum=f"ranks are 0 to world_size - 1 = {world_size - 1}")
+    return rank, world_size
+
+
 def column_shard(weight, rank, world_size):
     """Rank `rank`'s column block of `weight` [d_in, d_out] -> [d_in, d_out / N]:
     a column-parallel layer, whose output each rank holds a slice of."""
+    rank, world_size = _shard_args(weight, rank, world_size)
     d_out = weight.shape[-1]
     if d_out % world_size:
         raise ValueError(f"{world_size} ranks do not divide the {d_out} output columns")
@@ -32,6 +55,7 @@ def column_shard(weight, rank, world_size):
 def row_shard(weight, rank, world_size):
     """Rank `rank`'s row block of `weight` [d_in, d_out] -> [d_in / N, d_out]:
     a row-parallel layer, whose outputs are partial sums to be all-reduced."""
+    rank, world_size = _shard_args(weight, rank, world_size)
     d_in = weight.shape[0]
     if d_in % world_size:
         raise ValueError(f"{world_size} ranks do not divide the {d_in} input rows")
@@ -128,10 +152,21 @@ def _timed_tp_step(x, w_in, w_out, group, leader, device, min_run_time):
     return _lockstep_time(call, buf, leader, device, min_run_time)
 
 
+def _join_group(backend, rank, world_size, device, timeout_s):
+    """init_process_group; NCCL is told its rank's GPU (`device_id`), so it binds the
+    communicator to that device at once instead of guessing (and warning) later."""
+    import datetime
+
+    import torch.distributed as dist
+
+    extra = {"device_id": device} if backend == "nccl" else {}
+    dist.init_process_group(backend, rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=timeout_s), **extra)
+
+
 def _worker(rank, world_size, port, config, results):
     """One rank of `run_tp_lab` (or of `torchrun -m gpuinfer.distributed`): join the group, check the sharded layer against the
     unsharded one, then time the all-reduces and the sharded step for every group size."""
-    import datetime
     import os
 
     import torch
@@ -146,11 +181,10 @@ def _worker(rank, world_size, port, config, results):
         local_rank = int(os.environ.get("LOCAL_RANK", rank))
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
-    else:
+    else:  # gloo: CPU only; bench.time_fn's clock never touches CUDA on a CPU
         torch.set_num_threads(config["threads_per_rank"])
         device = torch.device("cpu")
-    dist.init_process_group(backend, rank=rank, world_size=world_size,
-                            timeout=datetime.timedelta(seconds=config["timeout_s"]))
+    _join_group(backend, rank, world_size, device, config["timeout_s"])
     try:
         tdtype = _dtypes.torch_dtype(config["dtype"])
         bpe = _dtypes.bytes_per_element(config["dtype"])
@@ -233,17 +267,21 @@ def _lab_config(world_size, backend, d_model, d_ff, batch, message_bytes, dtype,
         raise ValueError("world_size must be at least 2 to measure communication")
     if gpu and gpus_visible < 2:
         raise ValueError("the nccl backend needs at least two visible GPUs")
-    dtype = _dtypes.canonical(dtype or ("fp16" if gpu else "fp32"))
-    d_model = d_model or (8192 if gpu else 512)
-    d_ff = d_ff or 4 * d_model
-    batch = batch or (16 if gpu else 8)
+    lab = GPU_LAB if gpu else CPU_LAB
+    dtype = _dtypes.canonical(dtype or lab["dtype"])
+    d_model = _validate.count("d_model", d_model or lab["d_model"], maximum=1 << 20)
+    d_ff = _validate.count("d_ff", d_ff or 4 * d_model, maximum=1 << 22)
+    batch = _validate.count("batch", batch or lab["batch"], maximum=1 << 20)
     if message_bytes is None:
-        top = 256 * 2**20 if gpu else 8 * 2**20
-        message_bytes = [int(s) for s in np.geomspace(4096, top, 9 if gpu else 7)]
-    for name, v in (("d_model", d_model), ("d_ff", d_ff), ("batch", batch)):
-        _parallel._devices(v, name)
-    for v in message_bytes:
-        _parallel._positive("message_bytes", v)
+        message_bytes = [int(s) for s in np.geomspace(SMALLEST_MESSAGE_BYTES,
+                                                      lab["top_message_bytes"], lab["n_sizes"])]
+    if isinstance(message_bytes, (str, bytes)) or not hasattr(message_bytes, "__iter__"):
+        raise TypeError(f"message_bytes must be a list of sizes in bytes, got {message_bytes!r}")
+    message_bytes = [_validate.positive("message_bytes", v) for v in message_bytes]
+    seed = _validate.count("seed", seed, minimum=0)
+    timeout_s = _validate.positive("timeout_s", timeout_s)
+    if min_run_time is not None:
+        min_run_time = _validate.positive("min_run_time", min_run_time)
     group_sizes = [n for n in (2 ** k for k in range(world_size.bit_length()))
                    if n <= world_size]
     for n in group_sizes:
@@ -252,7 +290,7 @@ def _lab_config(world_size, backend, d_model, d_ff, batch, message_bytes, dtype,
     return {"backend": backend, "dtype": dtype, "d_model": int(d_model), "d_ff": int(d_ff),
             "batch": int(batch), "message_bytes": [int(v) for v in message_bytes],
             "group_sizes": group_sizes, "seed": int(seed), "timeout_s": timeout_s,
-            "min_run_time": min_run_time or (0.1 if gpu else 0.05),
+            "min_run_time": min_run_time or lab["min_run_time"],
             "threads_per_rank": max(1, (os.cpu_count() or 2) // world_size)}
 
 
@@ -265,8 +303,29 @@ def _frame(rows, config):
     return df
 
 
+def _spawn_and_collect(worker, nprocs, args, results, poll_s=0.1):
+    """Start `nprocs` spawned ranks of `worker(rank, *args)` and return what rank 0 puts
+    on `results` (a SimpleQueue of the spawn context), read while the ranks still run: a
+    pipe holds some 64 KiB, so rank 0 blocks on a larger put until it is read, and
+    waiting for the ranks to end first would wait forever. A rank that fails raises here."""
+    import torch.multiprocessing as mp
+
+    context = mp.start_processes(worker, args=args, nprocs=nprocs, join=False,
+                                 start_method="spawn")
+    while results.empty():
+        if context.join(timeout=poll_s):  # every rank ended (raises if one failed)
+            if results.empty():
+                raise RuntimeError("the ranks ended without sending rank 0's results")
+            break
+    got = results.get()
+    while not context.join():
+        pass
+    return got
+
+
 def run_tp_lab(world_size=None, *, backend=None, d_model=None, d_ff=None, batch=None,
-               message_bytes=None, dtype=None, min_run_time=None, seed=0, timeout_s=120):
+               message_bytes=None, dtype=None, min_run_time=None, seed=0,
+               timeout_s=DEFAULT_TIMEOUT_S):
     """Start `world_size` ranks once (torch.multiprocessing spawn) and, in that one start,
     for each group size N = 1, 2, 4, ... up to world_size:
     shard an MLP (column- then row-parallel), check its output against the unsharded
@@ -282,6 +341,8 @@ def run_tp_lab(world_size=None, *, backend=None, d_model=None, d_ff=None, batch=
     import torch.multiprocessing as mp
 
     backend = backend or default_backend()
+    if backend not in ("gloo", "nccl"):
+        raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if world_size is None:
         world_size = gpus if backend == "nccl" else 2
@@ -289,11 +350,10 @@ def run_tp_lab(world_size=None, *, backend=None, d_model=None, d_ff=None, batch=
         raise ValueError(f"world_size {world_size} exceeds the {gpus} visible GPUs")
     config = _lab_config(world_size, backend, d_model, d_ff, batch, message_bytes, dtype,
                          min_run_time, seed, timeout_s, gpus)
-    ctx = mp.get_context("spawn")
-    results = ctx.SimpleQueue()
-    mp.spawn(_worker, args=(int(world_size), _free_port(), config, results),
-             nprocs=int(world_size), join=True)
-    return _frame(results.get(), config)
+    results = mp.get_context("spawn").SimpleQueue()
+    rows = _spawn_and_collect(_worker, int(world_size),
+                              (int(world_size), _free_port(), config, results), results)
+    return _frame(rows, config)
 
 
 class _Report:
@@ -334,7 +394,7 @@ def main(argv=None) -> int:
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     config = _lab_config(world, args.backend or default_backend(), args.d_model, args.d_ff,
                          args.batch, args.message_bytes, args.dtype, args.min_run_time, 0,
-                         120, gpus)
+                         DEFAULT_TIMEOUT_S, gpus)
     _worker(rank, world, None, config, _Report(config, args.csv) if rank == 0 else None)
     return 0
 

@@ -176,3 +176,18 @@ def test_lab_matmul_shapes_run_from_gemv_to_squares():
     shapes = bench.lab_matmul_shapes("cpu")
     assert shapes[0] == (1, 1024, 1024) and shapes[-1] == (1024, 1024, 1024)
     assert len(bench.lab_matmul_shapes("cpu", quick=True)) < len(shapes)
+
+
+def test_sweep_estimates_by_hand():
+    # A 16384^3 fp16 matmul on an H200: 2 x 16384^3 = 8.80e12 FLOP at 989e12 FLOP/s =
+    # 8.89 ms a call; time_fn spends 3 warm-up + 2 probe calls, then max(0.2 s, 5 calls).
+    call = 2 * 16384**3 / 989e12
+    assert bench.matmul_estimate_s([(16384, 16384, 16384)], "fp16", "H200",
+                                   min_run_time=0.2) == pytest.approx(5 * call + 0.2)
+    # A 1 GiB fp16 read on an H200 (60 MiB L2: pool of 2 slices, 2 reads a replay) at
+    # 4.8e12 B/s: 2 x 2^30 / 4.8e12 = 0.447 ms a call.
+    cache = 60 * 2**20
+    call = 2 * 2**30 / 4.8e12
+    assert bench.read_estimate_s([2**30], "fp16", "H200", cache=cache, min_run_time=0.2) \
+        == pytest.approx(5 * call + 0.2)
+    assert bench.timing_estimate_s(float("nan"), 0.2) != bench.timing_estimate_s(float("nan"), 0.2)

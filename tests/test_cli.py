@@ -40,3 +40,53 @@ def test_bench_plan_sizes():
 def test_bench_rejects_unknown_sizes():
     with pytest.raises(SystemExit):
         cli.main(["bench", "--sizes", "huge"])
+
+
+def test_gpu_check_without_a_gpu_runs_the_cpu_safe_part_and_exits_0(tmp_path, capsys):
+    import torch
+
+    shipped = reference.files()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # steadier on a small shared machine
+    try:
+        assert cli.main(["gpu-check", "--out-dir", str(tmp_path), "--no-progress"]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    assert "no NVIDIA GPU here" in out and "CPU-safe part done" in out
+    assert "decode step, batch 1" in out and "estimated timing on H200" in out
+    assert reference.files() == shipped  # a CPU smoke test never becomes a reference run
+
+
+def test_gpu_check_estimate_for_an_h200_fits_its_budget(capsys):
+    assert cli.main(["gpu-check", "--estimate", "H200"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    total = next(line for line in lines if line.strip().startswith("total"))
+    seconds = float(total.split("points")[1].split("s")[0])
+    assert 0 < seconds < cli.GPU_CHECK_BUDGET_S
+    stages = {line.split()[0] for line in lines[1:-1]}
+    assert stages == {"weight", "matmul", "decode", "quantised"}
+
+
+def test_the_targets_from_hand_rows():
+    import pandas as pd
+
+    S = cli.Stage
+    stages = {
+        "weight_read": S(pd.DataFrame({"bytes": [1e6, 2e9], "flush_cache": [True, True],
+                                       "fraction_of_peak": [0.5, 0.88]}), 1.0, {}),
+        "matmul": S(pd.DataFrame({"m": [1, 8192], "n": [8192, 8192], "k": [8192, 8192],
+                                  "dtype": ["fp16", "fp16"], "flops": [2 * 8192**2, 2 * 8192**3],
+                                  "fraction_of_peak": [0.01, 0.70]}), 1.0, {}),
+        "decode": S(pd.DataFrame({"batch": [1, 1, 2], "cuda_graph": [False, True, True],
+                                  "model": ["m"] * 3,
+                                  "fraction_of_weight_read_ceiling": [0.3, 0.66, 0.9]}), 1.0, {}),
+    }
+    got = {t["target"]: (t["measured"], t["met"]) for t in cli.check_targets(stages)}
+    assert got["weight read, largest"] == (0.88, True)            # the 2 GB read
+    assert got["fp16 matmul, largest square"] == (0.70, False)    # 8192^3: 70% < 75%
+    assert got["decode batch 1 (CUDA graph), of weight-read ceiling"] == (0.66, True)
+    text = cli._format_check(cli.check_targets(stages),
+                             [{"lab": "01_weight_reads.ipynb", "passed": True, "seconds": 42}],
+                             500)
+    assert "MISSED" in text and "OVER BUDGET" in text and "01_weight_reads.ipynb" in text

@@ -70,3 +70,56 @@ def test_module_entry_point_asks_for_torchrun(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     with pytest.raises(SystemExit):
         distributed.main([])
+
+
+# --- the runner: large results, NCCL's device, impossible shards ---------------------------
+
+def test_results_larger_than_a_pipe_do_not_deadlock(tmp_path):
+    # Rank 0 puts ~1.3 MB of rows; a pipe holds ~64 KiB, so waiting for the ranks to end
+    # before reading (mp.spawn(join=True), then get) waited forever. Run in a subprocess
+    # so that a regression fails on its timeout instead of hanging the suite.
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+
+    (tmp_path / "bigrows.py").write_text(
+        "def worker(rank, results, n):\n"
+        "    if rank == 0:\n"
+        "        results.put([{'i': i, 'pad': 'x' * 120} for i in range(n)])\n")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import bigrows\n"
+            "import torch.multiprocessing as mp\n"
+            "from gpuinfer import distributed\n"
+            "q = mp.get_context('spawn').SimpleQueue()\n"
+            "rows = distributed._spawn_and_collect(bigrows.worker, 2, (q, 10_000), q)\n"
+            "print(len(rows), rows[-1]['i'])\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["10000", "9999"]
+
+
+def test_nccl_is_told_its_rank_s_gpu(monkeypatch):
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    calls = []
+    monkeypatch.setattr(dist, "init_process_group", lambda *a, **kw: calls.append((a, kw)))
+    distributed._join_group("nccl", 1, 2, torch.device("cuda", 1), 30)
+    distributed._join_group("gloo", 1, 2, torch.device("cpu"), 30)
+    (nccl_args, nccl_kw), (gloo_args, gloo_kw) = calls
+    assert nccl_args == ("nccl",) and nccl_kw["device_id"] == torch.device("cuda", 1)
+    assert nccl_kw["rank"] == 1 and nccl_kw["world_size"] == 2
+    assert "device_id" not in gloo_kw and gloo_kw["timeout"].total_seconds() == 30
+
+
+def test_impossible_shards_are_refused():
+    torch = pytest.importorskip("torch")
+    w = torch.zeros(8, 16)
+    with pytest.raises(ValueError, match="rank"):
+        distributed.column_shard(w, 4, 4)       # ranks are 0..3: was an empty tensor
+    with pytest.raises(ValueError, match="world_size"):
+        distributed.row_shard(w, 0, 0)
+    with pytest.raises(TypeError, match="2-D"):
+        distributed.column_shard([1, 2, 3], 0, 1)
+    with pytest.raises(ValueError, match="message_bytes"):
+        distributed.run_tp_lab(2, backend="gloo", message_bytes=[4096, -1])

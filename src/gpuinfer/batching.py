@@ -735,8 +735,8 @@ def _aggregates(q, c, lg):
     """What a step's operations table depends on (`llm.forward_step_breakdown`): 1, new
     tokens, LM-head rows, causal (query, key) pairs (a sequence's q new tokens attend to
     its c cached ones and to the earlier new ones: q c + q (q + 1) / 2), cached tokens."""
-    return np.array([1.0, q.sum(), lg.sum(), (q * c).sum() + (q * (q + 1)).sum() / 2,
-                     c.sum()])
+    t = q.sum()
+    return np.array([1.0, t, lg.sum(), q @ c + (q @ q + t) / 2, c.sum()])
 
 
 class _StepCost:
@@ -776,10 +776,8 @@ class _StepCost:
         self.bw = _roofline.bandwidth_or_nan(accelerator)
 
     def __call__(self, q, c, lg):
-        q = np.asarray(q, dtype=float)
-        c = np.asarray(c, dtype=float)
-        lg = np.asarray(lg, dtype=float)
-        z = _aggregates(q, c, lg)
+        z = _aggregates(np.asarray(q, dtype=float), np.asarray(c, dtype=float),
+                        np.asarray(lg, dtype=float))
         cf, cb = self.coef[bool(z[2] > 0)]
         return float(_roofline._seconds(cf @ z, cb @ z, self.peaks, self.bw).sum())
 
@@ -849,26 +847,28 @@ class _LLMServer:
         return True
 
     def _grow_decodes(self, running, decodes, waiting):
-        """Give each decoding sequence the block its next token needs; preempt the
-        youngest running requests (vLLM's recompute) while the cache is short."""
+        """Give each decoding sequence (an id array) the block its next token needs;
+        preempt the youngest running requests (vLLM's recompute) while the cache is
+        short. Returns the decodes still running."""
         while True:
-            d = np.asarray(decodes, dtype=np.int64)
+            d = decodes
             need = d[self._blocks_for(d, self.done[d] + 1) > self.held[d]] if d.size else d
             if need.size <= self.blocks_free:
                 self.held[need] += 1
                 self.blocks_free -= need.size
                 return decodes
             victim = self._preempt(running, waiting, self._t)
-            decodes = [r for r in decodes if r != victim]
+            decodes = decodes[decodes != victim]
 
     # -- one step --
-    def _schedule(self, running, waiting):
-        """(ids, new tokens) of the next step, or None if nothing can run."""
+    def _schedule(self, run, rem, running, waiting):
+        """(ids, new tokens) of the next step, or None if nothing can run. `run` is the
+        running requests as an array, `rem` their known tokens not yet in the cache."""
         P, gen, done = self.P, self.gen, self.done
         if self.chunk is None:
             # Prefill first (vLLM V0 without chunked prefill): if waiting prompts fit,
             # a step prefills them whole and every running sequence waits.
-            ids, total = [], 0
+            ids, qs, total = [], [], 0
             while waiting and len(running) < self.max_batch:
                 r = waiting[0]
                 q = int(P[r] + gen[r] - done[r])
@@ -880,29 +880,31 @@ class _LLMServer:
                 running.append(r)
                 if q > 1 or gen[r] == 0:
                     ids.append(r)
+                    qs.append(q)
                     total += q
             if ids:
-                return ids, [int(P[r] + gen[r] - done[r]) for r in ids]
-            decodes = self._grow_decodes(running, list(running), waiting)
-            return (decodes, [1] * len(decodes)) if decodes else None
+                return ids, qs
+            decodes = self._grow_decodes(running, np.asarray(running, dtype=np.int64),
+                                         waiting)
+            return (decodes, np.ones(decodes.size, dtype=np.int64)) if decodes.size else None
         # Chunked prefill (Sarathi-Serve, vLLM's chunked prefill): a token budget per
         # step; decodes first, then prompts already started, then new ones, in order.
         budget = self.chunk
-        run = np.asarray(running, dtype=np.int64)
-        rem = P[run] + gen[run] - done[run] if run.size else run
-        decodes = run[rem == 1].tolist()[:budget]
-        decodes = self._grow_decodes(running, decodes, waiting)
-        ids, qs = list(decodes), [1] * len(decodes)
-        budget -= len(decodes)
-        for r in running:
-            if budget <= 0:
-                break
-            q = int(P[r] + gen[r] - done[r])
-            if q > 1:
-                take = min(q, budget)
+        decodes = self._grow_decodes(running, run[rem == 1][:budget], waiting)
+        ids, qs = decodes.tolist(), [1] * decodes.size
+        budget -= decodes.size
+        if budget > 0:
+            started = run[rem > 1]
+            if len(running) < run.size:  # someone was preempted: skip them
+                still = set(running)
+                started = [r for r in started.tolist() if r in still]
+            for r in started:
+                take = min(int(P[r] + gen[r] - done[r]), budget)
                 ids.append(r)
                 qs.append(take)
                 budget -= take
+                if budget <= 0:
+                    break
         while budget > 0 and waiting and len(running) < self.max_batch:
             r = waiting[0]
             if not self._admit(r):
@@ -915,27 +917,27 @@ class _LLMServer:
             budget -= take
         return (ids, qs) if ids else None
 
-    def _run_length(self, running, waiting, head, t):
+    def _run_length(self, run, rem, running, waiting, head):
         """How many decode-only steps can run before anything but their tokens changes
         (0 if the next step is not a pure decode step or the run would be short)."""
-        if not running:
+        if not running or (self.chunk is not None and self.chunk < run.size):
             return 0, math.inf
-        run = np.asarray(running, dtype=np.int64)
-        P, gen, done = self.P, self.gen, self.done
-        if np.any(P[run] + gen[run] - done[run] != 1):
-            return 0, math.inf  # a prompt is being (re)computed
-        slots = len(running) < self.max_batch
-        budget = self.chunk is None or self.chunk > len(running)
-        if self.chunk is not None and self.chunk < len(running):
-            return 0, math.inf
+        slots = run.size < self.max_batch
+        budget = self.chunk is None or self.chunk > run.size
         if waiting and slots and budget:
             r = waiting[0]
-            if self._blocks_for(r, P[r] + gen[r]) <= self.blocks_free:
+            if self._blocks_for(r, self.P[r] + self.gen[r]) <= self.blocks_free:
                 return 0, math.inf  # the next step admits a prompt
-        k = int((self.O[run] - gen[run]).min())  # until the first sequence finishes
+        if rem.max() != 1:
+            return 0, math.inf  # a prompt is being (re)computed
+        done = self.done
+        k = int((self.O[run] - self.gen[run]).min())  # until the first sequence finishes
+        if k < _FAST_FORWARD_MIN:
+            return 0, math.inf
         # An arrival can join only if it does not queue behind a blocked request.
         arrival = self.a[head] if (head < self.n and not waiting and slots and budget) \
             else math.inf
+
         # Memory: every block the run will need must be free now (no preemption inside).
         def need(steps):
             return int(np.maximum(0, self._blocks_for(run, done[run] + steps)
@@ -999,7 +1001,9 @@ class _LLMServer:
                 t = float(a[head])
                 continue
             self._t = t
-            k, arrival = self._run_length(running, waiting, head, t)
+            run = np.asarray(running, dtype=np.int64)
+            rem = P[run] + gen[run] - done[run]
+            k, arrival = self._run_length(run, rem, running, waiting, head)
             if k:
                 t = self._fast_forward(running, k, arrival, t)
                 e = np.asarray(running, dtype=np.int64)
@@ -1007,7 +1011,7 @@ class _LLMServer:
                 if out.size:
                     finished += self._finish(out, running, t)
                 continue
-            step = self._schedule(running, waiting)
+            step = self._schedule(run, rem, running, waiting)
             if step is None:  # only when a request cannot fit even an empty cache
                 raise RuntimeError("the scheduler found nothing to run")  # pragma: no cover
             ids = np.asarray(step[0], dtype=np.int64)

@@ -132,16 +132,19 @@ def _():
 @register("parallel-crossover-batch1", where=WHERE,
           question="Smallest tensor-parallel degree (a valid one: 2, 4, 8, 16, ...) at which "
           "Llama-2-70B's batch-1 decode at 4,096 tokens of context spends at least as long "
-          "in all-reduces as in its shard's roofline, on H100 SXM with NVLink 4 inside a "
-          "server of 8 and InfiniBand beyond. A whole number of devices.", unit="devices",
-          hint="The shard's time falls as about (the one-device step) / N; 161 all-reduces "
-          "of 16 KB cost about (t0 + 2(N-1) x alpha) us each on NVLink, with LL's t0 and "
-          "alpha. Solve the quadratic for N (the chapter's closed form) and take the next "
-          "valid degree.",
-          slips={0.5: "Half: at that degree the all-reduces are still shorter than the "
-                      "shard's time; the crossover is the next valid degree up."})
+          "in all-reduces as in its shard's roofline, on B200s (8 TB/s of HBM; NVLink 5 in "
+          "a server of 8, NCCL's ring LL protocol; InfiniBand beyond). A whole number of "
+          "devices.", unit="devices",
+          hint="The chapter's closed form: 2 alpha N^2 + (t0 - 2 alpha + 2S/beta) N - "
+          "(T1/K + 2S/beta) = 0, with T1 = llm.decode_step_time(model, 'B200', 1, 4096), "
+          "K = 161, S = 16,384 B and LL's t0, alpha and beta on NVLink 5; take the first "
+          "valid degree at or above the root.",
+          slips={2.0: "That is the H100's answer: a B200 reads its shard faster, so the "
+                      "all-reduces catch up at fewer devices.",
+                 0.5: "Half: at that degree the all-reduces are still shorter than the "
+                      "shard's time; take the next valid degree up."})
 def _():
-    return parallel.crossover_devices(MODEL, "H100 SXM", batch=1, context=CONTEXT)
+    return parallel.crossover_devices(MODEL, "B200", batch=1, context=CONTEXT)
 
 
 @register("parallel-kv-per-device-16", where=WHERE,
@@ -159,7 +162,7 @@ def _():
 
 
 @register("parallel-launch-breakeven", where=WHERE,
-          question="Llama-2-70B fp16 on 8 H100 SXM (tensor parallel), batch 1, 4,096 tokens of "
+          question="Llama-2-70B fp16 on 4 H200 (tensor parallel), batch 1, 4,096 tokens of "
           "context: the shard's roofline time (tp_decode_breakdown(...)['shard_s']) spread "
           "over the step's kernels (80 layers x parallel.KERNELS_PER_LAYER = 13) is the GPU "
           "time each kernel has. A host that takes longer than that to launch one leaves "
@@ -167,9 +170,11 @@ def _():
           unit="microseconds",
           hint="shard_s / (80 x 13), in microseconds. Divide the shard's roofline time, not "
           "the whole step (total_s): the all-reduces are among the 13 kernels, and the "
-          "question asks for the GPU's own work per kernel.")
+          "question asks for the GPU's own work per kernel. Four H200s, not eight H100s.",
+          slips={0.5: "Half: that is eight H200s' shard; the question has four.",
+                 2.0: "Twice: that is two H200s' shard; the question has four."})
 def _():
-    parts = parallel.tp_decode_breakdown(MODEL, "H100 SXM", 8, 1, CONTEXT)
+    parts = parallel.tp_decode_breakdown(MODEL, "H200", 4, 1, CONTEXT)
     kernels = llm.get(MODEL).n_layers * parallel.KERNELS_PER_LAYER
     return parts["shard_s"] / kernels * 1e6
 

@@ -102,3 +102,11 @@ def test_unknown_example_price():
 def test_bad_input_gets_a_clear_error(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+def test_price_per_gpu_hour():
+    # p5.48xlarge: 39.33 USD/h for 8 H100s = 4.91625 USD a GPU-hour; g4dn.xlarge: one T4.
+    assert cost.price_per_gpu_hour("AWS p5.48xlarge (Capacity Block)") == pytest.approx(39.33 / 8)
+    assert cost.price_per_gpu_hour("AWS g4dn.xlarge") == pytest.approx(0.526)
+    with pytest.raises(ValueError, match="no GPUs"):
+        cost.price_per_gpu_hour("AWS c5.2xlarge")

@@ -135,7 +135,30 @@ EXAMPLE_PRICES = (
         "AWS g5.xlarge", "1x NVIDIA A10G, 4 vCPU", 1.006, "USD", "list price since 2021, "
         "read 2026-12", "https://aws.amazon.com/ec2/instance-types/g5/",
         "us-east-1 On-Demand, Linux. Check the live price page before relying on it."),
+    ExamplePrice(
+        "AWS p5.48xlarge (Capacity Block)", "8x NVIDIA H100 SXM", 39.33, "USD",
+        "reservation rate listed before 2025-01-01, read 2026-12",
+        "https://aws.amazon.com/ec2/capacityblocks/pricing/",
+        "EC2 Capacity Blocks for ML, 4.916 USD per GPU-hour. Rates change; check the live page."),
+    ExamplePrice(
+        "AWS p5e.48xlarge (Capacity Block)", "8x NVIDIA H200", 43.26, "USD",
+        "reservation rate listed before 2025-01-01, read 2026-12",
+        "https://aws.amazon.com/ec2/capacityblocks/pricing/",
+        "EC2 Capacity Blocks for ML, US East (Ohio), 5.408 USD per GPU-hour. Rates change; "
+        "check the live page."),
 )
+
+
+def price_per_gpu_hour(name) -> float:
+    """An example price per GPU-hour: the instance's hourly price over its GPUs (the
+    count read from its `hardware` text, "8x NVIDIA H100 SXM" -> 8)."""
+    import re
+
+    p = example_price(name)
+    match = re.match(r"(\d+)x ", p.hardware)
+    if not match:
+        raise ValueError(f"{p.name} has no GPUs ({p.hardware})")
+    return p.price_per_hour / int(match[1])
 
 
 def example_price(name) -> ExamplePrice:

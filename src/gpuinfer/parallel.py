@@ -20,18 +20,21 @@ A tensor-parallel (TP) decode step on N devices (Megatron-LM's layout, Shoeybi e
 An all-reduce of S bytes on N devices costs, in NCCL's own model (src/graph/tuning.cc,
 via `gpuinfer.hardware`), for each protocol p (LL, LL128, Simple) of its ring algorithm
     base_p + 2(N-1) x step_p + 2(N-1)/N x S / (bandwidth x fraction_p)
-and NCCL picks the fastest: LL's low latency comes with half the bandwidth, Simple has
-the full bandwidth at a higher latency per step (`allreduce_protocols`). A ring that
-spans more GPUs than a link's domain (8 on an HGX board's NVLink) crosses the network for
-2(n-1) of its steps, n nodes, at the network's bandwidth per GPU. NCCL also has tree,
-NVLink SHARP (NVLS) and custom one-shot all-reduces (vLLM, TensorRT-LLM); this model is
-the ring alone, so for small messages on NVSwitch systems it is an upper bound on time.
-These are ceilings: real libraries add kernel launches and synchronisation.
+and NCCL picks the fastest: LL's low latency comes with half the bandwidth (and at most
+its llMaxBw), Simple has the full bandwidth at a higher latency per step
+(`allreduce_protocols`). A ring that spans more GPUs than a link's domain (8 on an HGX
+board's NVLink) crosses the network for 2(n-1) of its steps, n nodes, at the network's
+bandwidth per GPU; across nodes NCCL's tree competes too. NVLink SHARP (NVLS, in-switch
+reduction) and custom one-shot all-reduces (vLLM, TensorRT-LLM) are not modelled: on
+NVSwitch systems they beat the ring for large and small messages, so this model's
+communication time is an upper bound there. These are ceilings: real libraries add
+kernel launches and synchronisation.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -93,40 +96,97 @@ def _route(n, interconnect, network):
     return ic, net, math.ceil(n / ic.domain_gpus)
 
 
-def allreduce_protocols(n_bytes, n_devices, interconnect, *, network=None):
-    """NCCL's ring all-reduce of `n_bytes` on `n_devices` over `interconnect` under each
-    protocol (LL, LL128, Simple), from NCCL's own cost model: a DataFrame indexed by
-    protocol with `base_s`, `latency_s` (base + steps), `bandwidth_s`, `seconds` and
-    `fastest` (the one NCCL would pick). Past the link's domain (8 GPUs of an HGX
-    board) the ring crosses `network` (default `DEFAULT_NETWORK`) for 2(n-1) of its
-    2(N-1) steps, n nodes, at the network's bandwidth per GPU."""
+#: The GPU generation behind each NVLink generation: NCCL caps LL's bandwidth per
+#: generation on one node (`hardware.NCCL_LL_MAX_BUS_BANDWIDTH`).
+_NVLINK_ARCHITECTURE = {"NVLink 2": "volta", "NVLink 3": "ampere", "NVLink 4": "hopper",
+                        "NVLink 5": "blackwell"}
+#: NCCL's floor on an intra-node step once a collective spans nodes (its net overhead,
+#: tuning.cc: 1 us on Intel hosts, x3 for the Simple protocol).
+_NET_OVERHEAD_S = 1e-6
+ALGORITHMS = ("ring", "tree")
+
+
+def _protocol_rows(n_bytes, n, ic, net, nodes, algorithms):
+    """NCCL's cost model (tuning.cc, as `hardware.nccl_protocols` states it) of each
+    (algorithm, protocol) for an all-reduce of `n_bytes` on `n` ranks over `nodes`."""
+    arch = next((a for k, a in _NVLINK_ARCHITECTURE.items() if ic.name.startswith(k)), None)
+    rows = {}
+    for alg in algorithms:
+        if alg == "tree" and nodes == 1:
+            continue  # NCCL's tree pays off across nodes; inside one it is a chain
+        for proto in ic.protocols:
+            cost = ic.nccl(proto, alg)
+            intra = cost.step_latency_s
+            bandwidth = cost.bandwidth_bytes_per_s
+            if net is None:
+                inter, net_steps = 0.0, 0
+                if proto == "LL" and arch:  # LL never beats NCCL's llMaxBw on one node
+                    bandwidth = min(bandwidth, _hardware.NCCL_LL_MAX_BUS_BANDWIDTH[arch])
+            else:
+                ncost = net.nccl(proto, alg)
+                inter = ncost.step_latency_s
+                intra = max(intra, _NET_OVERHEAD_S * (3 if proto == "Simple" else 1))
+                per_gpu = net.bandwidth_bytes_per_s / ic.domain_gpus  # the node's ports, shared
+                bandwidth = min(bandwidth, per_gpu * ncost.bandwidth_fraction)
+            if alg == "ring":
+                net_steps = 2 * (nodes - 1)
+                latency = cost.base_latency_s + (2 * (n - 1) - net_steps) * intra + net_steps * inter
+                moved = 2.0 * (n - 1) / n * n_bytes / bandwidth
+            else:  # up and down a tree: NCCL halves its bus bandwidth into algorithm bandwidth
+                latency = cost.base_latency_s + 2 * ((n / nodes - 1) * intra
+                                                      + math.log2(nodes) * inter)
+                moved = 2.0 * n_bytes / bandwidth
+            rows[(alg, proto)] = {"base_s": cost.base_latency_s, "latency_s": latency,
+                                  "bandwidth_s": moved, "seconds": latency + moved,
+                                  "bandwidth_bytes_per_s": bandwidth}
+    return rows
+
+
+def allreduce_protocols(n_bytes, n_devices, interconnect, *, network=None,
+                        algorithms=ALGORITHMS):
+    """NCCL's all-reduce of `n_bytes` on `n_devices` over `interconnect` under each
+    algorithm and protocol (ring and, across nodes, tree; LL, LL128, Simple), from NCCL's
+    own cost model: a DataFrame indexed by (algorithm, protocol) with `base_s`,
+    `latency_s` (base + steps), `bandwidth_s`, `seconds` and `fastest` (the one NCCL
+    would pick). On one node LL's bandwidth is capped at NCCL's llMaxBw for the GPU
+    generation. Past the link's domain (8 GPUs of an HGX board) the ring crosses
+    `network` (default `DEFAULT_NETWORK`) for 2(n-1) of its 2(N-1) steps (n nodes) at the
+    network's bandwidth per GPU, each intra-node step costs at least NCCL's net
+    overhead, and the tree (2 x (N/n - 1) intra + 2 log2(n) network steps) competes."""
     import pandas as pd
 
     n = _devices(n_devices)
     s = _v.non_negative("n_bytes", n_bytes)
+    algorithms = tuple(_v.choice("algorithm", a, ALGORITHMS) for a in algorithms)
+    if not algorithms:
+        raise ValueError("algorithms is empty: give 'ring', 'tree' or both")
     ic, net, nodes = _route(n, interconnect, network)
-    rows = {}
-    steps = 2 * (n - 1)
-    net_steps = 2 * (nodes - 1)
-    for proto, cost in ic.protocols.items():
-        if net is None:
-            latency = cost.base_latency_s + steps * cost.step_latency_s
-            bandwidth = cost.bandwidth_bytes_per_s
-        else:
-            ncost = net.nccl(proto)
-            per_gpu = net.bandwidth_bytes_per_s / ic.domain_gpus  # node ports shared by its GPUs
-            latency = (cost.base_latency_s + (steps - net_steps) * cost.step_latency_s
-                       + net_steps * ncost.step_latency_s)
-            bandwidth = min(cost.bandwidth_bytes_per_s, per_gpu * ncost.bandwidth_fraction)
-        moved = 2.0 * (n - 1) / n * s / bandwidth if n > 1 else 0.0
-        rows[proto] = {"base_s": cost.base_latency_s if n > 1 else 0.0,
-                       "latency_s": latency if n > 1 else 0.0, "bandwidth_s": moved,
-                       "seconds": (latency + moved) if n > 1 else 0.0,
-                       "bandwidth_bytes_per_s": bandwidth}
+    if n == 1:
+        rows = {(a, p): {"base_s": 0.0, "latency_s": 0.0, "bandwidth_s": 0.0, "seconds": 0.0,
+                         "bandwidth_bytes_per_s": math.inf}
+                for a in algorithms[:1] for p in ic.protocols}
+    else:
+        rows = _protocol_rows(s, n, ic, net, nodes, algorithms)
+        if not rows:
+            raise ValueError(f"no algorithm of {algorithms} applies to {n} GPUs on one node")
     df = pd.DataFrame.from_dict(rows, orient="index")
-    df["fastest"] = df.index == df["seconds"].idxmin()
+    df.index = pd.MultiIndex.from_tuples(df.index, names=["algorithm", "protocol"])
+    df["fastest"] = False
+    df.loc[df["seconds"].idxmin(), "fastest"] = True
     df.attrs.update(interconnect=ic.name, network=net.name if net else None, nodes=nodes)
     return df
+
+
+@functools.lru_cache(maxsize=4096)
+def _fastest_allreduce(n_bytes, n, ic_name, network):
+    """(seconds, algorithm, protocol, route) of NCCL's fastest all-reduce: cached, for
+    the decode models that ask for the same message thousands of times."""
+    ic, net, nodes = _route(n, ic_name, network)
+    if n == 1:
+        return 0.0, None, None, (ic.name, None, 1)
+    rows = _protocol_rows(n_bytes, n, ic, net, nodes, ALGORITHMS)
+    (alg, proto), best = min(rows.items(), key=lambda kv: kv[1]["seconds"])
+    return best["seconds"], alg, proto, (ic.name, net.name if net else None, nodes)
 
 
 def interconnect_allreduce_time(n_bytes, n_devices, interconnect, *, network=None,
@@ -136,14 +196,16 @@ def interconnect_allreduce_time(n_bytes, n_devices, interconnect, *, network=Non
     (or `protocol`: "LL", "LL128", "Simple"); see `allreduce_protocols`. Vectorised over
     `n_bytes`."""
     sizes = _v.non_negative("n_bytes", n_bytes, array=True)
+    n = _devices(n_devices)
+    ic = _hardware.get_interconnect(interconnect)
     out = []
     for s in np.atleast_1d(sizes):
-        df = allreduce_protocols(float(s), n_devices, interconnect, network=network)
         if protocol is None:
-            out.append(df["seconds"].min())
+            out.append(_fastest_allreduce(float(s), n, ic.name, network)[0])
         else:
-            out.append(df.loc[_v.choice("protocol", protocol, list(df.index),
-                                        normalise=str.lower), "seconds"])
+            df = allreduce_protocols(float(s), n, ic, network=network)
+            proto = _v.choice("protocol", protocol, list(ic.protocols), normalise=str.lower)
+            out.append(df.xs(proto, level="protocol")["seconds"].min())
     return float(out[0]) if np.ndim(sizes) == 0 else np.array(out)
 
 
@@ -319,7 +381,8 @@ def tp_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     `ops` (one device's shard as `llm.decode_step_breakdown`'s table), `shard_s` (its
     sum: the step's arithmetic and memory time on one device), `n_allreduces`
     (2 x layers + 1), `allreduce_bytes` ([batch, d_model] in the compute format),
-    `allreduce_s` (one, NCCL's fastest ring protocol), `protocol`, `comm_s` (all of them),
+    `allreduce_s` (one, NCCL's fastest algorithm and protocol), `algorithm`, `protocol`,
+    `comm_s` (all of them),
     `total_s` (shard_s + comm_s), the bytes behind them and the route (`interconnect`,
     `network`, `nodes`).
 
@@ -337,13 +400,12 @@ def tp_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     message = b * m.d_model * _dtypes.bytes_per_element(compute)
     n_allreduces = 2 * m.n_layers + 1
     route = {"interconnect": None, "network": None, "nodes": 1}
-    one, protocol = 0.0, None
+    one, protocol, algorithm = 0.0, None, None
     if n > 1:
         ic = _interconnect(interconnect, acc)
-        table = allreduce_protocols(message, n, ic, network=network)
-        protocol = table.index[table["fastest"]][0]
-        one = float(table.loc[protocol, "seconds"])
-        route = dict(table.attrs)
+        one, algorithm, protocol, (ic_name, net_name, nodes) = _fastest_allreduce(
+            float(message), n, ic.name, network)
+        route = {"interconnect": ic_name, "network": net_name, "nodes": nodes}
     shard_s = float(ops["seconds"].sum())
     comm_s = n_allreduces * one
     return {"model": m.name, "accelerator": acc.name, "n_devices": n, "batch": b,
@@ -351,7 +413,8 @@ def tp_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
             "weight_bytes_per_device": _llm.weight_bytes(part, dtype),
             "kv_bytes_per_device": b * c * _llm.kv_cache_bytes_per_token(part, kv),
             "shard_s": shard_s, "n_allreduces": n_allreduces, "allreduce_bytes": message,
-            "allreduce_s": one, "protocol": protocol, "comm_s": comm_s,
+            "allreduce_s": one, "algorithm": algorithm, "protocol": protocol,
+            "comm_s": comm_s,
             "total_s": shard_s + comm_s, **route}
 
 
@@ -421,11 +484,12 @@ def pp_decode_breakdown(model, accelerator, n_stages, batch=1, context=0, dtype=
     model's step time plus (stages - 1) point-to-point sends of [batch, d_model]
     activations; with `n_stages` micro-batches of `batch` sequences in flight, every stage
     is busy and throughput rises n_stages-fold. No overlap of sends and compute assumed;
-    a send costs NCCL's Simple-protocol base and step latency plus bytes / bandwidth (over
-    `network` when the stages span more GPUs than the link's domain).
+    a send costs NCCL's Simple-protocol base and step latency plus bytes / bandwidth, over
+    the link inside a domain and over `network` for the hand-offs between domains.
 
-    Returns stage_s, send_s, latency_s (one token, one micro-batch) and tokens_per_s
-    (all micro-batches, pipeline full), in seconds and tokens/s."""
+    Returns stage_s, send_s (the slowest hand-off), sends_s (all of them), latency_s (one
+    token, one micro-batch) and tokens_per_s (all micro-batches, pipeline full: the
+    slowest stage plus its hand-off paces it), in seconds and tokens/s."""
     m, acc = _llm.get(model), _hardware.get(accelerator)
     s = _devices(n_stages, "n_stages")
     if m.n_layers % s:
@@ -435,17 +499,21 @@ def pp_decode_breakdown(model, accelerator, n_stages, batch=1, context=0, dtype=
     whole_s = _llm.decode_step_time(m, acc, b, context, dtype)
     stage_s = whole_s / s
     send_bytes = float(b) * m.d_model * _dtypes.bytes_per_element(compute)
-    if s == 1:
-        send_s = 0.0
-    else:
-        ic, net, _ = _route(s, _interconnect(interconnect, acc), network)
-        link = net or ic
-        cost = link.nccl("Simple")
-        bw = (link.bandwidth_bytes_per_s / ic.domain_gpus) if net else cost.bandwidth_bytes_per_s
-        send_s = cost.base_latency_s + cost.step_latency_s + send_bytes / bw
-    latency_s = s * stage_s + (s - 1) * send_s
-    return {"n_stages": s, "stage_s": stage_s, "send_s": send_s, "latency_s": latency_s,
-            "tokens_per_s": float(b) / (stage_s + send_s)}
+    sends = []  # the (s - 1) hand-offs: inside a domain over the link, between domains over the network
+    if s > 1:
+        ic, net, nodes = _route(s, _interconnect(interconnect, acc), network)
+        inside = ic.nccl("Simple")
+        inside_s = inside.base_latency_s + inside.step_latency_s + send_bytes / inside.bandwidth_bytes_per_s
+        crossing = nodes - 1
+        sends = [inside_s] * (s - 1 - crossing)
+        if crossing:
+            out = net.nccl("Simple")
+            sends += [out.base_latency_s + out.step_latency_s
+                      + send_bytes / (net.bandwidth_bytes_per_s / ic.domain_gpus)] * crossing
+    send_s = max(sends, default=0.0)
+    latency_s = s * stage_s + sum(sends)
+    return {"n_stages": s, "stage_s": stage_s, "send_s": send_s, "sends_s": sum(sends),
+            "latency_s": latency_s, "tokens_per_s": float(b) / (stage_s + send_s)}
 
 
 #: Kernels one decoder layer launches in an eager TP decode step (vLLM/Megatron layout):

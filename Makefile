@@ -1,9 +1,13 @@
 # Two commands do all the set-up: `make book` builds the website, `make test` runs every check.
-# Both install what they need into a local virtual environment (.venv), reused on the next run.
+# Both install what they need into a local virtual environment (.venv), reused on the next run:
+# a CPU build of torch where there is no NVIDIA GPU, the package with its `serving` extra
+# (Triton through PyTriton, ONNX, ONNX Runtime) and the book tools.
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 
+# The venv's Python must have a shared libpython: Triton's Python stub loads it (see
+# README, "Requirements"). Debian/Ubuntu's python3 and pyenv builds with --enable-shared do.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -11,21 +15,55 @@ STAMP := $(VENV)/.installed
 NOTEBOOKS := chapters labs
 # nbval runs notebooks on both cores; override with `make test JOBS=1`.
 JOBS ?= 2
+TORCH ?= torch>=2.4
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: help install book test unit notebooks book-strict site strip bench clean
+.PHONY: help install torch book test unit notebooks book-strict site strip bench gpu-check clean
 
 help:
-	@echo "make book   build the website into _build/html (installs into $(VENV) first)"
-	@echo "make test   unit tests, every notebook under nbval, the book with warnings as errors, site checks"
-	@echo "make bench  python -m gpuinfer bench --quick on this machine"
-	@echo "make strip  strip outputs and execution counts from every notebook"
+	@echo "make book       build the website into _build/html (installs into $(VENV) first)"
+	@echo "make test       unit tests, every notebook under nbval, the book with warnings as errors, site checks"
+	@echo "make bench      python -m gpuinfer bench --quick on this machine"
+	@echo "make gpu-check  python -m gpuinfer gpu-check: what this machine's GPU path does"
+	@echo "make strip      strip outputs and execution counts from every notebook"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# torch first, so that the package's loose `torch>=2.4` is already met. With an NVIDIA GPU,
+# PyPI's (CUDA) build; without one, a CPU build: from PyTorch's CPU index, or, where that
+# index is out of reach, a CPU wheel from the folders pip is configured with (find-links).
+# PIP_CONFIG_FILE=/dev/null keeps configured extra indexes (which may hold a multi-GB
+# CUDA build) out of the CPU install.
+torch: | $(BIN)/python
+	@if $(BIN)/python -c "import torch" 2>/dev/null; then \
+	  $(BIN)/python -c "import torch; print('torch', torch.__version__, 'already installed')"; \
+	elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+	  echo "NVIDIA GPU found: installing torch from PyPI (a CUDA build)"; \
+	  $(BIN)/python -m pip install -q "$(TORCH)"; \
+	else \
+	  echo "No NVIDIA GPU: installing a CPU-only torch"; \
+	  if ! PIP_CONFIG_FILE=/dev/null $(BIN)/python -m pip install -q --retries 1 --timeout 20 \
+	        --index-url $(TORCH_CPU_INDEX) "$(TORCH)" 2>/dev/null; then \
+	    echo "PyTorch's CPU index is out of reach; looking for a local CPU wheel"; \
+	    mkdir -p .cache/wheels; \
+	    $(BIN)/python -m pip download -q --no-index --no-deps -d .cache/wheels "$(TORCH)"; \
+	    wheel=$$(ls .cache/wheels/torch-*+cpu-*.whl 2>/dev/null | head -n 1); \
+	    if [ -z "$$wheel" ]; then \
+	      echo "No CPU build of torch found. Install one into $(VENV) yourself:"; \
+	      echo "  $(BIN)/python -m pip install torch --index-url $(TORCH_CPU_INDEX)"; \
+	      exit 1; \
+	    fi; \
+	    $(BIN)/python -m pip install -q "$$wheel"; \
+	  fi; \
+	  $(BIN)/python -c "import torch; assert not torch.version.cuda, 'a CUDA build of torch on a machine without a GPU'; print('torch', torch.__version__, '(CPU build)')"; \
+	fi
+
 $(STAMP): pyproject.toml | $(BIN)/python
+	$(MAKE) --no-print-directory torch
 	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m gpuinfer.triton_server
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -46,10 +84,29 @@ notebooks: $(STAMP)
 book-strict: $(STAMP)
 	$(BIN)/jupyter-book build . --warningiserror --keep-going
 
-# The built site in headless Chromium (Debian's /usr/bin/chromium; .ci/run installs it),
-# plus the offline link check. Screenshots for a person to look at: _build/screenshots/.
+# The built site in headless Chromium, plus the offline link check. The browser: $CHROMIUM,
+# else Debian's /usr/bin/chromium (.ci/run installs it), else Playwright's own Chromium
+# (installed here if it can be downloaded). Screenshots: _build/screenshots/.
+PLAYWRIGHT_CHROMIUM = $(BIN)/python -c "from playwright.sync_api import sync_playwright as s; p = s().start(); print(p.chromium.executable_path); p.stop()"
 site: $(STAMP)
-	$(BIN)/python -m pytest -p no:cacheprovider tests -m site
+	@browser="$${CHROMIUM:-}"; \
+	if [ -z "$$browser" ] && [ -x /usr/bin/chromium ]; then browser=/usr/bin/chromium; fi; \
+	if [ -z "$$browser" ]; then \
+	  browser=$$($(PLAYWRIGHT_CHROMIUM) 2>/dev/null || true); \
+	  if [ ! -x "$$browser" ]; then \
+	    echo "No system Chromium: installing Playwright's (playwright install chromium)"; \
+	    $(BIN)/python -m playwright install chromium >/dev/null 2>&1 || true; \
+	    browser=$$($(PLAYWRIGHT_CHROMIUM) 2>/dev/null || true); \
+	  fi; \
+	fi; \
+	if [ -z "$$browser" ] || ! { [ -x "$$browser" ] || command -v "$$browser" >/dev/null; }; then \
+	  echo "No browser for the site checks. Install one, then run 'make site' again:"; \
+	  echo "  sudo apt-get install chromium    (Debian/Ubuntu; or set CHROMIUM=/path/to/chromium)"; \
+	  echo "  or: $(BIN)/python -m playwright install --with-deps chromium"; \
+	  exit 1; \
+	fi; \
+	echo "Site checks in $$browser"; \
+	CHROMIUM="$$browser" $(BIN)/python -m pytest -p no:cacheprovider tests -m site
 	@echo "Screenshots: _build/screenshots/"
 
 strip: $(STAMP)
@@ -57,6 +114,9 @@ strip: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m gpuinfer bench --quick
+
+gpu-check: $(STAMP)
+	$(BIN)/python -m gpuinfer gpu-check
 
 clean:
 	rm -rf _build .pytest_cache

@@ -213,11 +213,11 @@ def lab_model(model=LAB_MODEL, device=None, dtype=None, *, weight_budget_bytes=N
     alike), leaving room for the KV cache. CPU: 1/8 of the width (heads and FFN scaled
     alike, head_dim kept) and enough layers for about 128 MB of weights. Budget in bytes.
     """
-    device = _bench._device(device)
+    kind = _bench._kind(device)
     base = _llm.get(model)
-    dtype = _dtypes.canonical(dtype or _bench.default_dtype(device))
+    dtype = _dtypes.canonical(dtype or _bench.default_dtype(kind))
     if width_divisor is None:
-        width_divisor = 1 if device.type == "cuda" else CPU_WIDTH_DIVISOR
+        width_divisor = 1 if kind == "cuda" else CPU_WIDTH_DIVISOR
     div = _validate.count("width_divisor", width_divisor)
     if any(v % div for v in (base.d_model, base.n_heads, base.n_kv_heads, base.d_ff)):
         raise ValueError(f"width_divisor must be a whole number dividing d_model, heads, KV "
@@ -229,7 +229,7 @@ def lab_model(model=LAB_MODEL, device=None, dtype=None, *, weight_budget_bytes=N
     layer_bytes = (shape.n_params - shape.d_model) * _dtypes.bytes_per_element(dtype)
     if weight_budget_bytes is None:
         weight_budget_bytes = (GPU_WEIGHT_SHARE * _bench.memory_bytes(device)
-                               if device.type == "cuda" else CPU_WEIGHT_BUDGET_BYTES)
+                               if kind == "cuda" else CPU_WEIGHT_BUDGET_BYTES)
     budget = _validate.positive("weight_budget_bytes", weight_budget_bytes)
     n_layers = int(max(1, min(base.n_layers, budget // layer_bytes)))
     width = "" if div == 1 else f" at 1/{div} width"
@@ -245,7 +245,7 @@ GPU_TOP_BATCH, CPU_TOP_BATCH = 512, 64
 def lab_batches(device=None, *, quick=False) -> list[int]:
     """Batches for the decode sweep: 1 .. 512 on a GPU, 1 .. 64 on a CPU; `quick` keeps
     every other power of two and the largest."""
-    top = GPU_TOP_BATCH if _bench._device(device).type == "cuda" else CPU_TOP_BATCH
+    top = GPU_TOP_BATCH if _bench._kind(device) == "cuda" else CPU_TOP_BATCH
     batches = [2**i for i in range(int(math.log2(top)) + 1)]
     return batches[::2] + ([batches[-1]] if len(batches) % 2 == 0 else []) if quick else batches
 
@@ -442,15 +442,23 @@ class DecodeStack:
         """`measure` at each batch; out of memory stops the sweep and keeps what was
         measured (a KV cache grows with batch x context)."""
         batches = [_validate.count("batch", b) for b in batches]
-        mrt = _bench._default_min_run_time(self.device, min_run_time)
-        times = [_call_or_nan(_llm.decode_step_time, self.spec, self.accelerator, b, context,
-                              self.weight_format, kv_dtype=self.dtype,
-                              compute_dtype=self.dtype) for b in batches]
-        estimate = sum(_bench.timing_estimate_s(t, mrt) for t in times)
+        estimate = sweep_estimate_s(self.spec, self.accelerator, batches, context,
+                                    self.weight_format, self.dtype, min_run_time=
+                                    _bench._default_min_run_time(self.device, min_run_time))
         return _bench._sweep(batches, lambda b: self.measure(
             b, context, cuda_graph=cuda_graph, compile=compile, min_run_time=min_run_time),
             f"decode {self.kernel} context {context}", progress,
             estimate if math.isfinite(estimate) else None)
+
+
+def sweep_estimate_s(model, accelerator, batches, context, weight_format, dtype, *,
+                     min_run_time) -> float:
+    """Seconds of timing `DecodeStack.sweep` takes on `accelerator`, each step at the
+    roofline's time (`llm.decode_step_time`; NaN if a peak is unknown). Set-up (building
+    the KV cache, capturing graphs) not included."""
+    return sum(_bench.timing_estimate_s(_call_or_nan(
+        _llm.decode_step_time, model, accelerator, b, context, weight_format,
+        kv_dtype=dtype, compute_dtype=dtype), min_run_time) for b in batches)
 
 
 def _call_or_nan(fn, *args, **kwargs) -> float:

@@ -1,43 +1,162 @@
-"""Exercises of the chapter *Serving systems and sharing a GPU*."""
+"""Exercises of the chapter *Serving systems and sharing a GPU*.
 
-from .. import hardware, serving
+Each question states its units and rounding; each hint names the slips people make most
+often with it (marketing GB for the bytes a card has, the reserve forgotten, a copy of
+the weights per instance where the backend shares one, the whole card's bandwidth for a
+MIG slice's) without giving the answer.
+"""
+
+import math
+
+from .. import hardware, llm, serving
 from . import register
 
 WHERE = "chapters/05_serving"
 
+#: The decision exercise: serve this model, format and batch on a MIG slice of this GPU,
+#: every sequence at this context, each decode step within this time per output token.
+DECISION = {"model": "llama-3-8b", "dtype": "int8", "gpu": "H100 SXM", "batch": 8,
+            "context": 4096, "tpot_s": 0.015}
+
+
+def mig_options(model, gpu, batch, context, dtype="fp16"):
+    """Every MIG profile of `gpu` (the `+me` media variants left out), smallest first
+    (fewest compute slices, then fewest memory slices), as a DataFrame: the profile's
+    `max_instances` on one GPU, the most sequences of `context` tokens it holds
+    (`llm.max_batch` on `hardware.mig_slice`, the stated reserve held back) and the
+    decode step time at `batch` in seconds (NaN where `batch` does not fit)."""
+    import pandas as pd
+
+    profiles = hardware.mig_profiles(gpu)
+    rows = []
+    for name, p in profiles.iterrows():
+        if name.endswith("+me"):
+            continue
+        part = hardware.mig_slice(gpu, name)
+        fits = llm.max_batch(model, part, context, dtype)
+        tpot = (float(llm.decode_step_time(model, part, batch, context, dtype))
+                if fits >= batch else math.nan)
+        rows.append({"profile": name, "compute_fraction": p["compute_fraction"],
+                     "memory_fraction": p["memory_fraction"],
+                     "max_instances": int(p["max_instances"]), "max_batch": int(fits),
+                     "tpot_s": tpot})
+    table = pd.DataFrame(rows).set_index("profile")
+    return table.sort_values(["compute_fraction", "memory_fraction"], kind="stable")
+
+
+def smallest_mig_profile(model, gpu, batch, context, tpot_s, dtype="fp16"):
+    """The first profile of `mig_options` that holds `batch` sequences and meets
+    `tpot_s`; None if no profile does."""
+    table = mig_options(model, gpu, batch, context, dtype)
+    ok = table[table["tpot_s"] <= tpot_s]
+    return ok.index[0] if len(ok) else None
+
 
 @register("serving-gelu-unfused-bytes", where=WHERE,
-          question="DRAM bytes the unfused tanh-GELU chain (8 ops) moves over 1e6 fp16 "
-          "elements", unit="bytes",
+          question="DRAM bytes the unfused tanh-GELU chain (serving.gelu_tanh_unfused, 8 "
+          "ops) moves over 1,000,000 fp16 elements. Bytes, exact.", unit="bytes",
           hint="Each op reads its tensor inputs and writes one output; two of the eight "
-          "ops read x a second time. Count tensors of n elements, 2 bytes each.")
+          "ops read x a second time (serving.GELU_TANH_OP_INPUTS). Count tensors of n "
+          "elements at 2 bytes each.",
+          slips={16 / 18: "16 tensors: the second reads of x (ops 3 and 7 read x and y) "
+                          "are missing.",
+                 2.0: "Twice the answer: fp16 is 2 bytes an element, not 4.",
+                 2 / 18: "That is the fused kernel (read x once, write once); the "
+                         "question asks for the unfused chain of 8 kernels."})
 def _():
     return serving.elementwise_chain_bytes(1_000_000, serving.GELU_TANH_OP_INPUTS, "fp16")
 
 
+def _h200_instances(backend):
+    """Instances of the Llama-2-7B deployment of the two H200 exercises."""
+    return serving.max_instances(serving.deployment("chat", "llama-2-7b", workspace_bytes=2e9,
+                                                    backend=backend), "H200")
+
+
+#: The two backends' answers, and the TensorRT answer with the shared copy forgotten
+#: (the usable bytes divided by the workspace alone).
+_PT, _TRT = _h200_instances("pytorch"), _h200_instances("tensorrt")
+_TRT_NO_WEIGHTS = int((hardware.get("H200").memory_bytes - llm.DEFAULT_RESERVE_BYTES) // 2e9)
+
+
 @register("serving-h200-instances", where=WHERE,
-          question="Instances of Llama-2-7B (fp16 weights, 2e9 bytes of workspace each, no "
-          "KV cache) that fit in an H200's 141e9 bytes", unit="instances",
-          hint="Each instance holds its own copy of the weights: "
-          "memory // (weights + workspace).", rel_tol=0.0)
+          question="Instances of Llama-2-7B (fp16 weights, llm.weight_bytes; 2e9 bytes of "
+          "workspace each, no KV cache) that fit on an H200 served by Triton's PyTorch "
+          "backend (a copy of the weights per instance). The card has "
+          f"{hardware.get('H200').memory_bytes:,.0f} B; hold back llm.DEFAULT_RESERVE_BYTES "
+          "(1 GiB = 2**30 B). Whole instances: round down.", unit="instances",
+          hint="(memory - reserve) // (weights + workspace), with the card's bytes as "
+          "given (not the marketing 141e9) and the reserve held back.", rel_tol=0.0,
+          slips={(_PT + 1) / _PT: "Rounded up: round down, a partial instance does not "
+                                  "run.",
+                 _TRT / _PT: "That shares one copy of the weights among the instances (the "
+                         "TensorRT backend); the PyTorch backend loads a copy per "
+                         "instance."})
 def _():
-    return serving.max_instances(serving.deployment("chat", "llama-2-7b",
-                                                    workspace_bytes=2e9), "H200")
+    return _h200_instances("pytorch")
 
 
-@register("serving-a100-fp16-vs-fp32-compute", where=WHERE,
-          question="Upper bound on the speed-up of fp16 (tensor cores) over fp32 for a "
-          "compute-bound layer on an A100 80GB, from the datasheet peaks", unit="x",
-          hint="Ratio of the dense fp16 tensor-core peak to the fp32 (non-tensor) peak.")
+@register("serving-h200-instances-tensorrt", where=WHERE,
+          question="The same Llama-2-7B deployment (fp16, 2e9 bytes of workspace per "
+          "instance, no KV cache) on the same H200, now served by Triton's TensorRT "
+          "backend, which shares one engine (one copy of the weights) among the "
+          "instances on a GPU. Instances that fit, reserve held back; round down.",
+          unit="instances",
+          hint="The weights are paid once; each instance adds only its workspace: "
+          "(memory - reserve - weights) // workspace.", rel_tol=0.0,
+          slips={_PT / _TRT: "That pays a copy of the weights per instance (the PyTorch "
+                         "backend); here one engine is shared.",
+                 _TRT_NO_WEIGHTS / _TRT: "The one shared copy of the weights still takes memory: "
+                          "subtract it before dividing by the workspace.",
+                 (_TRT + 1) / _TRT: "Rounded up: round down, a partial instance does not run."})
 def _():
-    a100 = hardware.get("A100 80GB")
-    return a100.peak_flops("fp16") / a100.peak_flops("fp32")
+    return _h200_instances("tensorrt")
+
+
+#: Llama-3-8B's fp16 weights and the KV cache of 16 x 4,096 tokens (bytes), for the slips.
+_W8 = llm.weight_bytes("llama-3-8b")
+_KV16 = 16 * 4096 * llm.kv_cache_bytes_per_token("llama-3-8b")
 
 
 @register("serving-kv-instance-bytes", where=WHERE,
           question="Memory of one Llama-3-8B fp16 instance holding a KV cache for 16 "
-          "sequences of 4,096 tokens (weights + KV cache, no workspace)", unit="bytes",
-          hint="Weights: parameters x 2 bytes. KV per token: 2 x layers x KV heads x "
-          "head_dim x 2 bytes (Llama-3-8B has 8 KV heads).")
+          "sequences of 4,096 tokens (weights + KV cache, no workspace). Bytes; 3 "
+          "significant figures are enough.", unit="bytes",
+          hint="Weights: llm.weight_bytes (parameters x 2 bytes). KV per token: 2 x "
+          "layers x KV heads x head_dim x 2 bytes, times 16 x 4,096 tokens.",
+          slips={(_W8 + 4 * _KV16) / (_W8 + _KV16): "The KV cache is 4x too big: "
+                 "Llama-3-8B has 8 KV heads, not its 32 query heads.",
+                 _W8 / (_W8 + _KV16): "Only the weights: add the KV cache of the 16 sequences.",
+                 _KV16 / (_W8 + _KV16): "Only the KV cache: add the weights.",
+                 (_W8 + _KV16 / 2) / (_W8 + _KV16): "The KV cache is half what it should "
+                 "be: count K and V (the factor 2)."})
 def _():
     return serving.deployment("chat", "llama-3-8b", batch=16, context=4096).total_bytes
+
+
+@register("serving-decision-mig-profile", where=WHERE,
+          question="Decision: serve Llama-3-8B with int8 weight-only (W8A16) weights, 8 "
+          "sequences at 4,096 tokens of context each, every decode step within 15 ms "
+          "(TPOT), on one MIG slice of an H100 SXM (hardware.mig_slice; llm.max_batch and "
+          "llm.decode_step_time on the slice, the default reserve held back). Pick the "
+          "smallest profile that holds the batch and meets the TPOT (fewest compute "
+          "slices, then fewest memory slices). Answer with how many instances of that "
+          "profile one H100 holds (max_instances in hardware.mig_profiles): a whole "
+          "number.", unit="instances of the chosen profile",
+          hint="Check memory first (weights, KV cache of 8 x 4,096 tokens and the reserve "
+          "against the slice's bytes), then the TPOT on the slice's own bandwidth: a "
+          "slice gets its memory slices' share of the bandwidth (m/8), not the whole "
+          "card's, and a compute slice more does not speed up a memory-bound step.",
+          rel_tol=0.0,
+          # (7, 1g.10gb's count, is left to the hint: it checks memory first.)
+          slips={3 / 4: "2g.20gb has the same memory slices, hence the same bandwidth "
+                        "and TPOT, as a smaller profile that also fits.",
+                 2 / 4: "3g.40gb meets the target, but a smaller profile does too: "
+                        "time the step on each slice's own bandwidth.",
+                 1 / 4: "That is a whole GPU's worth (4g.40gb or 7g.80gb): a much "
+                        "smaller slice meets 15 ms."})
+def _():
+    d = DECISION
+    choice = smallest_mig_profile(d["model"], d["gpu"], d["batch"], d["context"],
+                                  d["tpot_s"], d["dtype"])
+    return float(hardware.mig_profiles(d["gpu"]).loc[choice, "max_instances"])

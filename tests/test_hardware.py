@@ -337,3 +337,24 @@ def test_achievable_is_nan_where_nothing_is_published():
     assert len(hardware.achievable_table()) >= 10
     with pytest.raises(KeyError):
         hardware.achievable("H900")
+
+
+def test_cpu_ceilings_for_the_threads_used():
+    # The reference CPU: 8 cores, 89.6 GB/s, 8 x 4 GHz x 32 = 1.024 TFLOP/s fp32.
+    one = hardware.cpu(threads=1)
+    assert one.bandwidth == pytest.approx(89.6e9 / 8)
+    assert one.peaks["fp32"] == pytest.approx(1.024e12 / 8)
+    assert one.cores == 1 and "1 of 8 cores" in one.name
+    assert hardware.cpu().cores == 8
+    with pytest.raises(ValueError, match="threads"):
+        hardware.cpu(threads=9)
+
+
+def test_derated_uses_published_measurements():
+    t4 = hardware.derated("T4")
+    a = hardware.achievable("T4")
+    assert t4.peaks["fp16"] == a["matmul_fp16_flops"] < hardware.get("T4").peaks["fp16"]
+    assert t4.bandwidth == hardware.get("T4").bandwidth  # no published bandwidth: datasheet
+    h100 = hardware.derated("H100 SXM")
+    assert h100.peaks["bf16"] == h100.peaks["fp16"] == 794.5e12   # MAMF
+    assert h100.name == "H100 SXM (achievable)"

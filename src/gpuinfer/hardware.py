@@ -92,6 +92,7 @@ class Accelerator:
     memory_marketing_bytes: float | None = None
     memory_source: str = ""
     estimated: bool = False
+    cores: int | None = None  # CPU cores the peaks count (None for a GPU)
 
     def __post_init__(self):
         name = _text("name", self.name)
@@ -479,7 +480,7 @@ def _cpu_entry(name, cores, clock_hz, fp32_flop_per_cycle, channels, mega_transf
     return Accelerator(name, memory_bytes=memory_bytes, bandwidth=bandwidth,
                        peaks={"fp32": fp32}, kind="cpu", source=source, note=note,
                        aliases=aliases, memory_marketing_bytes=memory_bytes,
-                       memory_source=memory_source)
+                       memory_source=memory_source, cores=cores)
 
 
 _ENTRIES += [
@@ -604,10 +605,51 @@ def _cpu_cache_bytes() -> float | None:
     return None
 
 
-def cpu() -> Accelerator:
-    """The reference CPU entry, with this machine's last-level cache size."""
+def cpu(threads=None) -> Accelerator:
+    """The reference CPU entry, with this machine's last-level cache size. `threads`:
+    the ceilings of that many of its cores (a lab timing one thread compares with one
+    core's share): peaks and bandwidth scaled by threads / cores. The bandwidth share is
+    a simplification: one core of a desktop reaches more than its share of the DRAM
+    bandwidth, though not all of it, so a one-thread read can beat this ceiling."""
     entry = get("CPU")
-    return dataclasses.replace(entry, cache_bytes=_cpu_cache_bytes() or entry.cache_bytes)
+    entry = dataclasses.replace(entry, cache_bytes=_cpu_cache_bytes() or entry.cache_bytes)
+    if threads is None:
+        return entry
+    t = _v.count("threads", threads, maximum=entry.cores)
+    share = t / entry.cores
+    return dataclasses.replace(
+        entry, name=f"{entry.name} ({t} of {entry.cores} cores)", cores=t,
+        bandwidth=share * entry.bandwidth, peaks={k: share * v for k, v in entry.peaks.items()},
+        note=f"The reference CPU's ceilings scaled to {t} of its {entry.cores} cores. "
+             + entry.note)
+
+
+def derated(name) -> Accelerator:
+    """A catalogue device with its published *achievable* ceilings in place of the
+    datasheet's (`achievable`): the best measured 16-bit matmul as its fp16/bf16 peak and
+    the measured bandwidth where one was published; the datasheet figure where not. A
+    realistic device to predict with (a T4 at its measured 42, not its boost-clock 65,
+    TFLOP/s), named "<name> (achievable)"."""
+    acc = get(name)
+    a = achievable(acc.name)
+    peaks = dict(acc.peaks)
+    known = lambda key: a[key] == a[key]  # noqa: E731 - NaN means unpublished
+    best16 = max((a[k] for k in ("matmul_fp16_flops", "matmul_bf16_flops") if known(k)),
+                 default=None)  # the best 16-bit rate serves fp16 and bf16 alike
+    for peak in ("fp16", "bf16"):
+        if peak in peaks and best16 is not None:
+            peaks[peak] = float(best16)
+    if "fp8" in peaks and known("matmul_fp8_flops"):
+        peaks["fp8"] = float(a["matmul_fp8_flops"])
+    bw = a["bandwidth_bytes_per_s"]
+    used = [k for k in ("matmul_fp16_flops", "matmul_bf16_flops", "matmul_fp8_flops",
+                        "bandwidth_bytes_per_s") if a[k] == a[k]]
+    return dataclasses.replace(
+        acc, name=f"{acc.name} (achievable)", peaks=peaks,
+        bandwidth=float(bw) if bw == bw else acc.bandwidth,
+        note=("Published measured ceilings in place of the datasheet's: "
+              + (", ".join(f"{k} ({a[k + '_source']})" for k in used) or "none published")
+              + ". " + a["note"]).strip())
 
 
 # --- MIG: slices of one GPU -------------------------------------------------------------

@@ -35,6 +35,13 @@ CUDA_GRAPHS_BLOG_PER_KERNEL_S = {
 }
 CUDA_GRAPHS_BLOG_URL = "https://developer.nvidia.com/blog/cuda-graphs/"
 
+#: Fixed cost of one small host <-> device copy (cudaMemcpyAsync), seconds: "a latency
+#: overhead of approximately 5-7 us" per call (Wu et al. 2026, DualPath, sec. 5.2,
+#: arXiv 2602.21548); about 10 us on a 2008 GPU over PCIe 2 (University of Virginia's
+#: measurements). An illustrative setting: measure yours (lab *Small model: CPU or GPU?*).
+HOST_COPY_LATENCY_S = 5e-6
+HOST_COPY_SOURCE = "https://arxiv.org/abs/2602.21548"
+
 
 def _widths(n_features, hidden, n_outputs) -> list[int]:
     if isinstance(hidden, (str, bytes)) or not hasattr(hidden, "__iter__"):
@@ -149,20 +156,40 @@ def synthetic_batch(batch, n_features=DEFAULT_FEATURES, *, n_categorical=8, cate
     return x.to(device=device, dtype=_dtypes.torch_dtype(dtype))
 
 
+def host_copy_s(n_bytes, link, latency_s=HOST_COPY_LATENCY_S):
+    """Seconds to copy `n_bytes` between host and device over `link` (a
+    `hardware.Interconnect` or its name, e.g. `hardware.host_link(acc)`: a T4 is PCIe
+    Gen3 x16): a fixed `latency_s` per copy plus bytes / the link's per-direction
+    bandwidth. Vectorised over `n_bytes`."""
+    from . import hardware as _hardware
+
+    ic = _hardware.get_interconnect(link)
+    nbytes = _v.non_negative("n_bytes", n_bytes, array=True)
+    lat = _v.non_negative("latency_s", latency_s)
+    return _v.scalar_or_array(lat + nbytes / ic.bandwidth_bytes_per_s)
+
+
 def predicted_latency_s(batch, accelerator, overhead_per_kernel_s, *,
                         n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN,
-                        n_outputs=DEFAULT_OUTPUTS, dtype="fp32", fused=False):
+                        n_outputs=DEFAULT_OUTPUTS, dtype="fp32", fused=False,
+                        host_link=None):
     """Seconds per forward pass: kernels x `overhead_per_kernel_s` (the launch and
     dispatch cost each kernel adds) + the roofline time of its kernels (`mlp_ops` on
-    `accelerator`, each kernel its own roofline, summed). The two add rather than
-    overlap: a lower bound for batch 1 on an idle queue, a good guide when either term
-    dominates. Vectorised over `batch`."""
+    `accelerator`, each kernel its own roofline, summed) + with `host_link`, the copy of
+    the batch to the device and of the predictions back (`host_copy_s` each). They add
+    rather than overlap: a lower bound for batch 1 on an idle queue, a good guide when
+    one term dominates. Vectorised over `batch`."""
     from . import roofline as _roofline
 
     overhead = _v.non_negative("overhead_per_kernel_s", overhead_per_kernel_s)
     batches = _v.positive("batch", batch, integer=True, array=True)
+    bpe = _dtypes.bytes_per_element(dtype)
     out = []
     for b in np.atleast_1d(batches):
         ops = mlp_ops(int(b), n_features, hidden, n_outputs, dtype, fused=fused)
-        out.append(len(ops) * overhead + _roofline.total_seconds(ops, accelerator))
+        t = len(ops) * overhead + _roofline.total_seconds(ops, accelerator)
+        if host_link is not None:
+            t += (host_copy_s(int(b) * n_features * bpe, host_link)
+                  + host_copy_s(int(b) * n_outputs * bpe, host_link))
+        out.append(t)
     return float(out[0]) if np.ndim(batches) == 0 else np.array(out)

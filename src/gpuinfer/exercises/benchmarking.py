@@ -1,19 +1,42 @@
-"""Exercises of the chapter *How to benchmark your own traffic*."""
+"""Exercises of the chapter *How to benchmark your own traffic*.
+
+Each question states its units and rounding; hints name the common slips (the median
+where throughput needs the mean, the sparse peak, a closed-loop benchmark's throughput
+taken for what open-loop traffic gets within an SLO).
+"""
+
+import functools
 
 import numpy as np
 
-from .. import bench, hardware, llm, roofline
+from .. import batching, bench, cost, hardware, llm, roofline
 from . import register
 
 WHERE = "chapters/07_benchmarking"
 
-#: The per-call times of the mean-vs-median exercise: 19 calls of 2 ms and one of 42 ms.
+#: The per-call times of the mean-vs-median exercises: 19 calls of 2 ms and one of 42 ms.
 SPIKY_CALLS_S = np.array([2.0e-3] * 19 + [42.0e-3])
+
+#: The fleet decision: Poisson traffic at `FLEET_DEMAND_PER_S` with a p99 objective of
+#: `FLEET_SLO_S`, on machines whose GPU runs a batch of b in fixed + per_request x b
+#: seconds (illustrative servers, the A10G twice as fast as the T4), dynamic batching up
+#: to `FLEET_MAX_BATCH` with no queue delay, priced by `cost.example_price`.
+FLEET_DEMAND_PER_S = 2500.0
+FLEET_SLO_S = 8e-3
+FLEET_MAX_BATCH = 16
+FLEET_SERVERS = {"AWS g4dn.xlarge": (2e-3, 0.25e-3), "AWS g5.xlarge": (1e-3, 0.125e-3)}
+_PRICE = {name: cost.example_price(name).price_per_hour for name in FLEET_SERVERS}
+
+
+def fleet_batch_s(name):
+    """The batch time (s) of one of `FLEET_SERVERS`, as a function of the batch."""
+    fixed, per_request = FLEET_SERVERS[name]
+    return lambda b: fixed + per_request * np.asarray(b, dtype=float)
 
 
 @register("bench-flush-pool-a100", where=WHERE,
           question="Bytes of the rotating pool gpuinfer.bench reads from so that an A100's "
-          "L2 cache cannot serve a timed read", unit="bytes",
+          "L2 cache cannot serve a timed read (bytes, exact)", unit="bytes",
           hint="The pool is CACHE_FLUSH_FACTOR times the last-level cache; the A100's L2 "
           "is in its catalogue entry (binary megabytes).")
 def _():
@@ -21,16 +44,30 @@ def _():
 
 
 @register("bench-mean-of-spiky-calls", where=WHERE,
-          question="Mean seconds per call of 20 calls: 19 take 2 ms, one takes 42 ms",
+          question="Mean seconds per call of 20 calls: 19 take 2 ms, one takes 42 ms "
+          "(seconds, 3 significant figures)",
           unit="seconds", hint="Add all twenty and divide by twenty; then compare with "
           "the median, which ignores the one slow call.")
 def _():
     return float(np.mean(SPIKY_CALLS_S))
 
 
+@register("bench-throughput-of-spiky-calls", where=WHERE,
+          question="The same 20 calls (19 of 2 ms, one of 42 ms) run back to back: how "
+          "many calls per second did they deliver (calls/s, 3 significant figures)?",
+          unit="calls/s",
+          hint="Throughput is the work done over the time it took: 20 calls over the sum "
+          "of their times.",
+          slips={2.0: "That is 1 / median: it leaves out the slow call, whose 42 ms the "
+                      "machine spent all the same. Throughput and cost use the total time."})
+def _():
+    return float(SPIKY_CALLS_S.size / SPIKY_CALLS_S.sum())
+
+
 @register("bench-decode-fraction-l4", where=WHERE,
           question="Fraction of the weight-read ceiling reached by a batch-1 step through "
-          "32 fp16 matrices of 4096 x 4096 that takes 5.0 ms on an L4",
+          "32 fp16 matrices of 4096 x 4096 that takes 5.0 ms on an L4 (a fraction, 3 "
+          "significant figures; GB = 1e9 B)",
           unit="fraction (0-1)", hint="Bytes read = matrices x 4096^2 x 2; divide by the "
           "5.0 ms to get bytes/s and by the L4's datasheet bandwidth.")
 def _():
@@ -40,8 +77,77 @@ def _():
 
 @register("bench-mfu-h100-matmul", where=WHERE,
           question="Fraction of the dense fp16 peak reached by an 8192 x 8192 x 8192 fp16 "
-          "matmul that takes 1.50 ms on an H100 SXM", unit="fraction (0-1)",
+          "matmul that takes 1.50 ms on an H100 SXM (a fraction, 3 significant figures)",
+          unit="fraction (0-1)",
           hint="FLOPs = 2 m n k; divide by the time, then by the dense (not sparse) "
           "fp16 peak.")
 def _():
     return roofline.matmul_flops(8192, 8192, 8192) / 1.50e-3 / hardware.get("H100 SXM").peak_flops("fp16")
+
+
+@register("bench-closed-loop-throughput", where=WHERE,
+          question="perf_analyzer in concurrency mode keeps 8 requests outstanding (each "
+          "client sends its next request the moment the previous one returns) and "
+          "measures a mean latency of 4.0 ms. What throughput does it report "
+          "(requests/s, 3 significant figures)?",
+          unit="requests/s",
+          hint="Little's law: requests in the system = throughput x mean latency. A closed "
+          "loop fixes the first, so the latency sets the throughput.",
+          slips={1 / 8: "That is one client's rate: all 8 send at once."})
+def _():
+    return 8 / 4.0e-3
+
+
+@functools.lru_cache(maxsize=None)
+def fleet_table():
+    """The fleet decision worked out: per machine, the Poisson rate one machine sustains
+    within the p99 (`batching.capacity`), the throughput a closed loop of
+    `FLEET_MAX_BATCH` clients reports and its p99 (perf_analyzer's concurrency mode at
+    that concurrency), the machines the demand needs and USD per million requests."""
+    import pandas as pd
+
+    rows = []
+    for name in FLEET_SERVERS:
+        service = fleet_batch_s(name)
+        open_cap = batching.capacity(service, FLEET_MAX_BATCH, slo=FLEET_SLO_S)
+        closed = batching.summarize(batching.simulate_closed_loop(
+            FLEET_MAX_BATCH, service, FLEET_MAX_BATCH, n=4000))
+        rows.append({"machine": name, "price_per_hour": _PRICE[name],
+                     "closed_loop_per_s": closed["throughput_per_s"],
+                     "closed_loop_p99_s": closed["p99_s"],
+                     "open_loop_capacity_per_s": open_cap,
+                     "machines": cost.machines_needed(FLEET_DEMAND_PER_S, open_cap),
+                     "usd_per_million": cost.cost_per_million_at_demand(
+                         _PRICE[name], open_cap, FLEET_DEMAND_PER_S)})
+    return pd.DataFrame(rows).set_index("machine")
+
+
+_T4, _A10G = FLEET_SERVERS
+# A closed loop of N clients with no think time, N <= max_batch: every batch holds all N,
+# so it reports N / batch time(N) requests/s at a latency of batch time(N), every time.
+_CLOSED_S = float(fleet_batch_s(_T4)(FLEET_MAX_BATCH))
+
+
+@register("bench-fleet-under-open-loop", where=WHERE,
+          question=f"Poisson traffic of {FLEET_DEMAND_PER_S:,.0f} requests/s must see a p99 "
+          f"latency of at most {FLEET_SLO_S * 1e3:g} ms. A {_T4} machine (${_PRICE[_T4]}/h) "
+          f"runs a batch of b in 2 ms + 0.25 ms x b; a {_A10G} machine (${_PRICE[_A10G]}/h) "
+          f"in 1 ms + 0.125 ms x b; both batch dynamically up to {FLEET_MAX_BATCH} with no "
+          f"queue delay. perf_analyzer in concurrency mode at {FLEET_MAX_BATCH} reports "
+          f"{FLEET_MAX_BATCH / _CLOSED_S:,.0f} requests/s at a p99 of {_CLOSED_S * 1e3:g} ms "
+          "for the T4 machine. Renting just enough machines of one kind, "
+          "what does a million requests cost with the cheaper option that meets the "
+          "objective (USD, 3 significant figures)?",
+          unit="USD per million requests",
+          hint="A closed loop's throughput is not what open-loop traffic gets within the "
+          "SLO: find each machine's rate with batching.capacity (max_batch 16, slo in "
+          "seconds), then cost.cost_per_million_at_demand; keep the cheaper.",
+          slips={_PRICE[_T4] / _PRICE[_A10G]:
+                 "That sizes the T4 fleet from the closed-loop figure: one machine at "
+                 f"{FLEET_MAX_BATCH / _CLOSED_S:,.0f}/s looks enough, but Poisson traffic queues behind running batches "
+                 "and the p99 passes 8 ms well below 2,500/s.",
+                 2 * _PRICE[_T4] / _PRICE[_A10G]:
+                 "Two T4 machines do meet the objective, but they are not the cheaper "
+                 "option."})
+def _():
+    return float(fleet_table()["usd_per_million"].min())

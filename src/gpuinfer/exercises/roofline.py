@@ -1,72 +1,183 @@
 """Exercises of the chapter *The roofline model* and the lab *Weight reads*.
 
 Every answer is computed with the package; a published measurement used in a question
-is named with its source beside it.
+is named with its source beside it. Each question states its units and rounding; each
+hint names the slips people commonly make (the sparse peak, GiB for GB, a percentage
+for a fraction) without giving the answer away.
 """
 
-from .. import bench, hardware, llm, roofline
+from .. import bench, cost, hardware, llm, reference, roofline
 from . import register
 
 WHERE = "chapters/01_roofline"
 LAB = "labs/01_weight_reads"
 
 # pytorch-labs/gpt-fast README (references.bib: gptfast2023): Llama-2-7B, bf16, batch 1,
-# on an A100-80GB power-limited to 330 W, moved 1,397 GB/s of weights.
+# on an A100-80GB power-limited to 330 W, moved 1,397 GB/s of weights. The lab's
+# question states this number; the answer is computed from it.
 GPT_FAST_A100_BYTES_PER_S = 1397e9
+
+#: The decision exercise's service-level objective: tokens/s each user must see.
+SLO_TOKENS_PER_S = 25.0
+#: Its options: (device, example price, weight format). 4-bit weights are ruled out
+#: by the question (a quality requirement), so the widest formats compete on price.
+DECISION_OPTIONS = [(gpu, price, fmt) for gpu, price in (("T4", "AWS g4dn.xlarge"),
+                                                         ("A10G", "AWS g5.xlarge"))
+                    for fmt in ("fp16", "int8")]
+
+
+def _ratio(wrong, right) -> float:
+    """A slip's factor: the answer a slip gives over the right one."""
+    return float(wrong) / float(right)
+
+
+def _gpt_fast_fraction() -> float:
+    """Fraction of its per-operation decode ceiling gpt-fast reached (bf16, batch 1,
+    A100 80GB): the chapter computes it with `llm.mbu`."""
+    return llm.mbu("llama-2-7b", "A100 80GB", reference.GPT_FAST_TOKENS_PER_S["bf16"])
+
+
+def _decision_slips() -> dict:
+    """The decision's wrong options, as slips: each option's cost over the answer's."""
+    table = decision_table()
+    right = _decision_answer(table)
+    out = {}
+    for (gpu, fmt), row in table.iterrows():
+        if row["USD per M tokens"] == right:
+            continue
+        why = ("misses the objective" if not row["meets SLO"]
+               else "meets it, but at a higher price per hour")
+        hint = f"That is the {gpu} with {fmt} weights: it {why}."
+        out[_ratio(row["USD per M tokens"], right)] = hint
+    return out
+
+
+def _decision_answer(table) -> float:
+    ok = table[table["meets SLO"]]
+    return float(ok.sort_values("USD/h", kind="stable")["USD per M tokens"].iloc[0])
+
+
+def decision_table():
+    """The decision exercise's options as a DataFrame: tokens/s each user gets at batch 1
+    (gpt-fast's fraction of the decode ceiling), whether that meets the SLO, the hourly
+    price and the cost per million tokens. The chapter's solution prints it."""
+    import pandas as pd
+
+    frac = _gpt_fast_fraction()
+    rows = []
+    for gpu, price_name, fmt in DECISION_OPTIONS:
+        price = cost.example_price(price_name).price_per_hour
+        tokens_per_s = frac * llm.decode_ceiling("llama-2-7b", gpu, dtype=fmt)
+        rows.append({"GPU": gpu, "weights": fmt, "tokens/s": tokens_per_s,
+                     "meets SLO": bool(tokens_per_s >= SLO_TOKENS_PER_S),
+                     "USD/h": price,
+                     "USD per M tokens": cost.cost_per_million(price, tokens_per_s)})
+    return pd.DataFrame(rows).set_index(["GPU", "weights"])
 
 
 # --- chapter ------------------------------------------------------------------------
 
-@register("roofline-ridge-h100", where=WHERE,
-          question="Ridge point of an H100 SXM in fp16 (dense)",
-          unit="FLOP/byte", hint="Divide the dense fp16 peak by the HBM bandwidth; "
-          "check you used the dense figure, not the sparse one.")
+@register("roofline-ridge-l40s", where=WHERE,
+          question="Ridge point of an L40S in fp16: its datasheet prints '362.05 | 733*' "
+          "tensor TFLOP/s (dense | with sparsity) and 864 GB/s. Round to a whole FLOP/byte.",
+          unit="FLOP/byte", hint="Ridge = dense peak (FLOP/s) / bandwidth (bytes/s), both "
+          "in base units; the dense peak is the first of the two figures.",
+          slips={733 / 362.05: "That is the asterisked sparse figure (733): an ordinary "
+                               "matmul gets the dense 362.05."})
 def _():
-    return hardware.get("H100 SXM").ridge_point("fp16")
+    return hardware.get("L40S").ridge_point("fp16")
 
 
 @register("roofline-gemv-intensity", where=WHERE,
-          question="Arithmetic intensity of a batch-1 decode matmul, [1, 4096] @ [4096, 4096] in fp16",
-          unit="FLOP/byte", hint="FLOPs are 2*m*n*k; bytes are every operand read or "
-          "written once, 2 bytes each. The weight matrix dominates.")
+          question="Arithmetic intensity of a batch-1 decode matmul through Llama-2-7B's MLP "
+          "up projection, [1, 4096] @ [4096, 11008] in fp16 (every operand moved once). "
+          "Three decimals.",
+          unit="FLOP/byte", hint="FLOPs = 2 m n k (a multiply and an add); bytes = "
+          "(m k + k n + m n) x 2 (two bytes per fp16 value).")
 def _():
-    return roofline.matmul_intensity(1, 4096, 4096, "fp16")
+    return roofline.matmul_intensity(1, 11008, 4096, "fp16")
 
 
 @register("roofline-prefill-intensity", where=WHERE,
-          question="Arithmetic intensity of a prefill matmul, [2048, 4096] @ [4096, 4096] in fp16",
-          unit="FLOP/byte", hint="Same formula as for decode, with m = 2048 tokens: the "
-          "activations and the output now weigh as much as the weight matrix.")
+          question="Arithmetic intensity of Llama-2-7B's MLP down projection while "
+          "prefilling one 512-token prompt, [512, 11008] @ [11008, 4096] in fp16 (every "
+          "operand moved once). Round to a whole FLOP/byte.",
+          unit="FLOP/byte", hint="Same formula as for decode with m = 512: FLOPs = 2 m n k, "
+          "bytes = (m k + k n + m n) x 2.",
+          slips={_ratio(roofline.matmul_flops(512, 4096, 11008) / (11008 * 4096 * 2),
+                        roofline.matmul_intensity(512, 4096, 11008, "fp16")):
+                 "That counts the weight matrix alone: the activations read (512 x 11008) "
+                 "and written (512 x 4096) are bytes too."})
 def _():
-    return roofline.matmul_intensity(2048, 4096, 4096, "fp16")
+    return roofline.matmul_intensity(512, 4096, 11008, "fp16")
 
 
-@register("roofline-t4-compute-bound-batch", where=WHERE,
-          question="Smallest batch at which Llama-2-7B fp16 decode (short context) is "
-          "compute-bound on a T4", unit="sequences",
-          hint="Decode intensity is about the batch size in FLOP/byte for fp16 weights; "
-          "compare it with the T4's fp16 ridge point.", rel_tol=0.05)
+@register("roofline-compute-bound-batch-13b-h200", where=WHERE,
+          question="Smallest batch at which Llama-2-13B's weight matmuls turn compute-bound "
+          "on an H200 (datasheet roofline, short context) with int4 weight-only "
+          "quantisation (groups of 32 with an fp16 scale: 0.5625 bytes a weight; the "
+          "arithmetic stays fp16). A whole number of sequences; within 10% is accepted "
+          "(the rule of thumb leaves out the activations).",
+          unit="sequences", hint="Each weight byte serves 2 B / 0.5625 FLOPs at batch B, so "
+          "the batch must reach about ridge x 0.5625 / 2.", rel_tol=0.1,
+          slips={_ratio(hardware.get("H200").ridge_point("fp16") / 4,
+                        llm.compute_bound_batch("llama-2-13b", "H200", "int4")):
+                 "A quarter of the ridge leaves out the group scales: 0.5625 bytes a "
+                 "weight, not 0.5.",
+                 _ratio(llm.compute_bound_batch("llama-2-13b", "H200", "fp16"),
+                        llm.compute_bound_batch("llama-2-13b", "H200", "int4")):
+                 "That is the fp16 batch: int4 weights cut the bytes per weight, so "
+                 "fewer sequences reach the ridge."})
 def _():
-    return llm.compute_bound_batch("llama-2-7b", "T4", context=0)
+    return llm.compute_bound_batch("llama-2-13b", "H200", "int4")
 
 
-@register("roofline-h100-max-batch-4k", where=WHERE,
-          question="Largest batch of Llama-2-7B fp16 sequences, 4,096 tokens of context "
-          "each, whose weights and KV cache fit in an H100 SXM's 80 GB",
-          unit="sequences", hint="Memory left after the weights, divided by one "
-          "sequence's KV cache (KV bytes per token x context); round down.",
-          rel_tol=0.0, abs_tol=0.5)
+@register("roofline-max-batch-13b-a100-2k", where=WHERE,
+          question="Largest batch of Llama-2-13B fp16 sequences, 2,048 tokens of context "
+          f"each, whose weights and caches fit on an A100 80GB: it has "
+          f"{hardware.get('A100 80GB').memory_bytes:,.0f} B for CUDA; hold back "
+          "llm.DEFAULT_RESERVE_BYTES (1 GiB = 2**30 B); the weights are "
+          "llm.weight_bytes('llama-2-13b') B and each token caches 819,200 B. Round down.",
+          unit="sequences", hint="(memory - reserve - weights) / (2,048 x 819,200), rounded "
+          "down.", rel_tol=0.0, abs_tol=0.5,
+          slips={_ratio((80e9 - llm.DEFAULT_RESERVE_BYTES - llm.weight_bytes("llama-2-13b"))
+                        // (2048 * 819200),
+                        llm.max_batch("llama-2-13b", "A100 80GB", 2048)):
+                 "That takes the card as 80e9 B, its marketing gigabytes: use the bytes "
+                 "it has for CUDA, as the question gives them."})
 def _():
-    return llm.max_batch("llama-2-7b", "H100 SXM", context=4096)
+    return llm.max_batch("llama-2-13b", "A100 80GB", context=2048)
 
 
 @register("roofline-13b-a100-ceiling", where=WHERE,
-          question="Weight-read ceiling of Llama-2-13B in fp16 on an A100 80GB (SXM), batch 1",
-          unit="tokens/s", hint="Bandwidth / (parameters x 2 bytes); take the parameter "
-          "count from llm.get('llama-2-13b').n_params, not the rounded 13e9.")
+          question="Weight-read ceiling of Llama-2-13B in fp16 on an A100 80GB (SXM, "
+          "2,039 GB/s = 2.039e12 B/s), batch 1: use n_params = llm.get('llama-2-13b')"
+          ".n_params (13.02e9), 2 bytes each. Round to a whole token/s.",
+          unit="tokens/s", hint="Bandwidth (B/s) / (parameters x 2 bytes).",
+          slips={0.5: "Half: an fp16 weight is 2 bytes, not 4 (fp32).",
+                 1935 / 2039: "That is the PCIe card's 1,935 GB/s; the question asks for the "
+                              "SXM card's 2,039."})
 def _():
     return llm.weight_read_ceiling(llm.get("llama-2-13b").n_params, 2,
                                    hardware.get("A100 80GB").bandwidth, batch=1)
+
+
+@register("roofline-decision-batch1", where=WHERE,
+          question="Decision: serve Llama-2-7B at batch 1, each user needing at least "
+          f"{SLO_TOKENS_PER_S:.0f} tokens/s. Options: a T4 (AWS g4dn.xlarge, "
+          f"{cost.example_price('AWS g4dn.xlarge').price_per_hour} USD/h) or an A10G (AWS "
+          f"g5.xlarge, {cost.example_price('AWS g5.xlarge').price_per_hour} USD/h), with "
+          "fp16 or int8 weight-only weights (no 4-bit). "
+          "Assume every option reaches gpt-fast's fraction of its decode ceiling "
+          f"(llm.mbu of gpt-fast's bf16 run: {_gpt_fast_fraction():.2f}). Pick the option "
+          "that meets the SLO at the lowest hourly price, and give its cost per million "
+          "generated tokens in USD, to the cent.",
+          unit="USD per million tokens", hint="Tokens/s = fraction x llm.decode_ceiling("
+          "'llama-2-7b', gpu, dtype=fmt); cost per million = price / (3600 x tokens/s) x 1e6; "
+          "the cheapest machine per hour that meets the objective wins.", rel_tol=0.01,
+          slips=_decision_slips())
+def _():
+    return _decision_answer(decision_table())
 
 
 # --- lab ------------------------------------------------------------------------------
@@ -82,7 +193,8 @@ def _():
 @register("lab-weight-reads-t4-floor", where=LAB,
           question="Shortest possible decode step of Llama-2-7B in fp16 on a T4, at the "
           "datasheet bandwidth", unit="seconds", hint="The step must read every weight "
-          "once: weight bytes / bandwidth (the inverse of the batch-1 ceiling).")
+          "once: weight bytes / bandwidth (the inverse of the batch-1 ceiling). Seconds, "
+          "not milliseconds.")
 def _():
     return llm.weight_bytes("llama-2-7b", "fp16") / hardware.get("T4").bandwidth
 

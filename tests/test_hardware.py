@@ -355,6 +355,9 @@ def test_derated_uses_published_measurements():
     a = hardware.achievable("T4")
     assert t4.peaks["fp16"] == a["matmul_fp16_flops"] < hardware.get("T4").peaks["fp16"]
     assert t4.bandwidth == hardware.get("T4").bandwidth  # no published bandwidth: datasheet
+    assert hardware.derated("T4", bandwidth_fraction=0.83).bandwidth == pytest.approx(0.83 * 320e9)
+    with pytest.raises(ValueError, match="percentage"):
+        hardware.derated("T4", bandwidth_fraction=83)
     h100 = hardware.derated("H100 SXM")
     assert h100.peaks["bf16"] == h100.peaks["fp16"] == 794.5e12   # MAMF
     assert h100.name == "H100 SXM (achievable)"

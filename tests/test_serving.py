@@ -155,3 +155,15 @@ def test_max_instances_by_hand():
 def test_bad_input_gets_a_clear_error(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+def test_mig_options_and_the_smallest_profile():
+    # Llama-3-8B fp16, 8 sequences of 4,096 tokens on an H100: weights 16.06 GB + 8 x
+    # 4096 x 131,072 B of KV = 4.3 GB do not fit a 1g.10gb or 1g.20gb slice.
+    table = serving.mig_options("llama-3-8b", "H100 SXM", batch=8, context=4096)
+    assert list(table.index[:2]) == ["1g.10gb", "1g.20gb"]
+    assert (table["max_batch"].diff().dropna() >= -1e9).all()
+    small = serving.smallest_mig_profile("llama-3-8b", "H100 SXM", 8, 4096, tpot_s=1.0)
+    assert table.loc[small, "max_batch"] >= 8
+    assert all(table.loc[p, "max_batch"] < 8 for p in table.index[:list(table.index).index(small)])
+    assert serving.smallest_mig_profile("llama-3-8b", "H100 SXM", 8, 4096, tpot_s=1e-6) is None

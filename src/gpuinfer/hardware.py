@@ -624,13 +624,17 @@ def cpu(threads=None) -> Accelerator:
              + entry.note)
 
 
-def derated(name) -> Accelerator:
+def derated(name, *, bandwidth_fraction=None) -> Accelerator:
     """A catalogue device with its published *achievable* ceilings in place of the
     datasheet's (`achievable`): the best measured 16-bit matmul as its fp16/bf16 peak and
-    the measured bandwidth where one was published; the datasheet figure where not. A
-    realistic device to predict with (a T4 at its measured 42, not its boost-clock 65,
-    TFLOP/s), named "<name> (achievable)"."""
+    the measured bandwidth where one was published; where none was, the datasheet
+    bandwidth times `bandwidth_fraction` (an assumption the caller states, e.g. the
+    A100's published 1,700 / 2,039 = 0.83), or the datasheet's. A realistic device to
+    predict with (a T4 at its measured 42, not its boost-clock 65, TFLOP/s), named
+    "<name> (achievable)"."""
     acc = get(name)
+    fraction = None if bandwidth_fraction is None else _v.fraction(
+        "bandwidth_fraction", bandwidth_fraction)
     a = achievable(acc.name)
     peaks = dict(acc.peaks)
     known = lambda key: a[key] == a[key]  # noqa: E731 - NaN means unpublished
@@ -644,9 +648,10 @@ def derated(name) -> Accelerator:
     bw = a["bandwidth_bytes_per_s"]
     used = [k for k in ("matmul_fp16_flops", "matmul_bf16_flops", "matmul_fp8_flops",
                         "bandwidth_bytes_per_s") if a[k] == a[k]]
+    if bw != bw:  # none published
+        bw = acc.bandwidth * (fraction if fraction is not None else 1.0)
     return dataclasses.replace(
-        acc, name=f"{acc.name} (achievable)", peaks=peaks,
-        bandwidth=float(bw) if bw == bw else acc.bandwidth,
+        acc, name=f"{acc.name} (achievable)", peaks=peaks, bandwidth=float(bw),
         note=("Published measured ceilings in place of the datasheet's: "
               + (", ".join(f"{k} ({a[k + '_source']})" for k in used) or "none published")
               + ". " + a["note"]).strip())

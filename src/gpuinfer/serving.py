@@ -19,6 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
+import numpy as np
+
 from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
@@ -80,12 +82,15 @@ def gelu_tanh_fused(x):
 # --- kernel auto-tuning ---------------------------------------------------------------------
 
 def autotune(candidates: Mapping[str, Callable], *, device=None, min_run_time=None,
-             rtol=1e-3, atol=1e-4):
+             rtol=1e-3, atol=1e-4, num_threads=None):
     """Time each equivalent implementation (`{name: fn}`, each called with no arguments)
     with `bench.time_fn` and return a DataFrame, fastest first: `candidate`,
-    `seconds` (median), `iqr_s` (the spread of its timed blocks: a difference smaller
-    than it is noise, not a better kernel), `speedup_vs_slowest`. The outputs must agree
-    (torch.allclose with `rtol`, `atol`), or ValueError names the one that differs."""
+    `seconds` (median), `iqr_s` (the spread of its timed blocks), `speedup_vs_slowest`,
+    and `tie_with_fastest`: True where the gap to the fastest median is within the larger
+    of the two IQRs (noise, not a better kernel). The outputs must agree
+    (torch.allclose with `rtol`, `atol`), or ValueError names the one that differs.
+    `num_threads`: CPU threads for the timing (`bench.time_fn`); one thread on a shared
+    machine keeps threads from waiting on each other."""
     import pandas as pd
     import torch
 
@@ -107,10 +112,13 @@ def autotune(candidates: Mapping[str, Callable], *, device=None, min_run_time=No
                              f"computes (rtol={rtol}, atol={atol}): not an equivalent kernel")
     rows = []
     for name in names:
-        t = _bench.time_fn(candidates[name], device=device, min_run_time=min_run_time)
+        t = _bench.time_fn(candidates[name], device=device, min_run_time=min_run_time,
+                           num_threads=num_threads)
         rows.append({"candidate": name, "seconds": t.median_s, "iqr_s": t.iqr_s})
     df = pd.DataFrame(rows).sort_values("seconds", kind="stable").reset_index(drop=True)
     df["speedup_vs_slowest"] = df["seconds"].max() / df["seconds"]
+    best, best_iqr = df.loc[0, "seconds"], df.loc[0, "iqr_s"]
+    df["tie_with_fastest"] = (df["seconds"] - best) <= np.maximum(df["iqr_s"], best_iqr)
     return df
 
 
@@ -284,3 +292,41 @@ def max_instances(dep: Deployment, accelerator, *, others: Sequence[Deployment] 
         if room < 0:
             return 0
     return max(0, int(room // dep.per_instance_bytes))
+
+
+# --- sharing one GPU: MIG slices ---------------------------------------------------------
+
+def mig_options(model, gpu, batch, context, dtype="fp16"):
+    """Chapter *Serving systems and sharing a GPU*: every MIG profile of `gpu` (the
+    `+me` media variants left out), smallest first (fewest compute slices, then fewest
+    memory slices), as a DataFrame: the profile's `max_instances` on one GPU, the most
+    sequences of `context` tokens it holds (`llm.max_batch` on `hardware.mig_slice`, the
+    stated reserve held back) and the decode step time at `batch` in seconds (NaN where
+    `batch` does not fit)."""
+    import pandas as pd
+
+    b = _v.count("batch", batch, maximum=1 << 30)
+    profiles = _hardware.mig_profiles(gpu)
+    rows = []
+    for name, p in profiles.iterrows():
+        if name.endswith("+me"):
+            continue
+        part = _hardware.mig_slice(gpu, name)
+        fits = _llm.max_batch(model, part, context, dtype)
+        tpot = (float(_llm.decode_step_time(model, part, b, context, dtype))
+                if fits >= b else math.nan)
+        rows.append({"profile": name, "compute_fraction": p["compute_fraction"],
+                     "memory_fraction": p["memory_fraction"],
+                     "max_instances": int(p["max_instances"]), "max_batch": int(fits),
+                     "tpot_s": tpot})
+    table = pd.DataFrame(rows).set_index("profile")
+    return table.sort_values(["compute_fraction", "memory_fraction"], kind="stable")
+
+
+def smallest_mig_profile(model, gpu, batch, context, tpot_s, dtype="fp16"):
+    """The first profile of `mig_options` that holds `batch` sequences and meets a time
+    per output token of `tpot_s` seconds; None if no profile does."""
+    limit = _v.positive("tpot_s", tpot_s)
+    table = mig_options(model, gpu, batch, context, dtype)
+    ok = table[table["tpot_s"] <= limit]
+    return ok.index[0] if len(ok) else None

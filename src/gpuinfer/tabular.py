@@ -35,12 +35,12 @@ CUDA_GRAPHS_BLOG_PER_KERNEL_S = {
 }
 CUDA_GRAPHS_BLOG_URL = "https://developer.nvidia.com/blog/cuda-graphs/"
 
-#: Fixed cost of one small host <-> device copy (cudaMemcpyAsync), seconds: "a latency
-#: overhead of approximately 5-7 us" per call (Wu et al. 2026, DualPath, sec. 5.2,
-#: arXiv 2602.21548); about 10 us on a 2008 GPU over PCIe 2 (University of Virginia's
-#: measurements). An illustrative setting: measure yours (lab *Small model: CPU or GPU?*).
-HOST_COPY_LATENCY_S = 5e-6
-HOST_COPY_SOURCE = "https://arxiv.org/abs/2602.21548"
+#: Fixed cost of one small host <-> device copy (cudaMemcpy), seconds: NVIDIA's GDRCopy
+#: README, "a cudaMemcpy can incur a 6-7us overhead" (the middle of it taken); Wu et al.
+#: 2026 (DualPath, sec. 5.2, arXiv 2602.21548) measured 5-7 us per cudaMemcpyAsync. An
+#: illustrative setting: measure yours (lab *Small model: CPU or GPU?*).
+HOST_COPY_LATENCY_S = 6.5e-6
+HOST_COPY_SOURCE = "https://github.com/NVIDIA/gdrcopy"
 
 
 def _widths(n_features, hidden, n_outputs) -> list[int]:

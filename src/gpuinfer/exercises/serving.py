@@ -6,7 +6,6 @@ the weights per instance where the backend shares one, the whole card's bandwidt
 MIG slice's) without giving the answer.
 """
 
-import math
 
 from .. import hardware, llm, serving
 from . import register
@@ -19,37 +18,8 @@ DECISION = {"model": "llama-3-8b", "dtype": "int8", "gpu": "H100 SXM", "batch": 
             "context": 4096, "tpot_s": 0.015}
 
 
-def mig_options(model, gpu, batch, context, dtype="fp16"):
-    """Every MIG profile of `gpu` (the `+me` media variants left out), smallest first
-    (fewest compute slices, then fewest memory slices), as a DataFrame: the profile's
-    `max_instances` on one GPU, the most sequences of `context` tokens it holds
-    (`llm.max_batch` on `hardware.mig_slice`, the stated reserve held back) and the
-    decode step time at `batch` in seconds (NaN where `batch` does not fit)."""
-    import pandas as pd
-
-    profiles = hardware.mig_profiles(gpu)
-    rows = []
-    for name, p in profiles.iterrows():
-        if name.endswith("+me"):
-            continue
-        part = hardware.mig_slice(gpu, name)
-        fits = llm.max_batch(model, part, context, dtype)
-        tpot = (float(llm.decode_step_time(model, part, batch, context, dtype))
-                if fits >= batch else math.nan)
-        rows.append({"profile": name, "compute_fraction": p["compute_fraction"],
-                     "memory_fraction": p["memory_fraction"],
-                     "max_instances": int(p["max_instances"]), "max_batch": int(fits),
-                     "tpot_s": tpot})
-    table = pd.DataFrame(rows).set_index("profile")
-    return table.sort_values(["compute_fraction", "memory_fraction"], kind="stable")
-
-
-def smallest_mig_profile(model, gpu, batch, context, tpot_s, dtype="fp16"):
-    """The first profile of `mig_options` that holds `batch` sequences and meets
-    `tpot_s`; None if no profile does."""
-    table = mig_options(model, gpu, batch, context, dtype)
-    ok = table[table["tpot_s"] <= tpot_s]
-    return ok.index[0] if len(ok) else None
+mig_options = serving.mig_options
+smallest_mig_profile = serving.smallest_mig_profile
 
 
 @register("serving-gelu-unfused-bytes", where=WHERE,

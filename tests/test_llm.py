@@ -330,3 +330,25 @@ def test_unknown_names_raise_key_error_with_the_closest():
         llm.get("llama-2-7")
     with pytest.raises(KeyError, match="closest"):
         llm.decode_ceiling("llama-2-7b", "Z100")
+
+
+def test_max_context_and_max_batch_within_by_hand():
+    a100 = hardware.get("A100 80GB")
+    free = a100.memory_bytes - llm.DEFAULT_RESERVE_BYTES - 2 * 6_738_415_616
+    assert llm.max_context("llama-2-7b", a100, batch=4) == int(free // (4 * KV))
+    assert llm.max_batch("llama-2-7b", a100, llm.max_context("llama-2-7b", a100, 4)) >= 4
+    # The largest batch meeting a 30 ms step at context 1024: a scan, by hand.
+    fits = llm.max_batch("llama-2-7b", a100, 1024)
+    scan = [b for b in range(1, fits + 1)
+            if sum(seconds(*fb) for fb in by_hand(b, 1024).values()) <= 0.030]
+    assert llm.max_batch_within("llama-2-7b", a100, 1024, 0.030) == max(scan)
+    assert llm.max_batch_within("llama-2-7b", a100, 1024, 1e-6) == 0
+    assert llm.max_batch_within("llama-2-7b", a100, 1024, 10.0) == fits
+
+
+def test_asymmetric_int4_counts_its_zero_points():
+    # gpt-fast's int4: a bf16 scale and a bf16 zero per group of 32: 0.5 + 4/32 = 0.625 B.
+    from gpuinfer import dtypes
+    assert dtypes.bytes_per_element("int4-g32-zp") == 0.625
+    assert llm.weight_bytes("llama-2-7b", "int4-g32-zp") == \
+        (LINEAR_W + HEAD_W) * 0.625 + (HEAD_W + 65 * 4096) * 2

@@ -9,7 +9,8 @@ keeps a zero point per group: 0.625), MXFP4 (an 8-bit power-of-two scale per 32,
 v1.0) 0.53125, NVFP4 (an E4M3 scale per 16, plus one fp32 scale per tensor, which we do
 not count) 0.5625.
 
-`int4` is group 32; `int4-g128` (any group size: `int4-g64`, ...) names another.
+`int4` is group 32; `int4-g128` (any group size: `int4-g64`, ...) names another, and
+`int4-g32-zp` the asymmetric kind with an fp16 zero point per group too (gpt-fast's: 0.625).
 
     bytes_per_element("int4") == 0.5625    value_bits("int4") == 4
 """
@@ -78,7 +79,7 @@ _ALIASES = {
     "fp4": "fp4_e2m1", "e2m1": "fp4_e2m1", "float4_e2m1fn_x2": "fp4_e2m1",
     "int4-g32": "int4", "int4_g32": "int4",
 }
-_GROUPED_INT4 = re.compile(r"int4[-_]g(\d+)$")
+_GROUPED_INT4 = re.compile(r"int4[-_]g(\d+)([-_]zp)?$")
 
 DTYPES = tuple(FORMATS)
 #: The peaks a device catalogue can list (`Format.peak` of every format).
@@ -102,6 +103,10 @@ def get(dtype) -> Format:
     grouped = _GROUPED_INT4.match(name)
     if grouped:
         group = _v.count("int4 group size", int(grouped[1]), minimum=1, maximum=1 << 20)
+        if grouped[2]:  # asymmetric: a zero point beside each scale (gpt-fast's int4)
+            return Format(f"int4-g{group}-zp", 4, "int", "int4", block_size=group,
+                          scale_bits=32, quantised=True,
+                          note=f"group-wise, an fp16 scale and an fp16 zero point per {group}")
         return Format(f"int4-g{group}", 4, "int", "int4", block_size=group, scale_bits=16,
                       quantised=True, note=f"group-wise, an fp16 scale per {group} values")
     return FORMATS[_v.choice("dtype", name, list(FORMATS))]

@@ -469,6 +469,45 @@ def max_batch(model, accelerator, context, dtype="fp16", *, kv_dtype=None,
     return int(free // (c * kv_cache_bytes_per_token(m, kv)))
 
 
+def max_context(model, accelerator, batch=1, dtype="fp16", *, kv_dtype=None,
+                reserve_bytes=None) -> int:
+    """The longest context (tokens per sequence) at which `batch` sequences fit in the
+    accelerator's memory beside the weights, less the reserve (`max_batch`'s
+    arithmetic solved for the context). 0 if the weights alone do not fit."""
+    m, acc = get(model), _hardware.get(accelerator)
+    b = _v.count("batch", batch, maximum=1 << 30)
+    _, kv, _ = _dtypes.formats(dtype, kv_dtype)
+    reserve = DEFAULT_RESERVE_BYTES if reserve_bytes is None else _v.non_negative(
+        "reserve_bytes", reserve_bytes)
+    free = acc.memory_bytes - reserve - weight_bytes(m, dtype)
+    if free <= 0:
+        return 0
+    return int(free // (b * kv_cache_bytes_per_token(m, kv)))
+
+
+def max_batch_within(model, accelerator, context, step_s, dtype="fp16", *, kv_dtype=None,
+                     compute_dtype=None, reserve_bytes=None) -> int:
+    """The largest batch whose decode step (every sequence at `context` cached tokens)
+    takes at most `step_s` seconds (a time-per-output-token objective) and fits in
+    memory (`max_batch`); 0 if none does. The step time grows with the batch, so this
+    is a search over the batches that fit."""
+    limit = _v.positive("step_s", step_s)
+    fits = max_batch(model, accelerator, context, dtype, kv_dtype=kv_dtype,
+                     reserve_bytes=reserve_bytes)
+    if fits < 1:
+        return 0
+    lo, hi = 0, fits  # step(lo) <= limit (or lo = 0); find the last batch that meets it
+    sm = _StepModel(model, dtype, kv_dtype, compute_dtype)
+    def meets(b):
+        return _roofline.step_seconds(sm.decode_terms(b, context), accelerator) <= limit
+    if meets(hi):
+        return hi
+    while hi - lo > 1:  # bisection: about 30 steps for a billion
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if meets(mid) else (lo, mid)
+    return lo
+
+
 # --- prefill, and steps that mix prefill and decode ---------------------------------------
 
 def _step_args(new_tokens, context, logits):

@@ -6,7 +6,6 @@ heads for KV heads, GiB for GB, a percentage for a fraction) without the answer.
 
 import dataclasses
 
-import numpy as np
 
 from .. import hardware, llm
 from . import register
@@ -26,18 +25,9 @@ def _ratio(wrong, right) -> float:
 
 
 def largest_batch_within(model, accelerator, context, tpot_s, dtype="fp16"):
-    """The largest batch whose decode step (per-operation roofline, every sequence at
-    `context` cached tokens) takes at most `tpot_s` seconds and whose weights and caches
-    fit (`llm.max_batch`); 0 if none. Step time grows with the batch, so the answer is
-    the last batch of the scan that meets both."""
-    fits = llm.max_batch(model, accelerator, context, dtype)
-    if fits < 1:
-        return 0
-    batch = np.arange(1, fits + 1)
-    t = np.asarray(llm.decode_step_time(model, accelerator, batch,
-                                        np.full_like(batch, context), dtype))
-    ok = batch[t <= tpot_s]
-    return int(ok.max()) if ok.size else 0
+    """`llm.max_batch_within`: the largest batch meeting the step-time objective that
+    fits in memory."""
+    return llm.max_batch_within(model, accelerator, context, tpot_s, dtype)
 
 
 @register("decode-kv-bytes-llama3-70b", where=WHERE,

@@ -720,6 +720,8 @@ BAD_CALLS = [
     (lambda: batching.summarize_llm(pd.DataFrame({c: [1.0] for c in batching.LLM_COLUMNS}),
                                     ttft_slo=1.0), ValueError, "both"),
     (lambda: batching.goodput("simulate_llm", 10, ttft_slo=1, tpot_slo=1), TypeError, "serve"),
+    (lambda: batching.goodput(lambda a: None, 10, ttft_slo=1, tpot_slo=1), TypeError,
+     "DataFrame"),
     (lambda: batching.goodput(lambda a: None, 10, ttft_slo=1, tpot_slo=1, attainment=90),
      ValueError, "percentage"),
     (lambda: batching.goodput(lambda a: None, 10, ttft_slo=1, tpot_slo=1, rel_tol=0),

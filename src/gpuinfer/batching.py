@@ -22,9 +22,10 @@ previous one finishes.
 **Text generation** (`simulate_generation`, `simulate_llm`, `simulate_disaggregated`).
 `simulate_generation` is the simple model: a request is a number of equal decode steps.
 `simulate_llm` is a continuous-batching LLM server: prefill and decode in the same
-steps, each step timed by the per-operation roofline of its own mix of tokens
-(`llm.step_timer`), admission bounded by a paged KV cache, preemption by recomputation
-when the cache runs out (vLLM's default).
+steps, each step timed by the per-operation roofline of its own mix of tokens (the
+operations table of `llm.forward_step_breakdown`, the sum `llm.step_timer` computes,
+evaluated fast by `_StepCost`), admission bounded by a paged KV cache, preemption by
+recomputation when the cache runs out (vLLM's default).
 """
 
 from __future__ import annotations
@@ -1108,9 +1109,11 @@ def simulate_llm(arrivals, prompt_tokens, output_tokens, model, accelerator, *, 
     """Chapter *Serving LLMs*: a continuous-batching server for one model on one GPU.
     Request i arrives at `arrivals[i]` (s) with `prompt_tokens[i]` tokens and wants
     `output_tokens[i]` (an array each, or one number for all). Every step is one forward
-    pass timed by the per-operation roofline of that step's mix (`llm.step_timer`:
-    weights read once per step, FLOPs per token, attention per sequence at its own
-    context). At most `max_batch` requests run at once (vLLM's `max_num_seqs`).
+    pass timed by the per-operation roofline of that step's mix (what `llm.step_timer`
+    returns, to rounding: weights read once per step, FLOPs per token, attention per
+    sequence at its own context). At most `max_batch` requests run at once (vLLM's
+    `max_num_seqs`). Thousands of requests take about a second of CPU: runs of
+    decode-only steps are timed together (their time is affine in the context).
 
     Scheduling:
     - `prefill_chunk=None` (vLLM V0 without chunked prefill): prefill first. When
@@ -1271,12 +1274,17 @@ def goodput(serve, n, *, ttft_slo, tpot_slo, attainment=0.9, seed=0, rel_tol=0.0
     rel_tol = _rel_tol(rel_tol)
     unit = poisson_arrivals(1.0, n, seed)
 
+    def run(arrivals):
+        df = serve(arrivals)
+        _frame_with(df, {"ttft", "tpot", "latency"}, "simulate_llm")
+        return df
+
     def ok(r):
-        return slo_attainment(serve(unit / r), ttft_slo=ttft, tpot_slo=tpot) >= target
+        return slo_attainment(run(unit / r), ttft_slo=ttft, tpot_slo=tpot) >= target
 
     if rate is None:
         # A light load: requests far enough apart that each runs alone.
-        lone = float(serve(unit * 1e6)["latency"].max())
+        lone = float(run(unit * 1e6)["latency"].max())
         lo = 0.01 / lone
     else:
         lo = _v.positive("rate", rate)

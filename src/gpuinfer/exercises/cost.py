@@ -20,7 +20,7 @@ LAB = "labs/05_cpu_vs_gpu"
 #: puts a cudaMemcpy's overhead ("6-7 us"; references.bib: gdrcopy), and one kernel's
 #: dispatch and launch in eager PyTorch (an illustrative round figure; the chapter measures
 #: PyTorch's dispatch on the machine that builds it).
-COPY_S = 6.5e-6
+COPY_S = tabular.HOST_COPY_LATENCY_S  # one cudaMemcpy (GDRCopy README: 6-7 us)
 KERNEL_S = 4e-6
 
 #: The decision exercise: a CPU machine whose cores each serve one prediction at a time in

@@ -7,7 +7,7 @@ the memory limit without the latency objective) without giving the answer.
 
 import functools
 
-from .. import hardware, llm, parallel
+from .. import cost, hardware, llm, parallel
 from . import register
 
 WHERE = "chapters/08_multi_gpu"
@@ -16,11 +16,11 @@ LAB = "labs/07_tensor_parallel"
 #: The chapter's model and context.
 MODEL, CONTEXT = "llama-2-70b", 4096
 
-#: The decision exercise: GPU prices per accelerator-hour, AWS EC2 Capacity Blocks for ML
-#: (reservation rates as listed before 2025-01-01; references.bib: aws_capacity_blocks):
-#: p5.48xlarge, 8 x H100, 39.33 USD/h; the 8 x H200 instance, 43.26 USD/h. Inputs to
-#: edit, not facts about your bill.
-PRICE_PER_GPU_HOUR = {"H100 SXM": 4.916, "H200": 5.408}
+#: The decision exercise's GPUs and the example instances that price them
+#: (`gpuinfer.cost.EXAMPLE_PRICES`: AWS EC2 Capacity Blocks for ML, eight GPUs an
+#: instance; references.bib: aws_capacity_blocks). Inputs to edit, not facts about your bill.
+DECISION_INSTANCES = {"H100 SXM": "AWS p5.48xlarge (Capacity Block)",
+                      "H200": "AWS p5e.48xlarge (Capacity Block)"}
 #: Time-per-output-token objective (s) every decode step must meet, and the TP degrees
 #: considered (one HGX server at most).
 DECISION_TPOT_S = 0.025
@@ -50,11 +50,17 @@ def largest_tp_batch_within(model, accelerator, n_devices, context, tpot_s):
     return lo
 
 
+def price_per_gpu_hour(accelerator):
+    """USD a GPU-hour of the decision exercise's `accelerator` ("H100 SXM", "H200"): its
+    instance's price over its GPUs (`cost.price_per_gpu_hour`)."""
+    return cost.price_per_gpu_hour(DECISION_INSTANCES[accelerator])
+
+
 def cost_per_million_tokens(model, accelerator, n_devices, batch, context):
     """USD per million output tokens of one TP group at `batch`, fully busy: N GPUs at
-    `PRICE_PER_GPU_HOUR` over 3,600 x tokens/s, x 1e6."""
+    `price_per_gpu_hour` over 3,600 x tokens/s, x 1e6."""
     tokens_per_s = batch / _step_s(model, accelerator, n_devices, batch, context)
-    return n_devices * PRICE_PER_GPU_HOUR[accelerator] / (3600 * tokens_per_s) * 1e6
+    return n_devices * price_per_gpu_hour(accelerator) / (3600 * tokens_per_s) * 1e6
 
 
 @functools.lru_cache(maxsize=None)
@@ -66,7 +72,7 @@ def decision_table(model=MODEL, context=CONTEXT, tpot_s=DECISION_TPOT_S):
     import pandas as pd
 
     rows = []
-    for acc in PRICE_PER_GPU_HOUR:
+    for acc in DECISION_INSTANCES:
         for n in DECISION_DEGREES:
             b = largest_tp_batch_within(model, acc, n, context, tpot_s)
             fits = parallel.tp_max_batch(model, acc, n, context)
@@ -90,14 +96,20 @@ def _costs(link):
                      for p, c in ic.protocols.items())
 
 
-def _ll_with_full_bandwidth(n_bytes, n_devices, link):
-    """The old single-protocol slip: LL's latency with the link's full bandwidth, over
-    NCCL's fastest protocol. Cheap (no table), so it can run when the module loads."""
-    ll = hardware.get_interconnect(link).nccl("LL")
+def _ll_slip(n_bytes, n_devices, link, fraction=1.0):
+    """A single-protocol slip: LL's latency with `fraction` of the link's bandwidth (1:
+    the full link; 0.5: LL's half without NCCL's llMaxBw cap), over NCCL's fastest
+    protocol. Cheap (no table), so it can run when the module loads."""
+    ic = hardware.get_interconnect(link)
+    ll = ic.nccl("LL")
     steps, share = 2 * (n_devices - 1), 2 * (n_devices - 1) / n_devices
     slip = ll.base_latency_s + steps * ll.step_latency_s \
-        + share * n_bytes / hardware.get_interconnect(link).bandwidth_bytes_per_s
+        + share * n_bytes / (fraction * ic.bandwidth_bytes_per_s)
     return slip / parallel.interconnect_allreduce_time(n_bytes, n_devices, link)
+
+
+#: NCCL's cap on LL's bandwidth on one node, GB/s, for the hints.
+_LL_MAX_GBS = {arch: bw / 1e9 for arch, bw in hardware.NCCL_LL_MAX_BUS_BANDWIDTH.items()}
 
 
 @register("parallel-allreduce-batch64", where=WHERE,
@@ -106,10 +118,15 @@ def _ll_with_full_bandwidth(n_bytes, n_devices, link):
           "way), with NCCL's ring cost model: the fastest of its LL, LL128 and Simple "
           "protocols. Seconds, three significant figures.", unit="seconds",
           hint="Per protocol: base + 2(N-1) x step latency + 2(N-1)/N x bytes / (450e9 x "
-          f"fraction). {_costs('NVLink 4')}. Take the smallest.",
-          slips={_ll_with_full_bandwidth(2**20, 8, "NVLink 4"):
+          f"fraction). {_costs('NVLink 4')}; on one node LL's bandwidth is also capped at "
+          f"NCCL's llMaxBw, {_LL_MAX_GBS['hopper']:.0f} GB/s on Hopper. Take the smallest.",
+          slips={_ll_slip(2**20, 8, "NVLink 4"):
                  "That is LL's latency with the link's full bandwidth: LL sends 4 bytes of "
-                 "flag with every 4 bytes of data, so it reaches half of it."})
+                 "flag with every 4 bytes of data, so it reaches half of it at most, and on "
+                 f"one Hopper node no more than {_LL_MAX_GBS['hopper']:.0f} GB/s.",
+                 _ll_slip(2**20, 8, "NVLink 4", 0.5):
+                 "That is LL at half of NVLink's 450 GB/s: on one node NCCL caps LL at its "
+                 f"llMaxBw, {_LL_MAX_GBS['hopper']:.0f} GB/s for Hopper."})
 def _():
     m = llm.get(MODEL)
     return parallel.interconnect_allreduce_time(64 * m.d_model * 2, 8, "NVLink 4")
@@ -137,8 +154,10 @@ def _():
           "devices.", unit="devices",
           hint="The chapter's closed form: 2 alpha N^2 + (t0 - 2 alpha + 2S/beta) N - "
           "(T1/K + 2S/beta) = 0, with T1 = llm.decode_step_time(model, 'B200', 1, 4096), "
-          "K = 161, S = 16,384 B and LL's t0, alpha and beta on NVLink 5; take the first "
-          "valid degree at or above the root.",
+          "K = 161, S = 16,384 B and LL's t0 and alpha on NVLink 5, beta its bandwidth: "
+          "half of NVLink 5's 900 GB/s, but at most NCCL's llMaxBw on one node, "
+          f"{_LL_MAX_GBS['blackwell']:.0f} GB/s for Blackwell; take the first valid degree "
+          "at or above the root.",
           slips={2.0: "That is the H100's answer: a B200 reads its shard faster, so the "
                       "all-reduces catch up at fewer devices.",
                  0.5: "Half: at that degree the all-reduces are still shorter than the "
@@ -182,8 +201,9 @@ def _():
 @register("parallel-decision-gpu-tp", where=WHERE,
           question="Decision: serve Llama-2-70B fp16, every sequence at 4,096 tokens of "
           "context, with a time per output token of at most 25 ms (the per-operation "
-          "roofline plus NCCL's ring all-reduces). Choose the GPU (H100 SXM at 4.916 USD or "
-          "H200 at 5.408 USD per GPU-hour) and the TP degree (1, 2, 4 or 8); each TP group "
+          "roofline plus NCCL's ring all-reduces). Choose the GPU (H100 SXM at "
+          f"{price_per_gpu_hour('H100 SXM'):g} USD or H200 at {price_per_gpu_hour('H200'):g} "
+          "USD per GPU-hour) and the TP degree (1, 2, 4 or 8); each TP group "
           "runs the largest batch that fits (memory less the 1 GiB reserve) and meets the "
           "objective, fully busy. What do a million output tokens cost with the cheapest "
           "choice? USD per million tokens, two significant figures.",
@@ -226,7 +246,7 @@ def _():
           unit="seconds",
           hint="Two devices: 2(N-1) = 2 steps, and each sends the message once, at the "
           f"protocol's share of 31.5 GB/s. {_costs('PCIe Gen4 x16')}. Take the smaller.",
-          slips={_ll_with_full_bandwidth(2**20, 2, "PCIe Gen4 x16"):
+          slips={_ll_slip(2**20, 2, "PCIe Gen4 x16"):
                  "That is LL's latency with the full bandwidth: LL reaches half of it. "
                  "Compute LL and Simple each with its own numbers."})
 def _():

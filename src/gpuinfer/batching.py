@@ -58,7 +58,7 @@ MAX_TOKENS = 1 << 24
 #: vLLM's default KV-cache block size, in tokens (`--block-size`, CacheConfig
 #: DEFAULT_BLOCK_SIZE = 16: https://docs.vllm.ai/en/stable/api/vllm/config/cache/).
 DEFAULT_BLOCK_SIZE = 16
-#: Shortest run of decode-only steps `simulate_llm` times at once rather than one by one.
+#: Shortest run of same-shaped steps `simulate_llm` times at once rather than one by one.
 _FAST_FORWARD_MIN = 3
 #: Iterations after which a rate search stops (each halves the bracket at least).
 _MAX_SEARCH_STEPS = 200
@@ -776,6 +776,12 @@ class _StepCost:
         self.peaks = np.array([_roofline.peak_or_nan(accelerator, d) for d in table["dtype"]])
         self.bw = _roofline.bandwidth_or_nan(accelerator)
 
+    def many(self, z, with_logits):
+        """Seconds of several steps at once: `z` holds one step's aggregates per column
+        (5 x k); every step has logits (`with_logits`) or none."""
+        cf, cb = self.coef[bool(with_logits)]
+        return _roofline._seconds(cf @ z, cb @ z, self.peaks[:, None], self.bw).sum(axis=0)
+
     def __call__(self, q, c, lg):
         z = _aggregates(np.asarray(q, dtype=float), np.asarray(c, dtype=float),
                         np.asarray(lg, dtype=float))
@@ -919,52 +925,74 @@ class _LLMServer:
         return (ids, qs) if ids else None
 
     def _run_length(self, run, rem, running, waiting, head):
-        """How many decode-only steps can run before anything but their tokens changes
-        (0 if the next step is not a pure decode step or the run would be short)."""
-        if not running or (self.chunk is not None and self.chunk < run.size):
-            return 0, math.inf
+        """Plan a run of steps that all have the same shape, to time them at once:
+        (k steps, the arrival that may cut it short, the prompt being chunked or -1,
+        its chunk). Either decode-only steps, or (chunked prefill) the decodes plus a
+        full chunk of the first started prompt, until that prompt's last chunk. k is 0
+        if the next step has another shape or the run would be short."""
+        no = (0, math.inf, -1, 0)
+        if not running:
+            return no
+        P, gen, done = self.P, self.gen, self.done
+        decoding = rem == 1
+        dec = run[decoding]
         slots = run.size < self.max_batch
-        budget = self.chunk is None or self.chunk > run.size
-        if waiting and slots and budget:
+        prompt, chunk = -1, 0
+        if self.chunk is None:
+            if not decoding.all():
+                return no
+            free_budget = True
+        else:
+            if dec.size >= self.chunk:
+                return no
+            started = run[~decoding]
+            if started.size:  # the decodes and a full chunk of the first started prompt
+                prompt, chunk = int(started[0]), self.chunk - dec.size
+            free_budget = started.size == 0
+        if waiting and slots and free_budget:
             r = waiting[0]
-            if self._blocks_for(r, self.P[r] + self.gen[r]) <= self.blocks_free:
-                return 0, math.inf  # the next step admits a prompt
-        if rem.max() != 1:
-            return 0, math.inf  # a prompt is being (re)computed
-        done = self.done
-        k = int((self.O[run] - self.gen[run]).min())  # until the first sequence finishes
+            if self._blocks_for(r, P[r] + gen[r]) <= self.blocks_free:
+                return no  # the next step admits a prompt
+        k = int((self.O[dec] - gen[dec]).min()) if dec.size else 1 << 30
+        if prompt >= 0:  # stop before the chunk that ends the prompt
+            k = min(k, int(P[prompt] + gen[prompt] - done[prompt] - 1) // chunk)
         if k < _FAST_FORWARD_MIN:
-            return 0, math.inf
-        # An arrival can join only if it does not queue behind a blocked request.
-        arrival = self.a[head] if (head < self.n and not waiting and slots and budget) \
+            return no
+        # An arrival can join only if the steps leave room and it does not queue behind
+        # a blocked request.
+        arrival = self.a[head] if (head < self.n and not waiting and slots and free_budget) \
             else math.inf
 
         # Memory: every block the run will need must be free now (no preemption inside).
         def need(steps):
-            return int(np.maximum(0, self._blocks_for(run, done[run] + steps)
-                                  - self.held[run]).sum())
+            return int(np.maximum(0, self._blocks_for(dec, done[dec] + steps)
+                                  - self.held[dec]).sum())
         if need(k) > self.blocks_free:
             lo, hi = 0, k  # need(lo) fits, need(hi) does not
             while hi - lo > 1:
                 mid = (lo + hi) // 2
                 lo, hi = (mid, hi) if need(mid) <= self.blocks_free else (lo, mid)
             k = lo
-        return (k, arrival) if k >= _FAST_FORWARD_MIN else (0, math.inf)
+        return (k, arrival, prompt, chunk) if k >= _FAST_FORWARD_MIN else no
 
-    def _fast_forward(self, running, k, arrival, t):
-        """Run k decode-only steps at once (fewer if an arrival can join earlier). The
-        step time is affine in the steps' total context (the weights' operations do not
-        depend on it; decode attention stays on one side of the ridge, memory-bound at
-        about n_heads / n_kv_heads FLOP/byte), so two timed steps give every step's time.
+    def _fast_forward(self, dec, k, arrival, prompt, chunk, t, n_running):
+        """Run k steps of one shape at once (fewer if an arrival can join earlier): the
+        decodes `dec` (one token each) and, if `prompt` >= 0, a chunk of `chunk` of its
+        tokens. Each step's aggregates are known in closed form (contexts grow by one a
+        step, the prompt's by a chunk), so every step is timed exactly, in one call.
         Returns the time at the end of the run."""
-        run = np.asarray(running, dtype=np.int64)
-        B = run.size
-        c = self.done[run]
-        ones = np.ones(B)
-        t0 = self.timer(ones, c, ones)
-        slope = self.timer(ones, c + 1, ones) - t0
-        j = np.arange(k)
-        dt = t0 + slope * j
+        gen, done = self.gen, self.done
+        B = dec.size
+        j = np.arange(k, dtype=float)
+        c = float(done[dec].sum())
+        ones = np.ones(k)
+        z = np.array([ones, ones * (B + chunk), ones * B,
+                      c + B * (j + 1), c + B * j])           # the decodes' aggregates
+        if prompt >= 0:  # its chunk: q = chunk new tokens on a growing context
+            cp = float(done[prompt]) + chunk * j
+            z[3] += chunk * cp + chunk * (chunk + 1) / 2
+            z[4] += cp
+        dt = self.timer.many(z, B > 0)
         ends = t + np.cumsum(dt)
         if arrival < math.inf:  # the per-step loop would admit it at the first step
             starts = ends - dt  # boundary at or after it: stop there
@@ -972,21 +1000,23 @@ class _LLMServer:
             if later.size:
                 k = int(later[0]) + 1
                 dt, ends = dt[:k], ends[:k]
-        gen, done = self.gen, self.done
-        steps_blocks = np.maximum(0, self._blocks_for(run, c + k) - self.held[run])
-        self.held[run] += steps_blocks
-        self.blocks_free -= int(steps_blocks.sum())
-        had = gen[run] >= 1
-        gap = np.where(had, ends[0] - self.last[run], np.nan)
-        if k >= 2:
-            gap = np.fmax(gap, dt[1:].max())
-        self.max_gap[run] = np.fmax(self.max_gap[run], gap)
-        self.first[run] = np.where(np.isnan(self.first[run]), ends[0], self.first[run])
-        done[run] += k
-        gen[run] += k
-        self.last[run] = ends[-1]
+        if prompt >= 0:
+            done[prompt] += k * chunk
         if self.log is not None:
-            self.log.extend((float(s), float(d), B, 0, B) for s, d in zip(ends - dt, dt))
+            self.log.extend((float(s), float(d), B, chunk, n_running)
+                            for s, d in zip(ends - dt, dt))
+        if B:
+            grow = np.maximum(0, self._blocks_for(dec, done[dec] + k) - self.held[dec])
+            self.held[dec] += grow
+            self.blocks_free -= int(grow.sum())
+            gap = np.where(gen[dec] >= 1, ends[0] - self.last[dec], np.nan)
+            if k >= 2:
+                gap = np.fmax(gap, dt[1:].max())
+            self.max_gap[dec] = np.fmax(self.max_gap[dec], gap)
+            self.first[dec] = np.where(np.isnan(self.first[dec]), ends[0], self.first[dec])
+            done[dec] += k
+            gen[dec] += k
+            self.last[dec] = ends[-1]
         return float(ends[-1])
 
     def run(self):
@@ -1004,11 +1034,11 @@ class _LLMServer:
             self._t = t
             run = np.asarray(running, dtype=np.int64)
             rem = P[run] + gen[run] - done[run]
-            k, arrival = self._run_length(run, rem, running, waiting, head)
+            k, arrival, prompt, chunk = self._run_length(run, rem, running, waiting, head)
             if k:
-                t = self._fast_forward(running, k, arrival, t)
-                e = np.asarray(running, dtype=np.int64)
-                out = e[self.gen[e] >= self.O[e]]
+                dec = run[rem == 1]
+                t = self._fast_forward(dec, k, arrival, prompt, chunk, t, run.size)
+                out = dec[self.gen[dec] >= self.O[dec]]
                 if out.size:
                     finished += self._finish(out, running, t)
                 continue

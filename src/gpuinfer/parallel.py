@@ -455,7 +455,8 @@ def tp_tradeoff(model, accelerator, batch=1, context=0, dtype="fp16", interconne
         replicas = n // base if n % base == 0 else np.nan
         rows.append({"n_devices": n, "ms_per_token": 1e3 * t, "tokens_per_s": batch / t,
                      "tokens_per_s_per_gpu": batch / t / n,
-                     "comm_share": parts["comm_s"] / t, "protocol": parts["protocol"],
+                     "comm_share": parts["comm_s"] / t, "algorithm": parts["algorithm"],
+                     "protocol": parts["protocol"],
                      "replicas_of_min_tp": replicas,
                      "replicas_tokens_per_s_per_gpu": batch / base_t / base,
                      "replicas_ms_per_token": 1e3 * base_t})

@@ -144,11 +144,11 @@ def test_planning_entry_points_on_any_gpu(fake_gpus, gpu):
 
 
 def test_flush_pool_sized_against_the_l2_torch_reports(fake_gpus):
-    fake_gpus(T4)
-    assert bench.cache_bytes("cuda") == 4 * MiB
+    fake_gpus(H100, T4)  # the T4 is GPU 1: its L2 and memory, not GPU 0's, size the pool
+    assert bench.cache_bytes("cuda:1") == 4 * MiB
     # A 1 MiB fp16 read: 524,288 elements; the pool holds 4 x 4 MiB: 16 slices.
-    assert bench._pool_slices(MiB // 2, bench.cache_bytes("cuda"), 2, True) == 16
-    sizes = bench.default_read_sizes("cuda")
+    assert bench._pool_slices(MiB // 2, bench.cache_bytes("cuda:1"), 2, True) == 16
+    sizes = bench.default_read_sizes("cuda:1")
     assert sizes[0] == 4 * MiB // 16                              # 256 KiB
     assert sizes[-1] == int(15_843_721_216 / 8) // 4096 * 4096    # memory / 8, 4 KiB aligned
 

@@ -109,6 +109,21 @@ def test_summarize_counts_only_answered_requests():
     assert s["p99_s"] == pytest.approx(0.002)
 
 
+def test_simulate_like_uses_each_models_policy_and_the_real_arrivals():
+    m = tabular.mlp(hidden=(8,))
+    models = {"a": ts.ServedModel("a", m, 64, 1, max_batch=1),
+              "b": ts.ServedModel("b", m, 64, 1, max_batch=4)}
+    # Two requests to "a", 1 ms apart, each served alone in 2 ms: the second waits 1 ms.
+    one = pd.DataFrame({"model": ["a", "a"], "arrival": [0.0, 0.001]})
+    s = ts.simulate_like(one, 0.002, models)
+    assert s["p50_s"] == pytest.approx((0.002 + 0.003) / 2) and s["mean_batch"] == 1.0
+    # Shared: "a" at t=0 runs 0-2 ms; "b"'s two requests (t=0.5, 1 ms) then go as one batch.
+    two = pd.DataFrame({"model": ["a", "b", "b"], "arrival": [0.0, 0.0005, 0.001]})
+    s = ts.simulate_like(two, 0.002, models)
+    assert s["mean_batch_per_batch"] == pytest.approx(1.5)          # batches of 1 and 2
+    assert s["throughput_per_s"] == pytest.approx(3 / 0.004)        # all done at 4 ms
+
+
 def test_service_times_are_positive_per_batch():
     table = ts.service_times(tabular.mlp(hidden=(32,)), [1, 4], 64, min_run_time=0.01)
     assert list(table["batch"]) == [1, 4] and (table["seconds"] > 0).all()

@@ -327,9 +327,10 @@ def compare_ranges(path, batches, methods=_quant.METHODS):
     import pandas as pd
 
     rows = []
-    for method in methods:
-        ranges = ort_ranges(path, batches, method)
-        values = activations(path, batches, list(ranges["tensor"]))
+    found = {method: ort_ranges(path, batches, method) for method in methods}
+    names = sorted({t for r in found.values() for t in r["tensor"]})
+    values = activations(path, batches, names)
+    for method, ranges in found.items():
         for _, r in ranges.iterrows():
             lo, hi = _quant.calibrate(values[r["tensor"]], method=method,
                                       symmetric=method != "minmax")
@@ -459,6 +460,41 @@ def time_engine(engine, context, x, *, min_run_time=None):
     t = _bench.time_fn(lambda: context.execute_async_v3(stream), device="cuda",
                        min_run_time=min_run_time)
     return t.median_s, y
+
+
+def tensorrt_comparison(module, batch, n_features, calibration, workdir, *, min_run_time=None):
+    """On a CUDA GPU with TensorRT: eager PyTorch fp32 and fp16 against strongly typed
+    TensorRT engines built from an fp16 export and from the int8 QDQ model (calibrated
+    with MinMax on `calibration`), all at [batch, n_features]. A DataFrame: `engine`,
+    `seconds`, `speedup_vs_eager_fp32`. Eager fp32 keeps torch's default (no TF32 for
+    matmuls); TensorRT may use TF32 in its fp32 layers (on by default)."""
+    import copy
+
+    import pandas as pd
+    import torch
+
+    from . import bench as _bench
+
+    workdir = pathlib.Path(workdir)
+    x = torch.randn(int(batch), int(n_features), device="cuda")        # [batch, n_features]
+    eager = {"eager PyTorch fp32": (copy.deepcopy(module).cuda().float().eval(), x),
+             "eager PyTorch fp16": (copy.deepcopy(module).cuda().half().eval(), x.half())}
+    rows = []
+    with torch.inference_mode():
+        for name, (m, xx) in eager.items():
+            t = _bench.time_fn(lambda: m(xx), device="cuda", min_run_time=min_run_time)
+            rows.append({"engine": name, "seconds": t.median_s})
+    fp16 = export(eager["eager PyTorch fp16"][0], x.half(), workdir / "trt_fp16.onnx")
+    fp32 = export(copy.deepcopy(module).cpu().float().eval(), x.cpu(), workdir / "trt_fp32.onnx")
+    int8 = quantize_int8(fp32, workdir / "trt_int8.onnx", calibration, for_tensorrt=True)
+    for name, path in (("TensorRT fp16, strongly typed", fp16),
+                       ("TensorRT int8 Q/DQ, strongly typed", int8)):
+        engine, context = build_engine(path, batch, n_features)
+        rows.append({"engine": name, "seconds": time_engine(engine, context, x,
+                                                            min_run_time=min_run_time)[0]})
+    df = pd.DataFrame(rows)
+    df["speedup_vs_eager_fp32"] = df["seconds"].iloc[0] / df["seconds"]
+    return df
 
 
 def environment_note() -> str:

@@ -161,11 +161,14 @@ def _infer_function(model: ServedModel, log: BatchLog) -> Callable:
     import torch
     from pytriton.decorators import batch
 
+    params = list(getattr(model.module, "parameters", lambda: [])())
+    device = params[0].device if params else torch.device("cpu")
+
     @batch
     def infer(x):  # x: [batch, n_features] float32, the requests Triton batched
         start = time.perf_counter()
         with torch.inference_mode():
-            y = model.module(torch.from_numpy(x)).numpy()  # [batch, n_outputs]
+            y = model.module(torch.from_numpy(x).to(device)).cpu().numpy()  # [batch, n_outputs]
         log.add(model.name, start, time.perf_counter(), x.shape[0])
         return {"y": y.astype(np.float32, copy=False)}
 
@@ -192,12 +195,30 @@ class Server:
             return math.nan
         return _tree_rss_bytes(int(pid))
 
+    def rss_by_process(self):
+        """Resident memory (bytes) of each process of the server: the tritonserver
+        binary and one Python stub per model instance. A DataFrame `pid`, `process`,
+        `rss_bytes` (empty where /proc cannot be read)."""
+        import pandas as pd
+
+        try:
+            pid = int(self._triton._triton_server._tritonserver_running_cmd.pid)
+        except AttributeError:
+            return pd.DataFrame(columns=["pid", "process", "rss_bytes"])
+        return pd.DataFrame(_tree_processes(pid), columns=["pid", "process", "rss_bytes"])
+
 
 def _tree_rss_bytes(pid: int) -> float:
     """VmRSS of `pid` and all its descendants (Linux /proc), bytes; nan if unreadable."""
+    total = sum(rss for _, _, rss in _tree_processes(pid))
+    return total if total > 0 else math.nan
+
+
+def _tree_processes(pid: int) -> list:
+    """(pid, name, VmRSS bytes) of `pid` and all its descendants, from Linux /proc."""
     proc = pathlib.Path("/proc")
     if not proc.is_dir():
-        return math.nan
+        return []
     children: dict[int, list[int]] = {}
     for d in proc.iterdir():
         if d.name.isdigit():
@@ -206,17 +227,21 @@ def _tree_rss_bytes(pid: int) -> float:
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(d.name))
-    total, stack = 0.0, [pid]
+    rows, stack = [], [pid]
     while stack:
         p = stack.pop()
+        name, rss = "?", 0.0
         try:
             for line in (proc / str(p) / "status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += float(line.split()[1]) * 1024
+                if line.startswith("Name:"):
+                    name = line.split(None, 1)[1].strip()
+                elif line.startswith("VmRSS:"):
+                    rss = float(line.split()[1]) * 1024
         except OSError:
-            pass
+            continue
+        rows.append((p, name, rss))
         stack.extend(children.get(p, []))
-    return total if total > 0 else math.nan
+    return rows
 
 
 def _quiet(triton):
@@ -374,21 +399,41 @@ def summarize(requests, batches, model=None) -> dict:
             "busy_fraction": float(inside["seconds"].sum() / span) if span > 0 else math.nan}
 
 
+def simulate_like(requests, service_time, server_models: Mapping[str, ServedModel]) -> dict:
+    """`batching.simulate` (one model) or `batching.simulate_shared` (several) fed the
+    arrivals the client really scheduled, each model with its own `max_batch`,
+    `max_queue_delay_s` and preferred sizes, and `service_time` (seconds, a callable or a
+    {batch: seconds} table, the same for every model); `batching.summarize` of the result."""
+    names = list(dict.fromkeys(requests["model"]))
+    kwargs = {}
+    for name in names:
+        m = server_models[_v.choice("model", name, list(server_models))]
+        kwargs[name] = dict(arrivals=requests.loc[requests["model"] == name, "arrival"].to_numpy(),
+                            service_time=service_time, max_batch=m.max_batch,
+                            max_queue_delay=m.max_queue_delay_s,
+                            preferred_batch_sizes=list(m.preferred_batch_sizes) or None)
+    if len(names) == 1:
+        return _batching.summarize(_batching.simulate(**kwargs[names[0]]))
+    return _batching.summarize(_batching.simulate_shared(kwargs))
+
+
 def service_times(module, batches: Sequence[int], n_features: int, *, min_run_time=None):
     """Seconds the torch `module` takes per batch size, timed with `bench.time_fn` on the
-    CPU (what the inference function runs): a DataFrame `batch`, `seconds`, ready for
-    `batching.service_table`."""
+    module's device (what the inference function runs, without the copies in and out):
+    a DataFrame `batch`, `seconds`, ready for `batching.service_table`."""
     import pandas as pd
     import torch
 
     from . import bench as _bench
 
+    params = list(getattr(module, "parameters", lambda: [])())
+    device = params[0].device if params else torch.device("cpu")
     rows = []
     for b in batches:
         b = _v.count("batch", b, maximum=65536)
-        x = torch.randn(b, _v.count("n_features", n_features))  # [batch, n_features]
+        x = torch.randn(b, _v.count("n_features", n_features), device=device)  # [batch, n_features]
         with torch.inference_mode():
-            t = _bench.time_fn(lambda: module(x), device="cpu", min_run_time=min_run_time)
+            t = _bench.time_fn(lambda: module(x), device=device, min_run_time=min_run_time)
         rows.append({"batch": b, "seconds": t.median_s})
     return pd.DataFrame(rows)
 

@@ -25,7 +25,8 @@ from gpuinfer import hardware, llm
 # Published parameter totals (Hugging Face model cards / safetensors metadata).
 PUBLISHED = {"llama-2-7b": 6_738_415_616, "llama-2-13b": 13_015_864_320,
              "llama-2-70b": 68_976_648_192, "llama-3-8b": 8_030_261_248,
-             "llama-3-70b": 70_553_706_496, "mistral-7b": 7_241_732_096}
+             "llama-3-70b": 70_553_706_496, "mistral-7b": 7_241_732_096,
+             "llama-3.2-1b": 1_235_814_400}
 
 BW, PEAK = 2039e9, 312e12           # A100 80GB
 LINEAR_W = 6_476_005_376           # matmul weights of the 32 layers

@@ -141,6 +141,10 @@ _MODELS = [ModelSpec(**kw) for kw in [
          head_dim=128, d_ff=28672, vocab_size=128256, source=_HF.format("meta-llama/Meta-Llama-3-70B")),
     dict(name="mistral-7b", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8,
          head_dim=128, d_ff=14336, vocab_size=32000, source=_HF.format("mistralai/Mistral-7B-v0.1")),
+    # A small model: the draft of chapter *Serving LLMs*'s speculative decoding.
+    dict(name="llama-3.2-1b", n_layers=16, d_model=2048, n_heads=32, n_kv_heads=8,
+         head_dim=64, d_ff=8192, vocab_size=128256, tied_embeddings=True,
+         source=_HF.format("meta-llama/Llama-3.2-1B")),
 ]]
 _BY_NAME = {m.name: m for m in _MODELS}
 

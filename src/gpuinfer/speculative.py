@@ -33,10 +33,7 @@ from . import validate as _v
 #: The draft model of the chapter's examples: Llama-3.2-1B, which shares Llama 3's
 #: tokenizer (vocabulary 128,256) with Llama-3-8B. Its published config: 16 layers,
 #: hidden 2048, 32 heads of 64, 8 KV heads, MLP 8192, tied input and output embeddings.
-LLAMA_3_2_1B = _llm.ModelSpec(
-    name="llama-3.2-1b", n_layers=16, d_model=2048, n_heads=32, n_kv_heads=8, head_dim=64,
-    d_ff=8192, vocab_size=128256, tied_embeddings=True,
-    source="https://huggingface.co/meta-llama/Llama-3.2-1B/blob/main/config.json")
+LLAMA_3_2_1B = _llm.get("llama-3.2-1b")
 
 #: Most drafted tokens per round the functions accept (real systems use 1 to ~10).
 MAX_DRAFT = 1024

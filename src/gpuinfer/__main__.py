@@ -293,7 +293,8 @@ def _print_estimate(plan, acc, budget_s=None) -> float:
     points = {"weight reads": len(plan["read_sizes"]), "matmul sweep": len(plan["matmul_shapes"]),
               "decode step": len(plan["batches"]) + (plan["device_type"] == "cuda"),
               "quantised weights": 4}
-    print(f"estimated timing on {acc.name} (datasheet rates; set-up not included):")
+    print(f"estimated timing on {acc.name}: a floor (each point at its roofline time on the "
+          "datasheet; allocation, graph capture and quantisation not included):")
     for name, seconds in est.items():
         print(f"  {name:<18} {points[name]:>3} points  {seconds:>7.1f} s")
     total = sum(est.values())

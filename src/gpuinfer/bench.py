@@ -42,7 +42,6 @@ import numpy as np
 
 from . import dtypes as _dtypes
 from . import hardware as _hardware
-from . import llm as _llm
 from . import roofline as _roofline
 from . import validate as _validate
 

@@ -2,11 +2,11 @@
 
 Chapter: *How to benchmark your own traffic*; labs: all of them.
 
-- `time_fn` warms up, then times blocks of calls and reports the median per call, as
-  `torch.utils.benchmark.Timer.blocked_autorange` does, with two differences: its clock
-  synchronises only the device being measured (a CPU timing never touches CUDA, so a
-  gloo rank or a CPU baseline creates no CUDA context), and it times at least
-  `MIN_BLOCKS` blocks, so a multi-millisecond GPU step still gets a spread (IQR).
+- `time_fn` warms up, then runs `torch.utils.benchmark.Timer.blocked_autorange` and
+  reports the median per call, with two settings of ours: the Timer's clock synchronises
+  only the device being measured (a CPU timing never touches CUDA, so a gloo rank or a
+  CPU baseline creates no CUDA context), and it times at least `MIN_BLOCKS` blocks, so a
+  multi-millisecond GPU step still gets a spread (IQR).
   No lab calls `time.time()` around GPU work.
 - Reads are sized against the last-level cache (L2 on a GPU): with `flush_cache=True`
   each read is of a slice of a pool at least 4x the cache, so the cache cannot flatter
@@ -249,55 +249,22 @@ def _clock(device):
     return clock
 
 
-@contextlib.contextmanager
-def _threads_and_no_gc(num_threads):
-    """Run with torch using `num_threads` CPU threads and the garbage collector off (as
-    timeit does: a collection inside a block would be timed as the work's)."""
-    import torch
-
-    before, gc_was_on = torch.get_num_threads(), gc.isenabled()
-    if num_threads != before:  # setting it, even to the same value, resets the pools
-        torch.set_num_threads(num_threads)
-    gc.disable()
-    try:
-        yield
-    finally:
-        if gc_was_on:
-            gc.enable()
-        if torch.get_num_threads() != before:
-            torch.set_num_threads(before)
-
-
-def _calls_per_block(fn, clock, min_run_time):
-    """Calls per timed block: 1, 10, 100 ... until a block lasts CLOCK_OVERHEAD_RATIO times
-    the clock's own cost and a thousandth of `min_run_time`, or longer than min_run_time."""
-    def empty_block():
-        start = clock()
-        return clock() - start
-
-    overhead = float(np.median([empty_block() for _ in range(5)]))
-    number = 1
-    while True:
-        start = clock()
-        for _ in range(number):
-            fn()
-        taken = clock() - start
-        if taken >= min_run_time or (taken >= CLOCK_OVERHEAD_RATIO * overhead
-                                     and taken >= min_run_time / 1000):
-            return number
-        number *= 10
-
-
 def time_fn(fn, *, warmup=3, min_run_time=None, device=None, num_threads=None,
             min_blocks=MIN_BLOCKS) -> Timing:
-    """Time `fn()`: `warmup` untimed calls, then blocks of calls until at least
-    `min_run_time` seconds (0.2 on a GPU, 0.05 on a CPU) and `min_blocks` blocks are
-    timed; returns the median seconds per call and the interquartile range.
+    """Time `fn()` with `torch.utils.benchmark.Timer`: `warmup` untimed calls, then its
+    `blocked_autorange` (blocks of calls until at least `min_run_time` seconds: 0.2 on a
+    GPU, 0.05 on a CPU), topped up to `min_blocks` blocks of the same size, so that a
+    multi-millisecond GPU step still gets a spread; returns the median seconds per call
+    and the interquartile range.
 
-    The clock waits for `device` (and only it) before each reading, so asynchronous GPU
-    work is counted in full. `num_threads` (CPU threads) defaults to
-    torch.get_num_threads(); 1 reproduces torch.utils.benchmark.Timer's default."""
+    The Timer reads `_clock(device)`: it waits for `device` (and only it) before each
+    reading, so asynchronous GPU work is counted in full, and on a CPU it is a plain
+    perf_counter (the Timer's default clock synchronises every GPU torch sees, even for
+    CPU work). `num_threads` (CPU threads) defaults to torch.get_num_threads(); 1
+    reproduces the Timer's own default. The Timer runs its blocks with the garbage
+    collector off, as timeit does."""
     import torch
+    import torch.utils.benchmark as tbench
 
     _validate.callable_("fn", fn)
     device = _device(device)
@@ -311,21 +278,17 @@ def time_fn(fn, *, warmup=3, min_run_time=None, device=None, num_threads=None,
     num_threads = _validate.count("num_threads", torch.get_num_threads()
                                   if num_threads is None else num_threads, maximum=4096)
     min_blocks = _validate.count("min_blocks", min_blocks, maximum=MAX_BLOCKS)
-    clock = _clock(device)
-    with _threads_and_no_gc(num_threads):
-        for _ in range(warmup):
-            fn()
-        number = _calls_per_block(fn, clock, min_run_time)
-        blocks = []
-        while sum(blocks) < min_run_time or len(blocks) < min_blocks:
-            start = clock()
-            for _ in range(number):
-                fn()
-            blocks.append(clock() - start)
-    per_call = np.asarray(blocks) / number
+    timer = tbench.Timer(stmt="fn()", globals={"fn": fn}, num_threads=num_threads,
+                         timer=_clock(device))
+    for _ in range(warmup):
+        fn()
+    m = timer.blocked_autorange(min_run_time=min_run_time)
+    per_call = list(m.times)
+    while len(per_call) < min_blocks:  # a slow step: more blocks of the same size
+        per_call += timer.timeit(m.number_per_run).times
     q1, median, q3 = np.percentile(per_call, [25, 50, 75])
-    return Timing(median_s=float(median), iqr_s=float(q3 - q1), blocks=len(blocks),
-                  calls_per_block=number)
+    return Timing(median_s=float(median), iqr_s=float(q3 - q1), blocks=len(per_call),
+                  calls_per_block=int(m.number_per_run))
 
 
 def time_calls(fn, n=10, *, device=None, synchronize=True):

@@ -1,5 +1,7 @@
-"""Fixtures of the site tests: the built site served on 127.0.0.1, and a headless system
-Chromium driven by Playwright (never a browser that Playwright downloads).
+"""Fixtures of the site tests: the built site served on 127.0.0.1, and a headless
+Chromium driven by Playwright: Debian's (CI installs it), or where there is none the
+browser `playwright install chromium` fetched (the Makefile tries that, and stops with one
+instruction when it cannot).
 
 GPUINFER_SITE       the built site to test (default: _build/html)
 CHROMIUM            the browser (default: /usr/bin/chromium; Debian's `chromium` package)

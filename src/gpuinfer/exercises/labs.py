@@ -95,7 +95,10 @@ def _():
           question="Bytes per weight of int4 weights with one fp16 scale per group of 32",
           unit="bytes per weight", hint="Half a byte per weight, plus the scale's bytes "
           "shared by its group.", slips={0.5 / 0.5625: "That is the int4 values alone: "
-                                         "add each weight's share of its group's scale."})
+                                         "add each weight's share of its group's scale.",
+                                         0.625 / 0.5625: "That adds a zero point per group "
+                                         "too (gpt-fast's asymmetric int4); this int4 is "
+                                         "symmetric: a scale only."})
 def _():
     int4 = dtypes.get("int4")
     return int4.bits / 8 + dtypes.bytes_per_element("fp16") / int4.block_size
@@ -103,13 +106,19 @@ def _():
 
 @register("lab-quant-gptfast-int4-share", where=QUANT,
           question="gpt-fast's measured int4 speed-up over bf16 (A100, Llama-2-7B, batch 1, "
-          "group size 32) as a fraction of what the bytes ratio promises",
-          unit="fraction (0 to 1)",
+          "groups of 32 with a bf16 scale and a bf16 zero point each) as a fraction of what "
+          "the bytes ratio promises", unit="fraction (0 to 1), two significant figures",
           hint="Speed-up is int4 tokens/s over bf16 tokens/s; divide it by the bytes "
-          "ratio, 2 bytes against 0.5625 (half a byte and an fp16 scale per 32 weights).",
-          rel_tol=0.02, slips={3.5556 / 4: "Count the group scales: int4 with an fp16 scale "
-                               "per 32 weights stores 0.5625 bytes a weight, not 0.5."})
+          "ratio, 2 bytes against half a byte plus the group's scale and zero point "
+          "shared by 32 weights (dtypes.bytes_per_element('int4-g32-zp')).",
+          rel_tol=0.02, slips={
+              # 0.5625 B: the scale counted, the zero point forgotten
+              0.5625 / 0.625: "Count the zero point too: gpt-fast's int4 is asymmetric, "
+                              "a bf16 scale and a bf16 zero point per 32 weights.",
+              # 0.5 B: neither counted
+              0.5 / 0.625: "Count the group's scale and zero point: gpt-fast's int4 stores "
+                           "more than half a byte a weight."})
 def _():
     speedup = (_published("quantised", "gpt-fast int4")
                / _published("decode", "gpt-fast, torch.compile"))
-    return speedup / (dtypes.bytes_per_element("bf16") / dtypes.bytes_per_element("int4"))
+    return speedup / (dtypes.bytes_per_element("bf16") / dtypes.bytes_per_element("int4-g32-zp"))

@@ -1,0 +1,58 @@
+"""The decisions of labs 4 and 7 (gpuinfer.exercises.labs_parallel): the answers worked
+by hand, and the slips they name."""
+
+import math
+
+import pytest
+
+from gpuinfer import exercises
+
+# Mistral-7B: 7,241,732,096 parameters, 32 layers, d_model 4096, 32,000-token vocabulary,
+# 8 KV heads of 128. Its embedding table (32,000 x 4,096) and the 65 norms of 4,096 stay
+# in fp16 when the matmul weights are quantised; the LM head is quantised with them.
+MISTRAL_PARAMS, TABLE, NORMS = 7_241_732_096, 32_000 * 4096, 65 * 4096
+T4_BYTES, RESERVE = 15_843_721_216, 2**30          # the catalogue's T4; 1 GiB
+KV_PER_SEQUENCE = 4096 * 2 * 32 * 8 * 128 * 2       # 4,096 tokens, K and V, fp16
+
+
+def _batch(bytes_per_weight):
+    matmuls = MISTRAL_PARAMS - TABLE - NORMS
+    weights = matmuls * bytes_per_weight + (TABLE + NORMS) * 2
+    return max(0, math.floor((T4_BYTES - RESERVE - weights) / KV_PER_SEQUENCE))
+
+
+def test_t4_format_by_hand():
+    fp16, int8, int4 = _batch(2), _batch(1), _batch(0.5 + 2 / 32)
+    assert (fp16, int8, int4) == (0, 13, 19)         # fp16 holds none, int8 13, int4 19
+    assert exercises.get("lab-quant-t4-format-batch").answer() == int8  # int8 holds the 8
+
+
+@pytest.mark.parametrize("given, words", [(19, "int4's"), (15, "reserve"),
+                                          (14, "15.84e9"), (3, "8 KV heads")])
+def test_t4_format_slips(given, words):
+    result = exercises.check("lab-quant-t4-format-batch", given)
+    assert not result and words in repr(result)
+
+
+def test_t4_tp_degree_by_hand():
+    # Llama-2-13B fp16: 26.03e9 bytes of weights; a T4 reads 320e9 bytes/s. The shard's
+    # weight read alone is 26.03e9 / N / 320e9 s: 40.7 ms on 2 T4s, over the 30 ms
+    # objective whatever the all-reduces cost; 20.3 ms on 4. The rest of the step on 4:
+    # its KV cache (4,096 x 819,200 B / 4 = 0.84 GB, 2.6 ms) and 81 all-reduces of
+    # 10,240 B over PCIe Gen3 x16 (15.75 GB/s each way; NCCL's LL: 6.6 us + 6 steps x
+    # 1.0 us + 1.5 x 10,240 B at half of 15.75 GB/s = 14.5 us each, 1.2 ms): about
+    # 24 ms, within 30.
+    weights, bandwidth = 13_015_864_320 * 2, 320e9
+    assert weights / 2 / bandwidth > 0.030
+    kv = 4096 * 2 * 40 * 40 * 128 * 2 / 4
+    pcie3 = 16 * 8e9 * 128 / 130 / 8                # 16 lanes x 8 GT/s, 128b/130b: B/s
+    ll = 6.6e-6 + 6 * 1.0e-6 + 1.5 * 5120 * 2 / (0.5 * pcie3)
+    assert weights / 4 / bandwidth + kv / bandwidth + 81 * ll < 0.030
+    assert exercises.get("lab-tp-t4-fewest-for-tpot").answer() == 4
+
+
+@pytest.mark.parametrize("given, words", [(2, "objective, not the memory"),
+                                          (1, "cannot hold"), (8, "twice the cost")])
+def test_t4_tp_degree_slips(given, words):
+    result = exercises.check("lab-tp-t4-fewest-for-tpot", given)
+    assert not result and words in repr(result)

@@ -718,10 +718,17 @@ def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_ca
     for s in sizes:
         elems, _, slices = plan(s)
         _refuse_beyond_memory(slices * elems * bpe, device, f"a {s:,.0f}-byte read pool")
+    # One buffer of random numbers serves every size's pool (a view of its start): filling
+    # a 512 MiB pool again for each size took longer on a CPU than timing the reads.
+    flat = {}
 
     def measure(size):
         elems, reads, slices = plan(size)
-        pool = _random((slices, elems), tdtype, device)  # [slices, elems]
+        if flat.get("n", 0) < slices * elems:
+            flat.clear()  # free the smaller buffer before making the larger one
+            total = max(plan(s)[2] * plan(s)[0] for s in sizes)
+            flat.update(n=total, buffer=_random((total,), tdtype, device))
+        pool = flat["buffer"][:slices * elems].view(slices, elems)  # [slices, elems]
         out = torch.empty(reads, dtype=tdtype, device=device)  # one sum per read
         state = {"i": 0}
 
@@ -748,8 +755,11 @@ def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_ca
 
     estimate = read_estimate_s(sizes, dtype, acc, cache=cache,
                                min_run_time=_default_min_run_time(device, min_run_time))
-    return _sweep(sizes, measure, "weight reads", progress,
-                  estimate if math.isfinite(estimate) else None)
+    try:
+        return _sweep(sizes, measure, "weight reads", progress,
+                      estimate if math.isfinite(estimate) else None)
+    finally:
+        flat.clear()
 
 
 def _default_min_run_time(device, min_run_time):
@@ -923,13 +933,18 @@ def measured_roofline(rows) -> dict:
     return {"peak_flops": peak, "bandwidth": bandwidth, "ridge": peak / bandwidth}
 
 
-def lab_accelerator(device=None, dtype=None, *, progress=True) -> _hardware.Accelerator:
+def lab_accelerator(device=None, dtype=None, *, threads=None,
+                    progress=True) -> _hardware.Accelerator:
     """The entry the labs compare against: the device's catalogue entry, with any figure
     it lacks for `dtype` (bandwidth, dense peak) measured here, once, and labelled as
     measured in its `source` and `note`. A GPU the catalogue does not know (an RTX card,
-    a MIG slice, next year's GPU) thus gets ceilings from what it does, not a crash."""
+    a MIG slice, next year's GPU) thus gets ceilings from what it does, not a crash. On
+    a CPU, `threads` gives the reference CPU's ceilings for that many cores
+    (`hardware.cpu(threads)`: a lab timing one thread compares with one core)."""
     device = _device(device)
     dtype = _dtypes.canonical(dtype or default_dtype(device))
+    if device.type != "cuda" and threads is not None:
+        return _hardware.cpu(threads=threads)
     acc = accelerator_for(device)
     need_bw = not _finite_positive(acc.bandwidth)
     need_peak = not _finite_positive(_peak(acc, dtype))

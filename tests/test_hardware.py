@@ -361,3 +361,17 @@ def test_derated_uses_published_measurements():
     h100 = hardware.derated("H100 SXM")
     assert h100.peaks["bf16"] == h100.peaks["fp16"] == 794.5e12   # MAMF
     assert h100.name == "H100 SXM (achievable)"
+
+
+def test_cpu_cache_from_sysfs(monkeypatch, tmp_path):
+    # sysconf without cache names (this VM's Python): Linux's sysfs, highest level wins.
+    monkeypatch.setattr(hardware.os, "sysconf", lambda key: (_ for _ in ()).throw(ValueError(key)))
+    for i, (level, size) in enumerate([(1, "32K"), (2, "512K"), (3, "32768K")]):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        (d / "level").write_text(f"{level}\n")
+        (d / "size").write_text(f"{size}\n")
+    monkeypatch.setattr(hardware, "_SYSFS_CACHE", str(tmp_path))
+    assert hardware._cpu_cache_bytes() == 32 * 2**20
+    monkeypatch.setattr(hardware, "_SYSFS_CACHE", str(tmp_path / "none"))
+    assert hardware._cpu_cache_bytes() is None

@@ -37,6 +37,7 @@ import dataclasses
 import difflib
 import math
 import os
+import pathlib
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -594,7 +595,20 @@ def catalogue():
     return pd.DataFrame(rows)
 
 
+_SYSFS_CACHE = "/sys/devices/system/cpu/cpu0/cache"
+
+
+def _parse_cache_size(text: str) -> float | None:
+    """Linux's sysfs cache size ("32768K", "1M") in bytes, or None."""
+    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)\s*", text or "")
+    if not match:
+        return None
+    return float(int(match[1]) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match[2]])
+
+
 def _cpu_cache_bytes() -> float | None:
+    """The last-level cache one core sees: sysconf where the C library knows it, else
+    Linux's sysfs (the highest cache level of CPU 0), else None."""
     for key in ("SC_LEVEL3_CACHE_SIZE", "SC_LEVEL2_CACHE_SIZE"):
         try:
             size = os.sysconf(key)
@@ -602,7 +616,16 @@ def _cpu_cache_bytes() -> float | None:
             continue
         if size and size > 0:
             return float(size)
-    return None
+    best = (0, None)
+    for index in sorted(pathlib.Path(_SYSFS_CACHE).glob("index*")):
+        try:
+            level = int((index / "level").read_text())
+            size = _parse_cache_size((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if size and level > best[0]:
+            best = (level, size)
+    return best[1]
 
 
 def cpu(threads=None) -> Accelerator:

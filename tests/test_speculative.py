@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from gpuinfer import llm, speculative as spec
+from gpuinfer import speculative
 
 TARGET, GPU = "llama-3-8b", "H100 SXM"
 DRAFT = spec.LLAMA_3_2_1B
@@ -130,3 +131,13 @@ def test_best_k_is_zero_when_speculation_cannot_pay():
 def test_bad_input_gets_a_clear_error(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+def test_speedup_at_a_measured_verify_cost():
+    # alpha 0.8, k 4: E = (1 - 0.8^5) / 0.2 = 3.3616 tokens; c = 0.1; a verify step that
+    # cost 1.5 plain steps: 3.3616 / (4 x 0.1 + 1.5).
+    e = (1 - 0.8**5) / 0.2
+    assert speculative.speedup(0.8, 4, 0.1, verify_cost=1.5) == pytest.approx(e / 1.9)
+    assert speculative.speedup(0.8, 4, 0.1) == pytest.approx(e / 1.4)
+    with pytest.raises(ValueError, match="verify_cost"):
+        speculative.speedup(0.8, 4, 0.1, verify_cost=0)

@@ -56,14 +56,17 @@ def expected_tokens(acceptance, k):
     return _v.scalar_or_array(e)
 
 
-def speedup(acceptance, k, cost_ratio):
+def speedup(acceptance, k, cost_ratio, *, verify_cost=1.0):
     """Leviathan et al.'s expected wall-time improvement: expected_tokens / (k c + 1),
-    with c = `cost_ratio`, the time of a draft step over a target step (>= 0). Assumes
-    verifying k + 1 tokens costs one target step, true only while the target is
-    memory-bound (see `decode_speedup`)."""
+    with c = `cost_ratio`, the time of a draft step over a target step (>= 0). The 1 is
+    the verify step, which their analysis takes as one target step: true only while the
+    target is memory-bound (see `decode_speedup`). `verify_cost`: the verify step over a
+    plain target step as measured (a lab times both), in place of that 1."""
     c = _v.non_negative("cost_ratio", cost_ratio, array=True)
+    r = _v.positive("verify_cost", verify_cost, array=True)
     k = _k(k)
-    return _v.scalar_or_array(np.asarray(expected_tokens(acceptance, k)) / (k * c + 1.0))
+    c, r = _v.same_shape(cost_ratio=c, verify_cost=r)
+    return _v.scalar_or_array(np.asarray(expected_tokens(acceptance, k)) / (k * c + r))
 
 
 def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, context=0,

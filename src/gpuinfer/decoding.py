@@ -113,8 +113,9 @@ class Int8PackWeight(Int8DequantWeight):
 
     kernel = "int8-pack"
     description = ("int8 W, per-output-channel scales: torch._weight_int8pack_mm, one "
-                   "kernel that reads the int8 weight. On a CPU a vectorised kernel; on a "
-                   "GPU (recent torch) a CUDA-core reference kernel, one thread per output "
+                   "kernel that reads the int8 weight. On a CPU its own kernel (not always faster "
+                   "than a dense fp32 matmul: measure it); on a GPU (recent torch) a CUDA-core "
+                   "reference kernel, one thread per output "
                    "and no tensor cores, which can be slower than dense fp16")
 
     def __call__(self, x):

@@ -1439,8 +1439,9 @@ def get_interconnect(name) -> Interconnect:
 
 def interconnect_for(accelerator) -> Interconnect:
     """The NVLink a catalogue GPU carries (H100 SXM -> NVLink 4, H100 NVL -> its pair
-    bridge, GH200 -> the NVL32 rack, T4 -> PCIe Gen3 x16). GPUs with no link in the table
-    (L4, PCIe cards without a bridge, MIG slices) raise KeyError: name a PCIe entry."""
+    bridge, GH200 -> the NVL32 rack). GPUs without NVLink (T4, L4, PCIe cards without a
+    bridge, MIG slices) raise KeyError: name a PCIe entry (`host_link` gives the one a
+    card sits on: a T4's is PCIe Gen3 x16)."""
     acc = get(accelerator)
     for ic in _INTERCONNECTS:
         if acc.name in ic.gpus:

@@ -88,3 +88,20 @@ def test_bad_input_is_refused_by_name():
     with pytest.raises(ValueError, match="seconds"):
         plots.step_time_vs_batch([{"batch": 1}])
     plt.close("all")
+
+
+def test_room_fractions_plots_each_row_as_a_percentage():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from gpuinfer import reference
+
+    sheet = pd.DataFrame({"lab": [1, 1, 3], "catalogue_entry": ["T4", "L4", "T4"],
+                          "fraction_of_ceiling": [0.7, 0.8, None]})
+    ax = plots.room_fractions(sheet)
+    points = sorted(tuple(p) for c in ax.collections for p in c.get_offsets())
+    assert points == [(1.0, 70.0), (1.0, 80.0)]          # the row without a fraction left out
+    assert ax.get_ylabel() == "% of the ceiling reached"
+    with pytest.raises(ValueError, match="fraction_of_ceiling"):
+        plots.room_fractions(pd.DataFrame({"lab": [1], "catalogue_entry": ["T4"]}))
+    plots.room_fractions(reference.reference_rows())      # the shipped rows draw

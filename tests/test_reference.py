@@ -139,3 +139,25 @@ def test_speedup_against_the_dense_row():
     assert sp.loc["int8-dequant", "bytes_ratio"] == pytest.approx(2.0)
     assert sp.loc["dense", "speedup"] == 1.0
     assert not math.isnan(sp.loc["dense", "bytes_ratio"])
+
+
+def test_results_row_for_the_room_sheet():
+    import csv
+
+    line = reference.results_row(3, "batch-1 decode step", 123.456, "tokens/s", 0.51234,
+                                 pair="A1", device="cpu")
+    row = next(csv.reader([line]))
+    assert len(row) == len(reference.SHEET_COLUMNS)
+    assert row[0] == "A1" and row[1] == "3" and row[7] == "123.5" and row[9] == "0.512"
+    assert next(csv.reader([reference.results_row(9, "x", 2, "x", device="cpu")]))[9] == ""
+    with pytest.raises(ValueError, match="fraction"):
+        reference.results_row(1, "x", 1.0, "GB/s", -0.5)
+    with pytest.raises(TypeError, match="what"):
+        reference.results_row(1, None, 1.0, "GB/s")
+
+
+def test_reference_rows_cover_labs_1_to_4():
+    rows = reference.reference_rows()
+    assert list(rows.columns) == reference.SHEET_COLUMNS
+    assert set(rows.lab) == {1, 2, 3, 4}
+    assert rows.fraction_of_ceiling.between(0, 1.5).all()

@@ -1,4 +1,5 @@
-"""Figures that put a measurement beside its ceiling. Lab: *Weight reads* (and later labs).
+"""Figures that put a measurement beside its ceiling. Labs: *Weight reads*, *A decode step,
+batched*; the workshop's results sheet.
 
 Every figure here follows the course's rules: labelled axes with units, log scales where
 the quantity spans decades, and series told apart by marker and line style as well as
@@ -136,4 +137,25 @@ def step_time_vs_batch(rows, floor_s=None, ax=None, *, floor_label="weight-read 
     ax.set_ylabel("time per decode step (ms)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
+    return ax
+
+
+def room_fractions(sheet, ax=None):
+    """The workshop's debrief plot: each row of the room's results sheet
+    (`reference.SHEET_COLUMNS`) as the percentage of its own device's ceiling reached,
+    against the lab, one marker shape per catalogue entry, a line at 100%."""
+    df = _frame(sheet, ["lab", "catalogue_entry", "fraction_of_ceiling"], "room_fractions")
+    ax = _axes(ax)
+    df = df.dropna(subset=["fraction_of_ceiling"])
+    markers = dict(zip(sorted(df.catalogue_entry.unique()), "osD^vP*X"))
+    for entry, g in df.groupby("catalogue_entry"):
+        ax.scatter(g.lab, 100 * g.fraction_of_ceiling, marker=markers.get(entry, "o"), s=45,
+                   facecolor="white", edgecolor="black", label=entry)
+    ax.axhline(100, color="black", lw=1)
+    ax.set_xticks(range(1, 10))
+    ax.set_xlabel("lab")
+    ax.set_ylabel("% of the ceiling reached")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(title="catalogue entry", fontsize=8, loc="upper right")
     return ax

@@ -352,3 +352,64 @@ def speedup(run, baseline_kernel="dense") -> "pandas.DataFrame":
                         "speedup": b["seconds"] / r["seconds"] if r["seconds"] > 0 else math.nan,
                         "bytes_ratio": b["bytes"] / r["bytes"]})
     return pd.DataFrame(out)
+
+
+# --- the workshop's results sheet -----------------------------------------------------------
+
+#: The columns of the room's results sheet (workshop/results_sheet): one row per pair per lab.
+SHEET_COLUMNS = ["pair", "lab", "device", "catalogue_entry", "torch", "date", "what",
+                 "value", "unit", "fraction_of_ceiling"]
+
+
+def results_row(lab, what, value, unit, fraction=None, *, pair="", device=None) -> str:
+    """One CSV line for the workshop's shared results sheet (`SHEET_COLUMNS`): this
+    machine (`bench.environment`), one measured number with its unit, and its fraction
+    of the ceiling the lab compared it with (None when the lab has no ceiling). A learner
+    runs it at the end of a lab and pastes the line it returns."""
+    import csv
+    import io
+
+    from . import bench as _bench
+
+    lab = _validate.count("lab", lab, maximum=99)
+    if not isinstance(what, str) or not isinstance(unit, str):
+        raise TypeError(f"what and unit must be strings, got {what!r} and {unit!r}")
+    value = _validate.number("value", value)
+    frac = None if fraction is None else _validate.non_negative("fraction", fraction)
+    env = _bench.environment(device)
+    line = io.StringIO()
+    csv.writer(line).writerow([pair, lab, env["device"], env["catalogue_entry"], env["torch"],
+                               env["date"], what, f"{value:.4g}", unit,
+                               "" if frac is None else f"{frac:.3f}"])
+    return line.getvalue().strip()
+
+
+def reference_rows(directory=None) -> "pandas.DataFrame":
+    """The shipped reference runs as the rows labs 1-4 would paste into the results sheet
+    (one a lab and run): the largest flushed read, the best square matmul, the batch-1
+    decode step, the fastest quantised kernel. What a room's sheet looks like before the
+    room has filled it."""
+    import pandas as pd
+
+    rows = []
+    for _, r in runs(directory=directory).groupby("run"):
+        reads = r[r.experiment == "weight_read"].sort_values("bytes")
+        squares = r[(r.experiment == "matmul") & (r.m == r.n) & (r.n == r.k)]
+        decode = r[(r.experiment == "decode") & (r.batch == 1) & ~r.cuda_graph.astype(bool)]
+        quantised = r[r.experiment == "quantised"]
+        quant = speedup(quantised).merge(quantised[["kernel", "fraction_of_ceiling"]],
+                                         on="kernel")
+        quant = quant[quant.kernel != "dense"].sort_values("speedup")
+        picks = [(1, "largest flushed read", reads.iloc[-1:], "value", 1e-9, "GB/s"),
+                 (2, "best square matmul", squares.sort_values("value").iloc[-1:], "value",
+                  1e-12, "TFLOP/s"),
+                 (3, "batch-1 decode step", decode, "value", 1, "tokens/s"),
+                 (4, "fastest quantised kernel", quant.iloc[-1:], "speedup", 1, "x")]
+        for lab, what, pick, column, scale, unit in picks:
+            for _, p in pick.iterrows():
+                rows.append({"pair": "reference", "lab": lab, "device": r.device.iloc[0],
+                             "catalogue_entry": r.catalogue_entry.iloc[0],
+                             "torch": r.torch.iloc[0], "date": r.date.iloc[0],
+                             "what": what, "value": scale * p[column], "unit": unit,
+                             "fraction_of_ceiling": p["fraction_of_ceiling"]})
+    return pd.DataFrame(rows, columns=SHEET_COLUMNS)

@@ -99,6 +99,11 @@ def test_page_renders_in_the_browser(browser, name):
     elif nxt.count():
         problems.append("the last page has a 'next' link")
 
+    # No horizontal scroll on a 1280 px window, nor on a phone.
+    layout = page.evaluate(_OVERFLOW_JS)
+    if layout["page"] > layout["screen"] + 1 or layout["wide"]:
+        problems.append(f"wider than a {DESKTOP['width']} px window: page {layout['page']} px, "
+                        f"overflowing elements {layout['wide']}")
     page.set_viewport_size(PHONE)
     try:
         layout = page.evaluate(_OVERFLOW_JS)

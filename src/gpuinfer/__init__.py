@@ -11,8 +11,10 @@ Modules, named after the ideas they hold. Predictions:
                   each row max(bytes / bandwidth, FLOPs / peak), summed
     llm           transformer shapes, weight and KV-cache bytes, a forward step (decode,
                   prefill, mixed) as operations on the roofline
-    batching      arrivals, dynamic and continuous batching, an LLM serving simulator
-                  (prefill, decode, chunking, paged KV), capacity under an SLO
+    batching      arrivals, Triton's dynamic batcher and continuous batching, capacity
+                  under an SLO, open- and closed-loop load
+    llm_serving   an LLM server: prefill and decode steps on the roofline, chunked
+                  prefill, a paged KV cache, disaggregation, SLO attainment, goodput
     speculative   speculative decoding: expected tokens and speed-up, from the roofline
     quant         integer and floating quantisation: scales, calibration, FP8/FP4 and
                   block formats, SmoothQuant, error metrics

@@ -2,7 +2,7 @@
 
 import functools
 
-from .. import batching, llm, speculative
+from .. import llm, llm_serving, speculative
 from . import register
 
 WHERE = "chapters/09_llm_serving"
@@ -64,9 +64,9 @@ def speculation_stops_paying() -> int:
 
 def two_instances_sequences(context=4096, utilisation=0.45) -> int:
     """4,096-token sequences two vLLM instances at 0.45 each hold together."""
-    blocks = batching.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=utilisation) // (
-        batching.DEFAULT_BLOCK_SIZE * llm.kv_cache_bytes_per_token(MODEL))
-    per_sequence = batching.kv_blocks(context)
+    blocks = llm_serving.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=utilisation) // (
+        llm_serving.DEFAULT_BLOCK_SIZE * llm.kv_cache_bytes_per_token(MODEL))
+    per_sequence = llm_serving.kv_blocks(context)
     return int(2 * (blocks // per_sequence))
 
 
@@ -107,7 +107,7 @@ def _():
           question="Two vLLM instances of Llama-3-8B (fp16) share one H100 SXM, each started "
           "with gpu_memory_utilization=0.45. Counting each instance's KV cache as 0.45 of "
           "the card's memory less its weights and 1 GiB of activations "
-          "(batching.kv_cache_budget), in blocks of 16 tokens, how many 4,096-token "
+          "(llm_serving.kv_cache_budget), in blocks of 16 tokens, how many 4,096-token "
           "sequences can the two hold in all?", unit="sequences",
           hint="Each instance: kv_cache_budget(..., gpu_memory_utilization=0.45), divided "
           "into 16-token blocks of 16 x 131,072 B; a 4,096-token sequence holds 256 blocks. "

@@ -1,0 +1,248 @@
+"""The LLM server simulator (gpuinfer.llm_serving): prefill and decode on the per-operation
+roofline, chunked prefill, a paged KV cache, disaggregation, SLO attainment and goodput,
+against values worked by hand."""
+
+
+import functools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpuinfer import batching, hardware, llm, llm_serving
+
+
+MODEL, GPU = "llama-3-8b", "H100 SXM"
+KV = llm.kv_cache_bytes_per_token(MODEL)   # 2 x 32 x 8 x 128 x 2 B = 131,072 B
+
+
+def test_a_lone_request_ttft_is_its_prefill_and_tpot_its_decode_steps():
+    # One request: 1,000 prompt tokens, 5 output tokens, alone on the GPU.
+    # TTFT = one prefill step of 1,000 tokens (logits for the last one).
+    # Tokens 2..5 come from decode steps at 1000, 1001, 1002, 1003 cached tokens.
+    for chunk in (None, 4096):
+        df = llm_serving.simulate_llm([0.5], [1000], [5], MODEL, GPU, max_batch=8,
+                                   prefill_chunk=chunk)
+        r = df.iloc[0]
+        prefill = llm.prefill_time(MODEL, GPU, 1000)
+        decode = [llm.decode_step_time(MODEL, GPU, 1, 1000 + j) for j in range(4)]
+        assert r["ttft"] == pytest.approx(prefill)
+        assert r["first_token"] == pytest.approx(0.5 + prefill)
+        assert r["finish"] == pytest.approx(0.5 + prefill + sum(decode))
+        assert r["tpot"] == pytest.approx(sum(decode) / 4)
+        assert r["max_gap"] == pytest.approx(max(decode))
+        assert r["latency"] == pytest.approx(prefill + sum(decode))
+
+
+def test_a_chunked_prompt_by_hand():
+    # 1,000 tokens in chunks of 256: 256 + 256 + 256 + 232, each on top of what the
+    # earlier chunks cached; only the last chunk runs the LM head.
+    df = llm_serving.simulate_llm([0.0], [1000], [1], MODEL, GPU, max_batch=4, prefill_chunk=256)
+    steps = [llm.forward_step_time(MODEL, GPU, [q], [c], logits=[last])
+             for q, c, last in [(256, 0, 0), (256, 256, 0), (256, 512, 0), (232, 768, 1)]]
+    assert df["ttft"].iloc[0] == pytest.approx(sum(steps))
+    assert sum(steps) > llm.prefill_time(MODEL, GPU, 1000)  # chunking costs TTFT
+    assert np.isnan(df["tpot"].iloc[0]) and np.isnan(df["max_gap"].iloc[0])
+
+
+def test_a_whole_prefill_stalls_the_running_decode_by_hand():
+    # A (100 + 50 tokens) starts at 0. B (4,000-token prompt) arrives just before A's
+    # prefill ends, so at that step boundary the server prefills B whole while A waits
+    # (prefill first): A's gap between its first and second token is B's prefill plus
+    # the next step, which decodes A and B together.
+    t_a = llm.prefill_time(MODEL, GPU, 100)
+    arrivals = [0.0, t_a * (1 - 1e-9)]
+    whole = llm_serving.simulate_llm(arrivals, [100, 4000], [50, 20], MODEL, GPU, max_batch=8)
+    gap = llm.prefill_time(MODEL, GPU, 4000) + llm.forward_step_time(MODEL, GPU, [1, 1],
+                                                                     [100, 4000])
+    assert whole["max_gap"].iloc[0] == pytest.approx(gap)
+    # Chunks of 256 tokens: every step is A's decode plus at most 255 of B's prompt
+    # tokens, on at most 4,000 cached: A never waits longer than that step.
+    chunked = llm_serving.simulate_llm(arrivals, [100, 4000], [50, 20], MODEL, GPU,
+                                    max_batch=8, prefill_chunk=256)
+    worst = llm.forward_step_time(MODEL, GPU, [1, 255], [150, 4000], logits=[1, 1])
+    assert chunked["max_gap"].iloc[0] < worst < gap / 5
+    assert chunked["ttft"].iloc[1] > whole["ttft"].iloc[1]   # B's first token comes later
+
+
+def test_prefix_caching_skips_the_shared_prompt():
+    # 1,000-token prompt whose first 512 tokens (32 blocks of 16) are a cached system
+    # prompt: the prefill computes the other 488 tokens on top of 512 cached ones.
+    df = llm_serving.simulate_llm([0.0], [1000], [2], MODEL, GPU, max_batch=4, prefix_tokens=512)
+    assert df["ttft"].iloc[0] == pytest.approx(
+        llm.forward_step_time(MODEL, GPU, [488], [512]))
+    # A prefix that is not a whole number of blocks is cached up to its last whole block.
+    df = llm_serving.simulate_llm([0.0], [1000], [2], MODEL, GPU, max_batch=4, prefix_tokens=520)
+    assert df["ttft"].iloc[0] == pytest.approx(
+        llm.forward_step_time(MODEL, GPU, [488], [512]))
+
+
+def test_max_batch_one_serves_one_request_at_a_time():
+    df = llm_serving.simulate_llm([0.0, 0.0], [64, 64], [10, 10], MODEL, GPU, max_batch=1)
+    assert df["start"].iloc[1] == pytest.approx(df["finish"].iloc[0])
+
+
+def test_when_the_cache_runs_out_the_youngest_request_is_recomputed():
+    # A cache of 6 blocks of 16 tokens. A and B: 16-token prompts (1 block each), 40
+    # output tokens (up to 16 + 39 = 55 tokens: 4 blocks). Both run; at 17 and 33 tokens
+    # each takes a 2nd and 3rd block (6 in all). To feed its 48th token each needs a 4th:
+    # none is free, so B (the younger) is preempted with 33 tokens generated, A finishes,
+    # and B is prefilled again over 16 + 33 = 49 tokens.
+    df, steps = llm_serving.simulate_llm([0.0, 0.0], [16, 16], [40, 40], MODEL, GPU,
+                                      max_batch=8, kv_cache_bytes=6 * 16 * KV,
+                                      return_steps=True)
+    assert df["preemptions"].tolist() == [0, 1]
+    assert df["finish"].iloc[1] > df["finish"].iloc[0]
+    assert 49 in steps["prefill_tokens"].tolist()
+    # With room for both (8 blocks), nobody is preempted and both finish together.
+    roomy = llm_serving.simulate_llm([0.0, 0.0], [16, 16], [40, 40], MODEL, GPU, max_batch=8,
+                                  kv_cache_bytes=8 * 16 * KV)
+    assert roomy["preemptions"].sum() == 0
+    assert roomy["finish"].iloc[0] == roomy["finish"].iloc[1]
+    # A request that cannot fit an empty cache is refused before the run.
+    with pytest.raises(ValueError, match="KV blocks"):
+        llm_serving.simulate_llm([0.0], [200], [10], MODEL, GPU, max_batch=8,
+                              kv_cache_bytes=6 * 16 * KV)
+
+
+def test_running_decode_steps_together_changes_nothing(monkeypatch):
+    # Runs of decode-only steps are timed at once (their time is affine in the context);
+    # the result must equal stepping one by one, with preemptions and chunking.
+    rng = np.random.default_rng(0)
+    n = 120
+    a = batching.poisson_arrivals(20.0, n, seed=3)
+    P, O = rng.integers(16, 1500, n), rng.integers(1, 200, n)
+    for chunk in (None, 256):
+        kw = dict(max_batch=32, prefill_chunk=chunk, kv_cache_bytes=3000 * 16 * KV)
+        fast = llm_serving.simulate_llm(a, P, O, MODEL, GPU, **kw)
+        monkeypatch.setattr(llm_serving, "_FAST_FORWARD_MIN", 10**9)
+        slow = llm_serving.simulate_llm(a, P, O, MODEL, GPU, **kw)
+        monkeypatch.undo()
+        for col in ("first_token", "finish", "max_gap", "preemptions"):
+            np.testing.assert_allclose(fast[col], slow[col], rtol=1e-12, atol=1e-12)
+
+
+def test_the_step_timer_matches_the_package_on_mixed_steps():
+    rng = np.random.default_rng(1)
+    for model, gpu, dtype in [(MODEL, GPU, "fp16"), ("llama-2-7b", "A100 80GB", "int4")]:
+        fast = llm_serving._StepCost(model, gpu, dtype)
+        ref = llm.step_timer(model, gpu, dtype)
+        for _ in range(50):
+            b = int(rng.integers(1, 40))
+            q = np.where(rng.random(b) < 0.2, rng.integers(1, 900, b), 1)
+            c = rng.integers(0, 4000, b)
+            lg = (rng.random(b) < 0.7).astype(float)
+            assert fast(q, c, lg) == pytest.approx(ref(q, c, lg), rel=1e-9)
+
+
+def test_kv_cache_budget_by_hand():
+    acc = hardware.get(GPU)
+    weights = llm.weight_bytes(MODEL)     # 8,030,261,248 parameters x 2 B
+    reserve = llm.DEFAULT_RESERVE_BYTES   # 1 GiB
+    # Everything the card has (85,045,477,376 B on an H100 SXM) less weights and reserve.
+    assert llm_serving.kv_cache_budget(MODEL, GPU) == pytest.approx(
+        acc.memory_bytes - weights - reserve)
+    # vLLM: 0.9 of the card for weights, activations and cache.
+    assert llm_serving.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=0.9) == pytest.approx(
+        0.9 * acc.memory_bytes - weights - reserve)
+    # TensorRT-LLM: 0.9 of what is free after the weights.
+    assert llm_serving.kv_cache_budget(MODEL, GPU, free_gpu_memory_fraction=0.9) == pytest.approx(
+        0.9 * (acc.memory_bytes - weights - reserve))
+    # Two vLLM instances at 0.5 each: each holds its own weights.
+    two = llm_serving.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=0.5)
+    assert 2 * two == pytest.approx(acc.memory_bytes - 2 * weights - 2 * reserve)
+    # The weights of a 70B model do not fit one H100: nothing left.
+    assert llm_serving.kv_cache_budget("llama-3-70b", GPU) == 0.0
+    with pytest.raises(ValueError, match="not both"):
+        llm_serving.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=0.9,
+                                 free_gpu_memory_fraction=0.9)
+
+
+def test_kv_memory_use_by_hand():
+    # Sequences of 10, 20 and 100 tokens. Contiguous: 3 x 128 reserved = 384 tokens for
+    # 130 used (33.9%). Paged, blocks of 16: 1 + 2 + 7 = 10 blocks = 160 tokens (81.25%).
+    u = llm_serving.kv_memory_use([10, 20, 100], max_len=128, block_size=16)
+    assert u["contiguous_used"] == pytest.approx(130 / 384)
+    assert u["paged_used"] == pytest.approx(130 / 160)
+    assert u["paged_capacity_ratio"] == pytest.approx(384 / 160)
+    np.testing.assert_array_equal(llm_serving.kv_blocks([0, 1, 16, 17]), [0, 1, 1, 2])
+
+
+def test_disaggregated_lone_request_by_hand():
+    # Prefill on one GPU, then 1,000 tokens of KV cache (131 MB) over 50 GB/s, then
+    # decode on another: the first decode step waits for the transfer.
+    bw = 50e9
+    df = llm_serving.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8,
+                                         transfer_bytes_per_s=bw)
+    r = df.iloc[0]
+    prefill = llm.prefill_time(MODEL, GPU, 1000)
+    transfer = 1000 * KV / bw
+    decode = [llm.decode_step_time(MODEL, GPU, 1, 1000 + j) for j in range(3)]
+    assert r["ttft"] == pytest.approx(prefill)
+    assert r["finish"] == pytest.approx(prefill + transfer + sum(decode))
+    assert r["max_gap"] == pytest.approx(transfer + decode[0])
+
+
+def test_disaggregation_removes_the_prefill_stalls_from_decode():
+    rng = np.random.default_rng(2)
+    n = 150
+    a = batching.poisson_arrivals(6.0, n, seed=4)
+    P, O = rng.integers(1000, 3000, n), rng.integers(50, 150, n)
+    colocated = llm_serving.simulate_llm(a, P, O, MODEL, GPU, max_batch=64)
+    split = llm_serving.simulate_disaggregated(a, P, O, MODEL, GPU, max_batch=64)
+    # On the decode GPU a sequence only ever waits for decode steps (plus its first
+    # step after joining): no prefill ever sits between two of its tokens.
+    assert np.percentile(split["max_gap"], 99) < np.percentile(colocated["max_gap"], 99) / 3
+
+
+def test_summaries_and_attainment_by_hand():
+    df = pd.DataFrame({"arrival": [0.0, 1.0, 2.0, 3.0], "prompt_tokens": [10] * 4,
+                       "output_tokens": [3, 3, 1, 3], "start": [0.0, 1.0, 2.0, 3.0],
+                       "first_token": [0.1, 1.5, 2.2, 3.1], "finish": [0.3, 1.7, 2.2, 4.1],
+                       "ttft": [0.1, 0.5, 0.2, 0.1], "tpot": [0.1, 0.1, np.nan, 0.5],
+                       "max_gap": [0.1, 0.1, np.nan, 0.5], "latency": [0.3, 0.7, 0.2, 1.1],
+                       "preemptions": [0, 0, 0, 0]})
+    # Request 1 misses TTFT (0.5 > 0.3), request 3 misses TPOT (0.5 > 0.2); request 2 has
+    # one token (no TPOT) and meets its TTFT: 2 of 4 meet both.
+    assert llm_serving.slo_attainment(df, ttft_slo=0.3, tpot_slo=0.2) == 0.5
+    s = llm_serving.summarize_llm(df, ttft_slo=0.3, tpot_slo=0.2)
+    assert s["slo_attainment"] == 0.5
+    assert s["throughput_per_s"] == pytest.approx(4 / 4.1)
+    assert s["output_tokens_per_s"] == pytest.approx(10 / 4.1)
+
+
+def test_goodput_finds_the_rate_where_attainment_falls_by_hand():
+    # A made-up server whose every request has a TTFT of 1 ms per request/s of load: the
+    # TTFT SLO of 50 ms holds up to 50 requests/s, so goodput is 50 requests/s.
+    def serve(arrivals):
+        rate = (len(arrivals) - 1) / (arrivals[-1] - arrivals[0])
+        return pd.DataFrame({"ttft": np.full(len(arrivals), 0.001 * rate),
+                             "tpot": np.zeros(len(arrivals)),
+                             "latency": np.full(len(arrivals), 0.001)})
+    # The search rescales one unit-rate trace, whose own measured rate is (n - 1) / span:
+    # at a nominal rate r the server sees r (n - 1) / span, so the answer is
+    # r = 50 x span / (n - 1).
+    unit = batching.poisson_arrivals(1.0, 500, seed=0)
+    expected = 50.0 * unit[-1] / 499
+    g = llm_serving.goodput(serve, 500, ttft_slo=0.05, tpot_slo=1.0, rel_tol=0.001)
+    assert g == pytest.approx(expected, rel=0.002)
+    assert g <= expected  # the search returns a rate that met the target
+    # A server that misses the SLO even alone has no goodput.
+    assert llm_serving.goodput(serve, 500, ttft_slo=1e-9, tpot_slo=1.0) == 0.0
+
+
+def test_chunked_prefill_has_more_goodput_under_a_tight_tpot_slo():
+    rng = np.random.default_rng(5)
+    n = 80
+    P, O = rng.integers(1500, 4000, n), rng.integers(40, 120, n)
+    serve = {chunk: functools.partial(llm_serving.simulate_llm, prompt_tokens=P,
+                                      output_tokens=O, model=MODEL, accelerator=GPU,
+                                      max_batch=64, prefill_chunk=chunk)
+             for chunk in (None, 512)}
+    g = {c: llm_serving.goodput(s, n, ttft_slo=1.0, tpot_slo=0.012, rel_tol=0.1, rate=1.0)
+         for c, s in serve.items()}
+    assert g[512] > g[None] > 0
+
+
+# --- bad input: a clear error for each ---------------------------------------------------
+

@@ -23,8 +23,9 @@ via `gpuinfer.hardware`), for each protocol p (LL, LL128, Simple) of its ring al
 and NCCL picks the fastest: LL's low latency comes with half the bandwidth (and at most
 its llMaxBw), Simple has the full bandwidth at a higher latency per step
 (`allreduce_protocols`). A ring that spans more GPUs than a link's domain (8 on an HGX
-board's NVLink) crosses the network for 2(n-1) of its steps, n nodes, at the network's
-bandwidth per GPU; across nodes NCCL's tree competes too. NVLink SHARP (NVLS, in-switch
+board's NVLink) crosses the network for 2(n-1) of its steps, n nodes, at up to the node's
+network bandwidth (NCCL runs a channel through each NIC); across nodes NCCL's tree
+competes too. NVLink SHARP (NVLS, in-switch
 reduction) and custom one-shot all-reduces (vLLM, TensorRT-LLM) are not modelled: on
 NVSwitch systems they beat the ring for large and small messages, so this model's
 communication time is an upper bound there. These are ceilings: real libraries add
@@ -100,9 +101,13 @@ def _route(n, interconnect, network):
 #: generation on one node (`hardware.NCCL_LL_MAX_BUS_BANDWIDTH`).
 _NVLINK_ARCHITECTURE = {"NVLink 2": "volta", "NVLink 3": "ampere", "NVLink 4": "hopper",
                         "NVLink 5": "blackwell"}
-#: NCCL's floor on an intra-node step once a collective spans nodes (its net overhead,
-#: tuning.cc: 1 us on Intel hosts, x3 for the Simple protocol).
+#: NCCL's floor on an intra-node step of a *ring* once it spans nodes ("inter-node rings
+#: still have to launch nsteps * net overhead", tuning.cc: 1 us on Intel hosts, x3 for
+#: the Simple protocol). Its tree pays no such floor.
 _NET_OVERHEAD_S = 1e-6
+#: NCCL's llMaxBws across nodes (tuning.cc, Intel hosts): LL never beats 39 GB/s of bus
+#: bandwidth on 2 nodes, 20.4 GB/s on more, whatever the links.
+_LL_MAX_MULTINODE = {2: 39.0e9, "more": 20.4e9}
 ALGORITHMS = ("ring", "tree")
 
 
@@ -125,9 +130,14 @@ def _protocol_rows(n_bytes, n, ic, net, nodes, algorithms):
             else:
                 ncost = net.nccl(proto, alg)
                 inter = ncost.step_latency_s
-                intra = max(intra, _NET_OVERHEAD_S * (3 if proto == "Simple" else 1))
-                per_gpu = net.bandwidth_bytes_per_s / ic.domain_gpus  # the node's ports, shared
-                bandwidth = min(bandwidth, per_gpu * ncost.bandwidth_fraction)
+                if alg == "ring":
+                    intra = max(intra, _NET_OVERHEAD_S * (3 if proto == "Simple" else 1))
+                # NCCL runs several channels, each through its own NIC: a collective across
+                # nodes moves at up to the node's network bandwidth (all its ports), and
+                # at most the NVLink rate inside the node.
+                bandwidth = min(bandwidth, net.bandwidth_bytes_per_s * ncost.bandwidth_fraction)
+                if proto == "LL":
+                    bandwidth = min(bandwidth, _LL_MAX_MULTINODE[2 if nodes == 2 else "more"])
             if alg == "ring":
                 net_steps = 2 * (nodes - 1)
                 latency = cost.base_latency_s + (2 * (n - 1) - net_steps) * intra + net_steps * inter
@@ -150,9 +160,11 @@ def allreduce_protocols(n_bytes, n_devices, interconnect, *, network=None,
     `latency_s` (base + steps), `bandwidth_s`, `seconds` and `fastest` (the one NCCL
     would pick). On one node LL's bandwidth is capped at NCCL's llMaxBw for the GPU
     generation. Past the link's domain (8 GPUs of an HGX board) the ring crosses
-    `network` (default `DEFAULT_NETWORK`) for 2(n-1) of its 2(N-1) steps (n nodes) at the
-    network's bandwidth per GPU, each intra-node step costs at least NCCL's net
-    overhead, and the tree (2 x (N/n - 1) intra + 2 log2(n) network steps) competes."""
+    `network` (default `DEFAULT_NETWORK`) for 2(n-1) of its 2(N-1) steps (n nodes), each
+    of its intra-node steps costs at least NCCL's net overhead, and the tree (2 x (N/n - 1)
+    intra + 2 log2(n) network steps) competes; both move at up to the node's network
+    bandwidth (NCCL's channels each take their own NIC), LL at most NCCL's multi-node
+    llMaxBw."""
     import pandas as pd
 
     n = _devices(n_devices)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from gpuinfer import hardware, tabular
+from gpuinfer import hardware, roofline, tabular
 
 
 def test_params_by_hand_and_against_torch():
@@ -63,11 +63,23 @@ def test_ops_by_hand():
 
 def test_predicted_latency_by_hand():
     acc = hardware.get("T4")   # 65e12 FLOP/s fp16, 320e9 B/s
-    hidden = (1024, 1024, 1024)
-    # Batch 1, fp16: every kernel is memory-bound; 7 kernels x 5 us of overhead on top.
-    bytes_ = tabular.mlp_bytes(1, hidden=hidden, dtype="fp16")
-    expected = 7 * 5e-6 + bytes_ / 320e9
-    assert tabular.predicted_latency_s(1, "T4", 5e-6, dtype="fp16") == pytest.approx(expected)
+    # Batch 1, fp16: every kernel is memory-bound: 13.6 us of device time for 7 kernels.
+    work = tabular.mlp_bytes(1, dtype="fp16") / 320e9
+    # Without overlap (the host dispatches, then the kernel runs): 7 x 5 us + the work.
+    serial = 7 * 5e-6 + work
+    assert tabular.predicted_latency_s(1, "T4", 5e-6, dtype="fp16", overlap=False) \
+        == pytest.approx(serial)
+    # A GPU overlaps them (asynchronous launches): max(7 x 5 us, 5 us + the work).
+    assert tabular.predicted_latency_s(1, "T4", 5e-6, dtype="fp16") \
+        == pytest.approx(max(7 * 5e-6, 5e-6 + work))
+    # A floor on each kernel's run time: 7 kernels of at least 3 us each on the device.
+    ops = tabular.mlp_ops(1, dtype="fp16")
+    floored = sum(max(3e-6, r.bytes / 320e9, r.flops / 65e12) for r in ops.itertuples())
+    assert tabular.predicted_latency_s(1, "T4", 1e-6, dtype="fp16", min_kernel_s=3e-6) \
+        == pytest.approx(max(7e-6, 1e-6 + floored))
+    # A CPU does not overlap by default.
+    assert tabular.predicted_latency_s(1, "CPU", 5e-6) == pytest.approx(
+        7 * 5e-6 + roofline.total_seconds(tabular.mlp_ops(1), "CPU"))
     # A huge batch: each kernel its own roofline. The 1024 x 1024 matmuls are
     # compute-bound, the ReLUs and the thin first and last layers memory-bound.
     big = 1 << 20
@@ -78,7 +90,7 @@ def test_predicted_latency_by_hand():
     assert got > max(tabular.mlp_flops(big) / 65e12, tabular.mlp_bytes(big, dtype="fp16") / 320e9)
     np.testing.assert_allclose(tabular.predicted_latency_s(np.array([1, big]), acc, 5e-6,
                                                            dtype="fp16"),
-                               [expected, got + 7 * 5e-6])
+                               [max(35e-6, 5e-6 + work), got + 5e-6])
 
 
 @pytest.mark.parametrize("call, error, words", [
@@ -92,6 +104,8 @@ def test_predicted_latency_by_hand():
      ValueError, "fit"),
     (lambda: tabular.predicted_latency_s(1, "T4", -1.0), ValueError, "overhead_per_kernel_s"),
     (lambda: tabular.predicted_latency_s(1, "T4", None), TypeError, "overhead_per_kernel_s"),
+    (lambda: tabular.predicted_latency_s(1, "T4", 0.0, overlap="yes"), TypeError, "overlap"),
+    (lambda: tabular.predicted_latency_s(1, "T4", 0.0, min_kernel_s=-1), ValueError, "min_kernel"),
 ])
 def test_bad_input(call, error, words):
     with pytest.raises(error, match=words):

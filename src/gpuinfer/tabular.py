@@ -172,22 +172,41 @@ def host_copy_s(n_bytes, link, latency_s=HOST_COPY_LATENCY_S):
 def predicted_latency_s(batch, accelerator, overhead_per_kernel_s, *,
                         n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN,
                         n_outputs=DEFAULT_OUTPUTS, dtype="fp32", fused=False,
-                        host_link=None):
-    """Seconds per forward pass: kernels x `overhead_per_kernel_s` (the launch and
-    dispatch cost each kernel adds) + the roofline time of its kernels (`mlp_ops` on
-    `accelerator`, each kernel its own roofline, summed) + with `host_link`, the copy of
-    the batch to the device and of the predictions back (`host_copy_s` each). They add
-    rather than overlap: a lower bound for batch 1 on an idle queue, a good guide when
-    one term dominates. Vectorised over `batch`."""
+                        host_link=None, overlap=None, min_kernel_s=0.0):
+    """Seconds per forward pass, an estimate. Each kernel costs the host
+    `overhead_per_kernel_s` (dispatch and launch) and the device its roofline time
+    (`mlp_ops` on `accelerator`), at least `min_kernel_s` (the shortest a kernel runs);
+    with `host_link`, the batch is copied to the device and the predictions back
+    (`host_copy_s` each).
+
+    `overlap` (default: True on a GPU, False on a CPU) says whether the host's dispatch
+    of the next kernel overlaps the device's run of this one, as CUDA's asynchronous
+    launches do:
+    - no overlap (a CPU runs the framework's dispatch, then the kernel):
+      copies + kernels x overhead + sum of the kernels' times;
+    - overlap: copies + max(kernels x overhead, overhead + sum of the kernels' times):
+      the host launches ahead while the device works, so the slower of the two streams
+      sets the pace, and the first launch is always paid.
+    Vectorised over `batch`."""
+    from . import hardware as _hardware
     from . import roofline as _roofline
 
+    acc = _hardware.get(accelerator)
     overhead = _v.non_negative("overhead_per_kernel_s", overhead_per_kernel_s)
+    floor = _v.non_negative("min_kernel_s", min_kernel_s)
+    if overlap is None:
+        overlap = acc.kind == "gpu"
+    if not isinstance(overlap, bool):
+        raise TypeError(f"overlap must be True, False or None, got {overlap!r}")
     batches = _v.positive("batch", batch, integer=True, array=True)
     bpe = _dtypes.bytes_per_element(dtype)
     out = []
     for b in np.atleast_1d(batches):
-        ops = mlp_ops(int(b), n_features, hidden, n_outputs, dtype, fused=fused)
-        t = len(ops) * overhead + _roofline.total_seconds(ops, accelerator)
+        ops = _roofline.evaluate(mlp_ops(int(b), n_features, hidden, n_outputs, dtype,
+                                         fused=fused), acc)
+        device = float(np.maximum(ops["seconds"].to_numpy(), floor).sum())
+        host = len(ops) * overhead
+        t = max(host, overhead + device) if overlap else host + device
         if host_link is not None:
             t += (host_copy_s(int(b) * n_features * bpe, host_link)
                   + host_copy_s(int(b) * n_outputs * bpe, host_link))

@@ -55,7 +55,11 @@ def catalogue_payload() -> dict:
             "memory_bytes": _clean(row["memory_bytes"]),
             "bandwidth_bytes_per_s": _clean(row["bandwidth_bytes_per_s"]),
             "peak_flops": {k: v for k, v in peaks.items() if v is not None},
-            "source": row["source"], "note": row["note"]})
+            "source": row["source"], "note": row["note"],
+            # Whether memory_bytes is what the card reports (a cited figure) or a
+            # datasheet/assumed figure: the page says which.
+            "memory_cited": not str(row["memory_source"]).startswith(("UNSOURCED", "ASSUMED")),
+            "memory_source": row["memory_source"]})
 
     models = []
     for row in llm.catalogue().to_dict("records"):

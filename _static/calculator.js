@@ -92,7 +92,9 @@
       weightBytes: k.weight_bytes, kvBytesPerToken: k.kv_per_token,
       memoryBytes: acc.memory_bytes, reserveBytes: cat.reserve_bytes,
       neededBytes: k.weight_bytes + batch * context * k.kv_per_token,
-      weightReadCeiling: batch * bw / (model.n_params * fmt.bytes_per_element), // weight_read_ceiling
+      // Weights only: the bytes of weights one step reads (llm.step_weight_bytes).
+      weightReadBytes: k.linear_weight_bytes + k.head_weight_bytes,
+      weightReadCeiling: batch * bw / (k.linear_weight_bytes + k.head_weight_bytes),
       decodeCeiling: batch / stepS,                                        // decode_ceiling
       perSequence: 1 / stepS,
       stepS: stepS, ops: ops,
@@ -236,7 +238,11 @@
     cat.models.forEach(function (m) { modelSel.appendChild(new Option(m.name, m.name)); });
     Object.keys(cat.dtypes).forEach(function (d) {
       const f = cat.dtypes[d];
-      const label = d === f.compute_dtype ? d : d + " (weights only)";
+      // Quantised formats are weight-only here (W8A16, W4A16): the matmuls run in fp16.
+      const bits = Math.floor(8 * f.bytes_per_element);  // int4 with its scales: 4.5 bits, W4
+      const label = d === "tf32" ? "fp32 (TF32 matmuls)"
+        : d === f.compute_dtype ? d
+        : d + " weights (W" + bits + "A16, weight-only)";
       dtypeSel.appendChild(new Option(label, d));
     });
 
@@ -277,7 +283,9 @@
       root.querySelector("[data-role=results]").hidden = false;
       show("weight-bytes", si(r.weightBytes, "B") + " of " + r.dtype + " weights", r.weightBytes);
       show("kv-bytes-per-token", si(r.kvBytesPerToken, "B") + " per token (" + r.kvDtype + ")", r.kvBytesPerToken);
-      show("weight-read-ceiling", count(r.weightReadCeiling) + " tokens/s", r.weightReadCeiling);
+      show("weight-read-ceiling", count(r.weightReadCeiling) + " tokens/s (weights only: the " +
+           si(r.weightReadBytes, "B") + " of weights a step reads, at " + si(r.accelerator.bandwidth_bytes_per_s, "B/s") + ")",
+           r.weightReadCeiling);
       show("decode-ceiling", count(r.decodeCeiling) + " tokens/s in total, " +
            count(r.perSequence) + " per sequence (" + sig3.format(r.stepS * 1e3) + " ms a step)", r.decodeCeiling);
       const opRows = $("ops");
@@ -294,7 +302,7 @@
       });
       const linearBound = r.ops.linear.bound === "compute";
       show("verdict", linearBound ? "compute-bound" : "memory-bound", linearBound ? 1 : 0);
-      show("verdict-why", "their intensity is about the batch (" + sig3.format(r.ops.linear.flops / r.ops.linear.bytes) +
+      show("verdict-why", "their intensity is about 2 × batch / bytes per weight (" + sig3.format(r.ops.linear.flops / r.ops.linear.bytes) +
            " FLOP/byte) against a ridge point of " + sig3.format(r.ridge) + " FLOP/byte (" + r.computeDtype +
            " compute); attention stays at " + sig3.format(r.attentionIntensity) + " FLOP/byte, memory-bound at any batch");
       show("compute-bound-batch", Number.isFinite(r.computeBoundBatch)
@@ -304,8 +312,11 @@
       show("max-batch", r.maxBatch === 0 ? "0: the weights alone do not fit"
            : count(r.maxBatch) + " sequences of " + count(context) + " tokens (" + si(r.reserveBytes, "B") +
              " held back for the CUDA context and workspace)", r.maxBatch);
-      show("fits", r.fits ? "fits: " + si(r.neededBytes, "B") + " of " + si(r.memoryBytes, "B")
-           : "does not fit: " + si(r.neededBytes, "B") + " needed, " + si(r.memoryBytes, "B") + " on the device",
+      const memory = si(r.memoryBytes, "B") + " (" + sig3.format(r.memoryBytes / Math.pow(2, 30)) + " GiB" +
+        (r.accelerator.memory_cited ? ", what the card reports)"
+         : "; the datasheet's or an assumed figure: no published count of what this device reports)");
+      show("fits", r.fits ? "fits: " + si(r.neededBytes, "B") + " of " + memory
+           : "does not fit: " + si(r.neededBytes, "B") + " needed, " + memory + " on the device",
            r.fits ? 1 : 0);
       const acc = $("accelerator-source"), model = $("model-source");
       acc.href = r.accelerator.source; acc.textContent = r.accelerator.name + " datasheet";

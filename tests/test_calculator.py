@@ -82,6 +82,9 @@ def test_every_case_agrees_with_the_package(results):
                     assert got["decode"] == pytest.approx(batch / t, rel=1e-12)
                     assert got["max"] == llm.max_batch(model, acc, context, dtype)
                     assert got["weights"] == llm.weight_bytes(model, dtype)
+                    # Weights only: batch x bandwidth / the weights a step reads.
+                    assert got["wrc"] == pytest.approx(
+                        batch * hardware.get(acc).bandwidth / llm.step_weight_bytes(model, dtype), rel=1e-12)
                     cbb = llm.compute_bound_batch(model, acc, dtype)
                     assert (got["cbb"] if got["cbb"] is not None else math.inf) == cbb
                     checked += 1

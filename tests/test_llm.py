@@ -94,6 +94,20 @@ def test_weight_bytes_counts_int4_scales_and_keeps_embeddings_wide():
     assert llm.weight_bytes("llama-2-7b", "int8") == (LINEAR_W + HEAD_W) + (HEAD_W + 65 * 4096) * 2
 
 
+def test_a_step_reads_the_matmul_weights_not_the_embedding_table():
+    # 32 x (4 x 4096^2 + 3 x 4096 x 11008) layer weights + the 32000 x 4096 head.
+    assert LINEAR_W + HEAD_W == 6_607_077_376
+    assert llm.step_weight_bytes("llama-2-7b") == 2 * (LINEAR_W + HEAD_W) == 13_214_154_752
+    assert llm.step_weight_bytes("llama-2-7b", "int4") == (LINEAR_W + HEAD_W) * 0.5625
+    # Llama-3.2-1B ties its head to its embedding: the one table is read as the head.
+    tied = llm.get("llama-3.2-1b")
+    assert tied.tied_embeddings
+    assert llm.step_weight_bytes(tied) == 2 * (tied.n_layers * tied.linear_params_per_layer
+                                               + tied.vocab_size * tied.d_model)
+    with pytest.raises(ValueError, match="dtype"):
+        llm.step_weight_bytes("llama-2-7b", "fp9")
+
+
 @pytest.mark.parametrize("batch, context", [(1, 0), (1, 4096), (16, 4096), (512, 128),
                                             (4096, 0)])
 def test_decode_step_is_the_sum_of_each_operations_roofline(batch, context):

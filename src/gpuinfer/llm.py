@@ -190,6 +190,19 @@ def weight_bytes(model, dtype="fp16") -> float:
     return float(matmuls * w + (table + norms) * a)
 
 
+def step_weight_bytes(model, dtype="fp16") -> float:
+    """Bytes of weights one decode step reads: every layer's linear weights and the LM
+    head, in `dtype`. The embedding is a gather of one row per token, not a read of its
+    table, and the norms are a rounding error, so this is a little less than
+    `weight_bytes` (Llama-2-7B fp16: 13.21 GB of 13.48 GB; Llama-3-8B, whose 128k-entry
+    embedding is 1.05 GB: 15.01 of 16.06 GB). Batch x bandwidth / this is the
+    weights-only ceiling the calculator shows."""
+    m = get(model)
+    weight, _, _ = _dtypes.formats(dtype)
+    w = _dtypes.bytes_per_element(weight)
+    return float((m.n_layers * m.linear_params_per_layer + m.embedding_params) * w)
+
+
 def kv_cache_bytes_per_token(model, dtype="fp16") -> float:
     """KV-cache bytes one token adds: 2 (K and V) x layers x KV heads x head_dim x bytes.
 

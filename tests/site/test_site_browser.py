@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import sitecheck
-from gpuinfer import dtypes, hardware, llm
+from gpuinfer import hardware, llm
 
 pytestmark = pytest.mark.site
 
@@ -218,8 +218,7 @@ def _expected(acc, model, dtype, batch, context):
     a = hardware.get(acc)
     table = llm.decode_step_breakdown(model, acc, batch=batch, context=context, dtype=dtype)
     return {
-        "weight-read-ceiling": llm.weight_read_ceiling(llm.get(model).n_params,
-                                                       dtypes.bytes_per_element(dtype), a.bandwidth, batch),
+        "weight-read-ceiling": batch * a.bandwidth / llm.step_weight_bytes(model, dtype),
         "decode-ceiling": llm.decode_ceiling(model, acc, batch=batch, context=context, dtype=dtype),
         "verdict": float(table.loc["linear", "bound"] == "compute"),
         "compute-bound-batch": llm.compute_bound_batch(model, acc, dtype=dtype),

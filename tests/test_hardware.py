@@ -252,9 +252,11 @@ def test_mig_profiles_of_an_a100_80gb():
     df = hardware.mig_profiles("A100 80GB")
     assert list(df.index) == ["1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb",
                               "4g.40gb", "7g.80gb"]
-    # 7 compute slices (SM groups) and 8 memory slices (MIG user guide).
-    assert df.loc["1g.10gb", "compute_fraction"] == pytest.approx(1 / 7)
-    assert df.loc["3g.40gb", "compute_fraction"] == pytest.approx(3 / 7)
+    # Compute: the slice's SMs of the card's 108 (14 per compute slice; 7g has 98, as
+    # nvidia-smi mig -lgip lists them), not g/7. Memory: 8 memory slices (MIG user guide).
+    assert df.loc["1g.10gb", "compute_fraction"] == pytest.approx(14 / 108)
+    assert df.loc["3g.40gb", "compute_fraction"] == pytest.approx(42 / 108)
+    assert df.loc["7g.80gb", "compute_fraction"] == pytest.approx(98 / 108)
     assert df.loc["1g.20gb", "bandwidth_fraction"] == pytest.approx(2 / 8)
     assert df.loc["3g.40gb", "bandwidth_fraction"] == pytest.approx(4 / 8)
     assert df.loc["1g.10gb", "max_instances"] == 7
@@ -280,10 +282,19 @@ def test_mig_profiles_of_hopper_from_nvidia_smi():
     assert h200.loc["1g.18gb", "memory_bytes"] == pytest.approx(16.00 * GiB)
     assert h200.loc["3g.71gb", "memory_bytes"] == pytest.approx(69.50 * GiB)
     a100_40 = hardware.mig_profiles("A100 40GB")
-    assert a100_40.loc["1g.5gb", "memory_bytes"] == pytest.approx(42_298_834_944 / 8)
+    assert a100_40.loc["1g.5gb", "memory_bytes"] == pytest.approx(4.75 * GiB)  # -lgip
+    assert a100_40.loc["1g.10gb", "memory_bytes"] == pytest.approx(42_298_834_944 / 4)  # derived
+    assert a100_40.loc["7g.40gb", "sm_count"] == 98
     assert a100_40.loc["1g.10gb", "memory_fraction"] == pytest.approx(2 / 8)
-    for name in ("H100 PCIe", "H100 NVL", "H200 NVL"):
-        assert hardware.mig_profiles(name).loc[:, "compute_fraction"].max() == 1.0
+    # An H100's 1g slice has 16 of 132 SMs: 0.121 of the peaks, less than 1/7.
+    assert h100.loc["1g.10gb", "compute_fraction"] == pytest.approx(16 / 132)
+    assert h100.loc["3g.40gb", "compute_fraction"] == pytest.approx(60 / 132)
+    for name in ("H100 SXM", "H100 NVL", "H200 NVL"):
+        assert hardware.mig_profiles(name)["compute_fraction"].max() == 1.0  # 7g: all 132
+    # No published -lgip for the 114-SM H100 PCIe: compute slices / 7.
+    pcie = hardware.mig_profiles("H100 PCIe")
+    assert pcie["sm_count"].isna().all()
+    assert pcie.loc["3g.40gb", "compute_fraction"] == pytest.approx(3 / 7)
 
 
 def test_mig_profiles_refuse_gpus_without_mig():
@@ -298,13 +309,18 @@ def test_mig_profiles_refuse_gpus_without_mig():
 def test_a_mig_slice_is_scaled_from_its_parent():
     s = hardware.mig_slice("A100 80GB", "3g.40gb")
     assert s.name == "A100 80GB MIG 3g.40gb" and s.estimated
-    assert s.peak_flops("fp16") == pytest.approx(312e12 * 3 / 7)
+    assert s.peak_flops("fp16") == pytest.approx(312e12 * 42 / 108)
     assert s.bandwidth == pytest.approx(2039e9 * 4 / 8)
     assert s.memory_bytes == pytest.approx(42.4e9)
     # The name torch reports for a slice finds the same thing.
     assert hardware.get("NVIDIA A100-SXM4-80GB MIG 3g.40gb") == s
     with pytest.raises(KeyError, match="profile"):
         hardware.mig_slice("A100 80GB", "9g.99gb")
+    # What torch reports for the slice wins over the table; more SMs than the card has is refused.
+    assert hardware.mig_slice("H100 SXM", "1g.20gb", sm_count=26).peak_flops("fp16") \
+        == pytest.approx(hardware.get("H100 SXM").peak_flops("fp16") * 26 / 132)
+    with pytest.raises(ValueError, match="sm_count"):
+        hardware.mig_slice("A100 80GB", "1g.10gb", sm_count=200)
 
 
 # --- achievable ceilings --------------------------------------------------------------------

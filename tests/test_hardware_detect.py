@@ -143,13 +143,15 @@ def test_detect_unknown_gpu_uses_nvml_when_installed(gpus, monkeypatch):
     assert calls == ["init", "shutdown"]
 
 
-@pytest.mark.parametrize("torch_name, parent, compute, memory", [
-    ("NVIDIA A100-SXM4-40GB MIG 1g.5gb", "A100 40GB", 1 / 7, 1 / 8),
-    ("NVIDIA A100-SXM4-80GB MIG 1g.10gb", "A100 80GB", 1 / 7, 1 / 8),
-    ("NVIDIA H100 80GB HBM3 MIG 3g.40gb", "H100 SXM", 3 / 7, 4 / 8),
-    ("NVIDIA H200 MIG 1g.18gb+me", "H200", 1 / 7, 1 / 8)])
-def test_detect_a_mig_slice_scales_its_parent(gpus, torch_name, parent, compute, memory):
-    gpus([(torch_name, _props(10_200_547_328))])
+@pytest.mark.parametrize("torch_name, parent, sms, compute, memory", [
+    # torch reports the slice's SMs: its share of the card's (108 on an A100, 132 on an
+    # H100 or H200) scales the peaks; the memory slices (of 8) scale the bandwidth.
+    ("NVIDIA A100-SXM4-40GB MIG 1g.5gb", "A100 40GB", 14, 14 / 108, 1 / 8),
+    ("NVIDIA A100-SXM4-80GB MIG 1g.10gb", "A100 80GB", 14, 14 / 108, 1 / 8),
+    ("NVIDIA H100 80GB HBM3 MIG 3g.40gb", "H100 SXM", 60, 60 / 132, 4 / 8),
+    ("NVIDIA H200 MIG 1g.18gb+me", "H200", 16, 16 / 132, 1 / 8)])
+def test_detect_a_mig_slice_scales_its_parent(gpus, torch_name, parent, sms, compute, memory):
+    gpus([(torch_name, _props(10_200_547_328, sms=sms))])
     acc = hardware.detect()
     base = hardware.get(parent)
     assert acc.estimated and "MIG" in acc.name and "ESTIMATE" in acc.note

@@ -184,8 +184,9 @@ def _():
           question="Llama-2-70B fp16 on 4 H200 (tensor parallel), batch 1, 4,096 tokens of "
           "context: the shard's roofline time (tp_decode_breakdown(...)['shard_s']) spread "
           "over the step's kernels (80 layers x parallel.KERNELS_PER_LAYER = 13) is the GPU "
-          "time each kernel has. A host that takes longer than that to launch one leaves "
-          "the GPU waiting. What is it? Microseconds, two significant figures.",
+          "time each kernel has. A host that spends longer than that on each kernel (the "
+          "framework's dispatch, then the launch) leaves the GPU waiting. What is it? "
+          "Microseconds, two significant figures.",
           unit="microseconds",
           hint="shard_s / (80 x 13), in microseconds. Divide the shard's roofline time, not "
           "the whole step (total_s): the all-reduces are among the 13 kernels, and the "
@@ -205,8 +206,9 @@ def _():
           f"{price_per_gpu_hour('H100 SXM'):g} USD or H200 at {price_per_gpu_hour('H200'):g} "
           "USD per GPU-hour) and the TP degree (1, 2, 4 or 8); each TP group "
           "runs the largest batch that fits (memory less the 1 GiB reserve) and meets the "
-          "objective, fully busy. What do a million output tokens cost with the cheapest "
-          "choice? USD per million tokens, two significant figures.",
+          "objective, fully busy; assume CUDA graphs (no launch floor) and decode steps "
+          "that no prefill chunk shares. What do a million output tokens cost with the "
+          "cheapest choice? USD per million tokens, two significant figures.",
           unit="USD per million tokens",
           hint="For each (GPU, N): the largest batch B with tp_decode_step_time <= 25 ms and "
           "B <= tp_max_batch (bisect on B); tokens/s = B / step; cost = N x price / (3,600 x "

@@ -161,3 +161,13 @@ def test_reference_rows_cover_labs_1_to_4():
     assert list(rows.columns) == reference.SHEET_COLUMNS
     assert set(rows.lab) == {1, 2, 3, 4}
     assert rows.fraction_of_ceiling.between(0, 1.5).all()
+
+
+def test_every_published_figure_cites_a_key_of_the_bibliography():
+    import pathlib
+    import re
+
+    bib = (pathlib.Path(__file__).resolve().parents[1] / "references.bib").read_text()
+    keys = set(re.findall(r"^@\w+\{([^,]+),", bib, flags=re.M))
+    missing = {p["source"] for p in reference.PUBLISHED} - keys
+    assert not missing, f"PUBLISHED cites keys references.bib lacks: {missing}"

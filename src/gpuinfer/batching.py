@@ -10,7 +10,8 @@ a model); the GPU runs one batch at a time (non-preemptive). Requests queue per 
 the policy is Triton's dynamic batcher: when the GPU is free, a model's batch starts as
 soon as either `max_batch` requests wait (or a preferred batch size can be formed) or its
 oldest request has waited `max_queue_delay`; the batch takes every waiting request up to
-`max_batch`. `max_queue_delay=0` starts with whatever is waiting (greedy batching);
+`max_batch`, or, with preferred sizes, the largest preferred size that can be formed (12
+waiting with preferred sizes [8, 16] start a batch of 8). `max_queue_delay=0` starts with whatever is waiting (greedy batching);
 `max_batch=1` is a plain single-server queue (M/D/1 for Poisson arrivals and a fixed
 service time). Several models sharing one GPU queue separately and take turns: the GPU
 serves the batch that can start first (ties: the oldest request). One event loop

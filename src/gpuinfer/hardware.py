@@ -935,8 +935,9 @@ _ACHIEVABLE_NOTES = {
            "clock the same tensor cores give 65 x 585/1590 = 23.9 TFLOP/s, and a 70 W T4 under "
            "load runs between (an MLPerf T4 fell to ~900 MHz: 36.8 TFLOP/s, https://github.com/"
            "mlcommons/inference_results_v0.5/issues/20). Measured fp16 torch.mm: ~42 TFLOP/s, "
-           "64% of the datasheet. No published T4 bandwidth measurement was found, so the "
-           "practical ridge uses the datasheet's 320 GB/s: ~131 FLOP/byte (datasheet: 203)."),
+           "64% of the datasheet. Jia et al. benchmarked the T4's memory hierarchy "
+           "(arXiv:1903.07486); no figure is quoted here, and lab 1 measures yours. The "
+           "practical ridge assumes the datasheet's 320 GB/s: ~131 FLOP/byte (datasheet: 203)."),
     "A100 80GB": ("gpt-fast's A100 ran power-capped at 330 W (of 400): its 1,397 GB/s of "
                   "weights at batch 1 is 69% of the datasheet's 2,039 GB/s and 82% of the "
                   "~1,700 GB/s it could reach."),

@@ -39,6 +39,13 @@ def largest_budget() -> int:
     return best
 
 
+def matmul_weights() -> float:
+    """Llama-3-8B's weights that a prefill multiplies for every prompt token: the layers'
+    matmuls (the embedding table is gathered; the LM head runs for the last token only)."""
+    m = llm.get(MODEL)
+    return float(m.linear_params_per_layer * m.n_layers)
+
+
 def mla_kv_bytes_per_token() -> float:
     """DeepSeek-V3's cache per token: layers x (latent + RoPE key) x 2 bytes."""
     return float(MLA_LAYERS * (MLA_LATENT + MLA_ROPE) * 2)
@@ -75,8 +82,10 @@ def two_instances_sequences(context=4096, utilisation=0.45) -> int:
           "token of a request with a 2,000-token prompt, from the per-operation roofline. "
           "In seconds, 3 significant figures.", unit="s",
           hint="Alone, a request waits for nothing: its TTFT is one prefill step over the "
-          "whole prompt (llm.prefill_time), compute-bound at about 2 FLOPs per weight per "
-          "token over the peak.",
+          "whole prompt (llm.prefill_time), compute-bound: 2 FLOPs x "
+          f"{matmul_weights() / 1e9:.2f}e9 matmul weights x 2,000 tokens over the peak (the "
+          "embedding table is gathered, not multiplied, and the LM head runs for the last "
+          "token only), plus about a millisecond of causal attention.",
           slips={2000 * llm.decode_step_time(MODEL, GPU, 1, 1000)
                  / llm.prefill_time(MODEL, GPU, 2000):
                  "That is 2,000 decode steps: a prompt goes through the model in one "

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from gpuinfer import llm, speculative as spec
+from gpuinfer import hardware, llm, speculative as spec
 from gpuinfer import speculative
 
 TARGET, GPU = "llama-3-8b", "H100 SXM"
@@ -141,3 +141,17 @@ def test_speedup_at_a_measured_verify_cost():
     assert speculative.speedup(0.8, 4, 0.1) == pytest.approx(e / 1.4)
     with pytest.raises(ValueError, match="verify_cost"):
         speculative.speedup(0.8, 4, 0.1, verify_cost=0)
+
+
+def test_round_breakdown_says_whether_both_models_and_caches_fit():
+    # Llama-3-8B (8,030,261,248 parameters) and Llama-3.2-1B (1,235,814,400) in fp16, the
+    # 1 GiB reserve, and per token 2 x 32 layers x 1024 x 2 B = 131,072 B of target cache
+    # plus 2 x 16 x 512 x 2 B = 32,768 B of draft cache, at context + k + 1 tokens each.
+    fixed = 2 * 8_030_261_248 + 2 * 1_235_814_400 + 2**30
+    per_seq = (8192 + 4 + 1) * (131_072 + 32_768)
+    fits = (hardware.get(GPU).memory_bytes - fixed) // per_seq
+    assert fits == 48
+    for batch, want in [(int(fits), True), (int(fits) + 1, False)]:
+        r = spec.round_breakdown(TARGET, DRAFT, GPU, acceptance=0.8, k=4, batch=batch, context=8192)
+        assert r["memory_bytes"] == pytest.approx(fixed + batch * per_seq)
+        assert r["fits"] is want

@@ -671,7 +671,13 @@ def goodput(serve, n, *, ttft_slo, tpot_slo, attainment=0.9, seed=0, rel_tol=0.0
     starts from `rate` (requests/s; default: a light load found from the server's lone
     latency), grows it fourfold until attainment fails, then bisects until the bracket
     is narrower than `rel_tol` of the rate. 0.0 if even a light load misses the target.
-    Divide by the GPUs the server uses for DistServe's per-GPU goodput."""
+    Divide by the GPUs the server uses for DistServe's per-GPU goodput.
+
+    A trace starts with an empty queue, so a short one overstates goodput near
+    saturation: a queue that would grow without bound has not grown far yet (chapter 9
+    found 300 requests passing a rate above what its prefill GPU can serve at all).
+    Check the answer against the server's capacity (the busiest GPU's share of time
+    busy should stay below 1), and pass a longer trace or other seeds when it is close."""
     serve = _v.callable_("serve", serve)
     n = _n("n", n)
     target = _v.fraction("attainment", attainment)

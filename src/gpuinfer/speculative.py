@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
 from . import validate as _v
@@ -82,7 +83,11 @@ def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, conte
       `llm.forward_step_breakdown`);
     - `draft_s`: k draft decode steps at contexts context, ..., context + k - 1;
     - `cost_ratio`: a draft step over a target step (c, at this batch and context);
-    - `expected_tokens`, and `speedup` = expected tokens x plain step / (verify + draft).
+    - `expected_tokens`, and `speedup` = expected tokens x plain step / (verify + draft);
+    - `memory_bytes`: both models' weights, both KV caches at context + k + 1 tokens a
+      sequence and `llm.DEFAULT_RESERVE_BYTES`; `fits`: whether that is within the
+      device's memory. The times are the roofline's either way: a batch that does not
+      fit is a hypothetical, and `fits` says so.
 
     `dtype` is the target's format, `draft_dtype` the draft's (default the same)."""
     t, d = _llm.get(target), _llm.get(draft)
@@ -105,10 +110,15 @@ def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, conte
     if not (math.isfinite(plain) and math.isfinite(verify) and math.isfinite(draft_s)):
         raise ValueError(f"{acc.name} has no peak for these formats in the catalogue: "
                          f"no roofline time")
+    tokens = b * (c + k + 1)
+    need = (_llm.weight_bytes(t, dtype) + _llm.weight_bytes(d, ddt) + _llm.DEFAULT_RESERVE_BYTES
+            + tokens * (_llm.kv_cache_bytes_per_token(t, _dtypes.formats(dtype)[1])
+                        + _llm.kv_cache_bytes_per_token(d, _dtypes.formats(ddt)[1])))
     return {"plain_step_s": float(plain), "verify_s": verify, "draft_s": draft_s,
             "cost_ratio": float(steps.mean() / plain) if k else 0.0,
             "expected_tokens": float(e),
-            "speedup": float(e) * float(plain) / (verify + draft_s)}
+            "speedup": float(e) * float(plain) / (verify + draft_s),
+            "memory_bytes": float(need), "fits": bool(need <= acc.memory_bytes)}
 
 
 def decode_speedup(target, draft, accelerator, *, acceptance, k, batch=1, context=0,
@@ -117,7 +127,9 @@ def decode_speedup(target, draft, accelerator, *, acceptance, k, batch=1, contex
     per-operation roofline (`round_breakdown`): expected tokens per round x a plain
     target step / (the verify step + k draft steps). Near Leviathan et al.'s `speedup`
     at batch 1; below 1 once the target's matmuls are compute-bound (verifying k + 1
-    tokens then costs about k + 1 plain steps)."""
+    tokens then costs about k + 1 plain steps). It does not check memory: a batch too
+    large for the device still gets its roofline ratio; `round_breakdown(...)["fits"]`
+    says whether both models and their caches fit."""
     return round_breakdown(target, draft, accelerator, acceptance=acceptance, k=k,
                            batch=batch, context=context, dtype=dtype,
                            draft_dtype=draft_dtype)["speedup"]

@@ -50,8 +50,8 @@ def _():
 
 @register("lab-decode-kv-bytes-per-sequence", where=DECODE,
           question="KV-cache bytes one Mistral-7B sequence of 4,096 tokens holds in fp16",
-          unit="bytes", hint="2 (K and V) x layers x KV heads x head_dim x 2 bytes, per "
-          "token; Mistral-7B has 8 KV heads, not 32.")
+          unit="bytes (exact)", hint="2 (K and V) x layers x KV heads x head_dim x 2 bytes, "
+          "per token; Mistral-7B has 8 KV heads, not 32.", rel_tol=0.0)
 def _():
     return 4096 * llm.kv_cache_bytes_per_token("mistral-7b", "fp16")
 
@@ -84,17 +84,17 @@ def _():
 
 @register("lab-quant-dequant-traffic", where=QUANT,
           question="DRAM bytes per weight of an int8 weight dequantised to fp16 in a "
-          "temporary and then multiplied (eager PyTorch)", unit="bytes per weight",
+          "temporary and then multiplied (eager PyTorch)", unit="bytes per weight (exact)",
           hint="Count every pass over the weight: the int8 read, the fp16 temporary "
-          "written, and the temporary read again by the matmul.")
+          "written, and the temporary read again by the matmul.", rel_tol=0.0)
 def _():
     return decoding.weight_traffic_bytes_per_weight("int8-dequant", "fp16")
 
 
 @register("lab-quant-int4-group-bytes", where=QUANT,
           question="Bytes per weight of int4 weights with one fp16 scale per group of 32",
-          unit="bytes per weight", hint="Half a byte per weight, plus the scale's bytes "
-          "shared by its group.", slips={0.5 / 0.5625: "That is the int4 values alone: "
+          unit="bytes per weight (exact)", hint="Half a byte per weight, plus the scale's "
+          "bytes shared by its group.", rel_tol=0.0, slips={0.5 / 0.5625: "That is the int4 values alone: "
                                          "add each weight's share of its group's scale.",
                                          0.625 / 0.5625: "That adds a zero point per group "
                                          "too (gpt-fast's asymmetric int4); this int4 is "

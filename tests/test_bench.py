@@ -57,6 +57,26 @@ def test_pool_is_larger_than_the_cache_when_flushing():
     assert bench._pool_slices(1024, 32 * 2**20, 4, flush_cache=False) == 1
 
 
+def test_a_server_cpus_large_l3_is_flushed_and_read_beyond():
+    # A 480 MiB L3 (a machine this suite ran on): 256 KiB slices need 4 x 480 MiB /
+    # 256 KiB = 7,680 of them; the GPU's cap (4,096) would leave the pool at 2.1x the cache.
+    MiB = 2**20
+    assert bench._pool_slices(64 * 1024, 480 * MiB, 4, True, None) == 7680
+    assert bench._pool_slices(64 * 1024, 480 * MiB, 4, True) == bench.MAX_POOL_SLICES == 4096
+    # Sizes: cache / 16 = 30 MiB up to twice the cache, one per doubling: 30 .. 960 MiB.
+    sizes = bench.read_sizes_for(480 * MiB, 24 * 1024 * MiB, "cpu")
+    # (geomspace's rounding, floored to 4 KiB, can land one 4 KiB page short.)
+    assert sizes == pytest.approx([m * MiB for m in (30, 60, 120, 240, 480, 960)], abs=4096)
+    # A small L3 keeps the 256 MiB top: 32 / 16 = 2 MiB .. 256 MiB, 8 sizes.
+    assert bench.read_sizes_for(32 * MiB, 24 * 1024 * MiB, "cpu") == pytest.approx(
+        [m * MiB for m in (2, 4, 8, 16, 32, 64, 128, 256)], abs=4096)
+    # A CPU read sweep flushes it: every flushed row's pool is at least 4x the cache.
+    rows = bench.weight_read_bandwidth([64 * 1024], device="cpu", min_run_time=0.001,
+                                       progress=False)
+    assert (rows["slices"] * rows["bytes"] >= bench.CACHE_FLUSH_FACTOR
+            * bench.cache_bytes("cpu")).all()
+
+
 def test_weight_read_bandwidth_rows():
     df = bench.weight_read_bandwidth([2**20, 8 * 2**20], device="cpu", min_run_time=0.01,
                                      progress=False)

@@ -2,7 +2,6 @@
 arithmetic, and a real server on 127.0.0.1 whose dynamic batcher forms batches > 1."""
 
 import math
-import pathlib
 import socket
 import sysconfig
 

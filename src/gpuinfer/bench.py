@@ -600,11 +600,13 @@ def _roof_flops(flops, nbytes, acc, dtype):
 
 
 def _pool_slices(slice_elems, cache, bytes_per_elem, flush_cache, max_slices=MAX_POOL_SLICES):
-    """How many slices of `slice_elems` make a pool that flushes the cache."""
+    """How many slices of `slice_elems` make a pool that flushes the cache, at most
+    `max_slices` (None: no cap, where the slice count costs nothing but memory)."""
     if not flush_cache:
         return 1
     slice_bytes = slice_elems * bytes_per_elem
-    return int(min(max_slices, max(2, math.ceil(CACHE_FLUSH_FACTOR * cache / slice_bytes))))
+    slices = max(2, math.ceil(CACHE_FLUSH_FACTOR * cache / slice_bytes))
+    return int(slices if max_slices is None else min(max_slices, slices))
 
 
 def _graphed(fn, device=None):
@@ -632,15 +634,18 @@ def _graphed(fn, device=None):
 
 # --- weight reads -------------------------------------------------------------------------
 
-#: Largest read of the default sweep on a GPU: 2 GiB, or an eighth of its memory.
+#: Largest read of the default sweep on a GPU: 2 GiB, or an eighth of its memory. On a
+#: CPU: 256 MiB, or twice a larger last-level cache (some server CPUs' L3 holds hundreds of
+#: MiB), within an eighth of the memory.
 GPU_TOP_READ_BYTES = 2 * 1024 * MiB
 CPU_TOP_READ_BYTES = 256 * MiB
 SMALLEST_READ_BYTES = 64 * 1024
 
 
 def default_read_sizes(device=None) -> list[int]:
-    """Buffer sizes in bytes: from 1/16 of the cache to far beyond it (GPU: up to 2 GiB
-    or an eighth of memory; CPU: up to 256 MiB)."""
+    """Buffer sizes in bytes: from 1/16 of the cache to beyond it (GPU: up to 2 GiB or
+    an eighth of memory; CPU: up to 256 MiB or twice the cache, within an eighth of
+    memory)."""
     device = _device(device)
     return read_sizes_for(cache_bytes(device), memory_bytes(device), device.type)
 
@@ -651,7 +656,8 @@ def read_sizes_for(cache, memory, device_type="cuda") -> list[int]:
     cache = _validate.positive("cache", cache)
     memory = _validate.positive("memory", memory)
     device_type = _validate.choice("device_type", device_type, ("cuda", "cpu"))
-    top = min(GPU_TOP_READ_BYTES, memory / 8) if device_type == "cuda" else CPU_TOP_READ_BYTES
+    top = (min(GPU_TOP_READ_BYTES, memory / 8) if device_type == "cuda"
+           else min(max(CPU_TOP_READ_BYTES, 2 * cache), max(CPU_TOP_READ_BYTES, memory / 8)))
     lo = min(max(SMALLEST_READ_BYTES, cache / 16), top / 2)
     sizes = np.geomspace(lo, top, num=max(2, int(np.log2(top / lo)) + 1))
     return sorted({max(4096, int(s) // 4096 * 4096) for s in sizes})
@@ -707,7 +713,12 @@ def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_ca
 
     def plan(size):
         elems = max(1, int(size // bpe))
-        slices = _pool_slices(elems, cache, bpe, flush_cache)
+        # GPU: a pass reads every slice in one graph, so their count is capped (no GPU's
+        # L2 reaches the cap: 4 x 126 MB in 1 MiB slices is 504). CPU: one slice a call,
+        # so no cap: a server CPU's L3 can hold hundreds of MiB (480 MiB on a machine
+        # that ran this), and a pool of a few GB is what flushes it.
+        slices = _pool_slices(elems, cache, bpe, flush_cache,
+                              MAX_POOL_SLICES if on_gpu else None)
         # Reads per timed call. GPU: a pass over the flush pool in one graph replay (a
         # re-read makes as many reads of its one buffer, so both replays are as long).
         # CPU: one read a call, each of the next slice (Python's dispatch is the same

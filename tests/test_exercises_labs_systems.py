@@ -37,8 +37,9 @@ def test_int8_bytes_fraction_by_hand():
     assert exercises.get("lab-compile-int8-bytes-fraction").answer() == pytest.approx(int8 / fp32)
 
 
-def test_reduce_range_and_a100_ratio_by_hand():
-    assert exercises.get("lab-compile-reduce-range-db").answer() == pytest.approx(6.0206, abs=1e-4)
+def test_int4_db_and_a100_ratio_by_hand():
+    # 6.02 dB a bit (20 log10 2 = 6.0206), four bits from int8 to int4.
+    assert exercises.get("lab-compile-int4-db").answer() == pytest.approx(4 * 6.0206, abs=1e-3)
     # A100 datasheet: 624 dense int8 TOPS, 19.5 fp32 TFLOP/s (CUDA cores), 156 TF32.
     assert exercises.get("lab-compile-a100-int8-over-fp32").answer() == pytest.approx(624 / 19.5)
 
@@ -50,6 +51,7 @@ def test_reduce_range_and_a100_ratio_by_hand():
     ("lab-triton-servers-needed", 1, "model's own throughput"),
     ("lab-triton-requests-in-flight", 1500 * 0.093, "offered rate"),
     ("lab-compile-int8-bytes-fraction", 0.25, "weights alone"),
+    ("lab-compile-int4-db", 6.02, "one bit"),
     ("lab-compile-a100-int8-over-fp32", 624 / 156, "TF32"),
     ("lab-compile-a100-int8-over-fp32", 2 * 624 / 19.5, "sparse"),
 ])

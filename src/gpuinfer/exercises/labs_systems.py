@@ -114,14 +114,17 @@ def _():
     return mlp_int8_bytes_fraction()
 
 
-@register("lab-compile-reduce-range-db", where=LAB_COMPILE,
+@register("lab-compile-int4-db", where=LAB_COMPILE,
           question="By the ideal quantiser's rule (6.02 b + 1.76 dB for b bits), how many dB "
-          "of SQNR does keeping int8 weights to 7 bits (reduce_range) cost?",
+          "of SQNR would int4 weights lose against int8?",
           unit="dB (3 significant figures)",
-          hint="The difference of the rule at 8 and at 7 bits: one bit's worth "
-          "(quant.ideal_sqnr_db).")
+          hint="The difference of the rule at 8 and at 4 bits: four bits' worth "
+          "(quant.ideal_sqnr_db).",
+          slips={(quant.ideal_sqnr_db(8) - quant.ideal_sqnr_db(7))
+                 / (quant.ideal_sqnr_db(8) - quant.ideal_sqnr_db(4)):
+                 "That is one bit's worth, what reduce_range costs; int4 drops four bits."})
 def _():
-    return quant.ideal_sqnr_db(8) - quant.ideal_sqnr_db(7)
+    return quant.ideal_sqnr_db(8) - quant.ideal_sqnr_db(4)
 
 
 def a100_ratio(over="fp32"):

@@ -135,3 +135,44 @@ def test_each_weight_format_owns_its_bytes():
     assert decoding.Int4UnpackWeight.from_dense(w).stored_bytes == 8 * 64 // 2 + 8 * 2 * 4
     assert set(decoding.KERNELS) == set(decoding.FORMATS) == {
         "dense", "int8-dequant", "int8-pack", "int4-unpack"}
+
+
+def _meta_kernel(kernel, n_out=64, n_in=128, dtype=torch.float16):
+    """One weight of `kernel`, [n_out, n_in], built straight on the `meta` device (no
+    data): a forward on it fails if any operation needs the values on the host."""
+    meta = dict(device="meta")
+    if kernel == "dense":
+        return decoding.DenseWeight(torch.empty(n_out, n_in, dtype=dtype, **meta))
+    if kernel in ("int8-dequant", "int8-pack"):
+        return decoding.FORMATS[kernel](torch.empty(n_out, n_in, dtype=torch.int8, **meta),
+                                        torch.empty(n_out, dtype=dtype, **meta))
+    groups = n_in // decoding.INT4_GROUP_SIZE
+    return decoding.Int4UnpackWeight(torch.empty(n_out, n_in // 2, dtype=torch.uint8, **meta),
+                                     torch.empty(n_out, groups, dtype=dtype, **meta))
+
+
+@pytest.mark.parametrize("kernel", list(decoding.KERNELS))
+def test_every_kernels_forward_stays_on_the_device(kernel):
+    # A forward that copies to the host (.cpu(), .numpy(), .item()) cannot run inside a
+    # CUDA-graph capture, and eager it times the PCIe link: on `meta` tensors it raises.
+    # (int4-unpack used to unpack through numpy: this failed for it exactly.)
+    w = _meta_kernel(kernel)
+    x = torch.empty(3, 128, dtype=torch.float16, device="meta")  # [batch, in]
+    y = w(x)
+    assert y.device.type == "meta"
+    assert tuple(y.shape) == (3, 64) and y.dtype == torch.float16
+
+
+def test_quantised_kernels_return_the_dense_dtype_and_shape_at_context(monkeypatch):
+    # Some torch builds' _weight_int8pack_mm return fp32 whatever the activations: mimic
+    # one, and check every kernel's step at context > 0 matches the dense output's dtype
+    # and shape (an fp32 layer output would turn the next layer's matmul into fp32).
+    real = torch._weight_int8pack_mm
+    monkeypatch.setattr(torch, "_weight_int8pack_mm",
+                        lambda x, q, s: real(x, q, s).to(torch.float32))
+    dense = decoding.DecodeStack(_small_spec(), "bf16", "cpu")
+    y = dense.output(2, 4)
+    for kernel in ("int8-dequant", "int8-pack", "int4-unpack"):
+        out = dense.quantised(kernel).output(2, 4)
+        assert out.dtype == y.dtype == torch.bfloat16, kernel
+        assert out.shape == y.shape == (2, 128), kernel

@@ -638,3 +638,21 @@ def test_unknown_names_are_both_key_and_value_errors():
         quant.quantize(X, method="mse")
     with pytest.raises(ValueError):
         quant.format_properties("fp6")
+
+
+def test_unpack_int4_of_a_tensor_stays_on_its_device():
+    # A uint8 tensor is unpacked with torch ops on its own device, no host copy: on
+    # `meta` (no data) any .cpu()/.numpy()/.item() raises. Byte 0x9F: low nibble 0xF
+    # (-1 signed), high nibble 0x9 (9 - 16 = -7 signed, 9 unsigned).
+    torch = pytest.importorskip("torch")
+    meta = torch.empty(4, 6, dtype=torch.uint8, device="meta")
+    out = quant.unpack_int4(meta)
+    assert out.device.type == "meta" and tuple(out.shape) == (4, 12)
+    assert out.dtype == torch.int8
+    b = torch.tensor([[0x9F]], dtype=torch.uint8)
+    assert quant.unpack_int4(b).tolist() == [[-1, -7]]
+    assert quant.unpack_int4(b, signed=False).tolist() == [[15, 9]]
+    with pytest.raises(ValueError, match="0..255"):  # other int dtypes are still checked
+        quant.unpack_int4(torch.tensor([[300]], dtype=torch.int32))
+    with pytest.raises(TypeError, match="integers"):
+        quant.unpack_int4(torch.tensor([[1.5]]))

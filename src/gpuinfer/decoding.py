@@ -121,7 +121,9 @@ class Int8PackWeight(Int8DequantWeight):
     def __call__(self, x):
         import torch
 
-        return torch._weight_int8pack_mm(x, self.q, self.scale)
+        # Some torch builds return fp32 whatever the activations: cast back, so the
+        # next layer (and the comparison with the dense step) sees the activation dtype.
+        return torch._weight_int8pack_mm(x, self.q, self.scale).to(x.dtype)
 
     @staticmethod
     def traffic_bytes_per_weight(act_bytes, device_type) -> float:

@@ -518,9 +518,16 @@ def pack_int4(q):
 
 def unpack_int4(packed, signed=True):
     """Inverse of `pack_int4`: int8 values (-8..7 if `signed`, else 0..15), last
-    dimension doubled. `packed` holds bytes: integers 0..255 (uint8)."""
+    dimension doubled. `packed` holds bytes: integers 0..255 (uint8).
+
+    A tensor is unpacked with torch operations on its own device, and a uint8 one is not
+    range-checked (every uint8 is a byte): no value is copied to the host, so the unpack
+    can run inside a CUDA-graph capture (the int4 kernel of `decoding` does, every step)
+    and on `meta` tensors. A tensor of another integer dtype is range-checked, which
+    reads its minimum and maximum back from the device."""
     signed = _flag("signed", signed)
-    torch_like = _is_torch(packed)
+    if _is_torch(packed):
+        return _unpack_int4_torch(packed, signed)
     arr = _integer_array("packed", packed)
     if arr.ndim == 0 or arr.size == 0:
         raise ValueError(f"packed must be a non-empty array of bytes, got shape {arr.shape}")
@@ -528,17 +535,31 @@ def unpack_int4(packed, signed=True):
     if lo < 0 or hi > 255:
         raise ValueError(f"packed must hold bytes (0..255, as pack_int4 returns), got "
                          f"{lo}..{hi}")
-    if torch_like:
-        import torch
-
-        p = packed.to(torch.uint8)
-        low, high = (p & 0xF).to(torch.int8), (p >> 4).to(torch.int8)
-        out = torch.stack([low, high], dim=-1).reshape(*p.shape[:-1], -1)
-        return torch.where(out > 7, out - 16, out) if signed else out
     p = arr.astype(np.uint8)
     out = np.stack([p & 0xF, p >> 4], axis=-1).reshape(*p.shape[:-1], -1)
     out = out.astype(np.int8)
     return np.where(out > 7, out - 16, out).astype(np.int8) if signed else out
+
+
+def _unpack_int4_torch(packed, signed):
+    """`unpack_int4` of a tensor, on its device (see there)."""
+    import torch
+
+    if packed.is_floating_point() or packed.is_complex() or packed.dtype == torch.bool:
+        raise TypeError(f"packed must hold integers (quantize's output), got a tensor of "
+                        f"{packed.dtype}")
+    if packed.ndim == 0 or packed.numel() == 0:
+        raise ValueError(f"packed must be a non-empty array of bytes, got shape "
+                         f"{tuple(packed.shape)}")
+    if packed.dtype != torch.uint8 and packed.device.type != "meta":
+        lo, hi = int(packed.min()), int(packed.max())  # a host read: not for uint8
+        if lo < 0 or hi > 255:
+            raise ValueError(f"packed must hold bytes (0..255, as pack_int4 returns), got "
+                             f"{lo}..{hi}")
+    p = packed.to(torch.uint8)
+    low, high = (p & 0xF).to(torch.int8), (p >> 4).to(torch.int8)
+    out = torch.stack([low, high], dim=-1).reshape(*p.shape[:-1], -1)
+    return torch.where(out > 7, out - 16, out) if signed else out
 
 
 # --- floating-point grids ----------------------------------------------------------------------

@@ -196,22 +196,53 @@ def test_a_decode_row_on_a_device_without_peaks_has_nan_ceilings():
 
 # --- out of memory, including inside CUDA-graph capture --------------------------------------
 
+def _raised_from(exc, cause):
+    exc.__cause__ = cause
+    return exc
+
+
+CAPTURE_ERRORS = [
+    RuntimeError("CUDA error: operation not permitted when stream is capturing"),
+    RuntimeError("CUDA error: operation failed due to a previous error during capture"),
+    RuntimeError("cudaErrorStreamCaptureInvalidated: capture invalidated"),
+]
+
+
 @pytest.mark.parametrize("exc, oom", [
     (torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
-    (RuntimeError("CUDA error: operation not permitted when stream is capturing"), True),
-    (RuntimeError("CUDA error: operation failed due to a previous error during capture"), True),
-    (RuntimeError("cudaErrorStreamCaptureInvalidated: capture invalidated"), True),
     (RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate "
                   "memory: you tried to allocate 10737418240 bytes"), True),
     (MemoryError(), True),
+    # an OutOfMemoryError anywhere in the chain: a wrapper raised from it
+    (_raised_from(RuntimeError("the step failed"),
+                  torch.cuda.OutOfMemoryError("CUDA out of memory")), True),
     (RuntimeError("mat1 and mat2 shapes cannot be multiplied (4x3 and 4x3)"), False),
     (ValueError("out of memory"), False),  # not an allocation failure, whatever it says
+    # A failed capture with memory to spare (no GPU here at all) is a bug, not a size:
+    # a host copy inside the captured step says exactly this.
+    *[(e, False) for e in CAPTURE_ERRORS],
 ])
 def test_out_of_memory_is_recognised(exc, oom):
     assert bench._is_oom(exc) is oom
 
 
-def test_a_sweep_stops_at_a_failed_capture_and_keeps_what_it_measured():
+@pytest.mark.parametrize("exc", CAPTURE_ERRORS)
+@pytest.mark.parametrize("free_share, oom", [(0.02, True), (0.5, False)])
+def test_a_failed_capture_is_out_of_memory_only_when_memory_is_nearly_full(
+        fake_gpus, monkeypatch, exc, free_share, oom):
+    # 16 GB T4: 2% free (0.32 GB) is under the 10% line, 50% free is not.
+    fake_gpus(T4)
+    total = T4["total_memory"]
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (free_share * total, total))
+    assert bench._is_oom(exc) is oom
+
+
+def test_a_sweep_stops_at_a_failed_capture_only_when_memory_is_full(fake_gpus, monkeypatch):
+    fake_gpus(T4)
+    total = T4["total_memory"]
+    free = {"bytes": 0.01 * total}
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda *a: (free["bytes"], total))
+
     def measure(batch):
         if batch == 512:  # a T4 sweep at batch 512: the allocation fails inside capture
             raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
@@ -220,6 +251,9 @@ def test_a_sweep_stops_at_a_failed_capture_and_keeps_what_it_measured():
     with pytest.warns(UserWarning, match="out of memory at 512"):
         df = bench._sweep([128, 256, 512, 1024], measure, "decode", progress=False)
     assert list(df["batch"]) == [128, 256]
+    free["bytes"] = 0.6 * total  # the same error with memory to spare: a bug, raised
+    with pytest.raises(RuntimeError, match="stream is capturing"):
+        bench._sweep([128, 256, 512, 1024], measure, "decode", progress=False)
 
 
 def test_memory_is_freed_after_the_failed_call_lets_go_of_its_tensors(fake_gpus):

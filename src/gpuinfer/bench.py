@@ -458,24 +458,60 @@ def environment(device=None) -> dict:
 
 # --- the sweep machinery ------------------------------------------------------------------
 
-# What an allocation failure looks like. During CUDA-graph capture torch (before
-# pytorch/pytorch#187795) reports an out-of-memory as an invalidated capture, because
-# its allocator frees cached blocks mid-capture to retry; the functions this module
-# captures ran eagerly just before, so a failed capture here is a failed allocation.
-_OOM_TEXT = ("out of memory", "can't allocate memory", "cudaerrormemoryallocation",
-             "operation not permitted when stream is capturing", "capture invalidated",
-             "operation failed due to a previous error during capture",
-             "cudaerrorstreamcaptureinvalidated", "cudaerrorstreamcaptureunsupported")
+# What an allocation failure says of itself: torch's OutOfMemoryError (CUDA; since torch
+# 2.5 torch.OutOfMemoryError, of which torch.cuda.OutOfMemoryError is an alias), Python's
+# MemoryError, or the CPU allocator's RuntimeError ("can't allocate memory").
+_ALLOCATION_TEXT = ("out of memory", "can't allocate memory", "cudaerrormemoryallocation")
+# A CUDA-graph capture that failed. Torch (before pytorch/pytorch#187795) can report an
+# out-of-memory during capture this way, but so does any operation illegal in a capture
+# (a host copy, a synchronisation): it counts as out of memory only when the GPU's memory
+# is nearly full (`MEMORY_NEAR_FULL_SHARE`), else it is a bug and is raised.
+_CAPTURE_TEXT = ("operation not permitted when stream is capturing", "capture invalidated",
+                 "operation failed due to a previous error during capture",
+                 "cudaerrorstreamcaptureinvalidated", "cudaerrorstreamcaptureunsupported")
+#: A GPU with less than this share of its memory free counts as full.
+MEMORY_NEAR_FULL_SHARE = 0.1
+
+
+def _chain(exc):
+    """`exc` and the exceptions it was raised from or during (__cause__, __context__)."""
+    seen = []
+    while exc is not None and all(exc is not e for e in seen):
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return seen
+
+
+def _memory_nearly_full() -> bool:
+    """Whether the current GPU has less than `MEMORY_NEAR_FULL_SHARE` of its memory free
+    (False without a GPU, or when the driver cannot say)."""
+    import torch
+
+    try:
+        if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+            return False
+        free, total = torch.cuda.mem_get_info()
+    except Exception:  # no driver, a mocked or broken CUDA
+        return False
+    return total > 0 and free < MEMORY_NEAR_FULL_SHARE * total
 
 
 def _is_oom(exc) -> bool:
-    """Whether `exc` says the device (or the host) ran out of memory."""
+    """Whether `exc` says the device (or the host) ran out of memory: an OutOfMemoryError
+    or MemoryError anywhere in its chain, an allocator's RuntimeError saying so, or a
+    failed CUDA-graph capture while the GPU's memory is nearly full. Any other failure,
+    a capture error with memory to spare included, is a bug, not a size to step down."""
     import torch
 
-    if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)):
+    oom_types = tuple({getattr(torch, "OutOfMemoryError", MemoryError),
+                       torch.cuda.OutOfMemoryError, MemoryError})
+    chain = _chain(exc)
+    if any(isinstance(e, oom_types) for e in chain):
         return True
-    text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and any(t in text for t in _OOM_TEXT)
+    texts = [str(e).lower() for e in chain if isinstance(e, RuntimeError)]
+    if any(t in text for text in texts for t in _ALLOCATION_TEXT):
+        return True
+    return any(t in text for text in texts for t in _CAPTURE_TEXT) and _memory_nearly_full()
 
 
 def free_memory():
@@ -546,8 +582,8 @@ def _say_estimate(desc, n, estimate_s, enabled):
 
 
 def _sweep(items, measure, desc, progress=True, estimate_s=None):
-    """Run `measure(item)` over `items`. Out of memory (device or host, capture failures
-    included) stops the sweep with a warning that says so, frees what the failed call
+    """Run `measure(item)` over `items`. Out of memory (device or host; a failed capture
+    with the GPU's memory nearly full) stops the sweep with a warning that says so, frees what the failed call
     held, and keeps what was measured."""
     import pandas as pd
 
@@ -614,7 +650,8 @@ def _graphed(fn, device=None):
 
     Cached memory is returned to the driver first: an allocation that fails during
     capture then raises a plain out-of-memory error instead of invalidating the capture
-    (pytorch/pytorch#159594); `_is_oom` recognises the invalidated capture too."""
+    (pytorch/pytorch#159594); `_is_oom` counts an invalidated capture as out of memory
+    only when the memory is nearly full."""
     import torch
 
     with torch.cuda.device(device):

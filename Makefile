@@ -78,8 +78,11 @@ test: unit notebooks book-strict site
 unit: $(STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider tests -m "not site"
 
+# Each notebook runs once per `make test`: what nbval executed goes into the book's
+# jupyter-cache (tests/plugins/nbval_cache.py), and book-strict renders it from there.
 notebooks: $(STAMP)
-	$(BIN)/python -m pytest -p no:cacheprovider --nbval-lax -n $(JOBS) --dist loadfile $(NOTEBOOKS)
+	$(BIN)/python -m pytest -p no:cacheprovider -p tests.plugins.nbval_cache --nbval-lax \
+	  -n $(JOBS) --dist loadfile $(NOTEBOOKS)
 
 book-strict: $(STAMP)
 	$(BIN)/jupyter-book build . --warningiserror --keep-going

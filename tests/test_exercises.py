@@ -68,8 +68,16 @@ def test_common_slips_get_a_targeted_hint():
 def test_a_script_can_print_the_verdict():
     name = exercises.names()[0]
     right = exercises.get(name).answer()
-    assert str(exercises.check(name, right)).startswith("correct")
-    assert str(exercises.check(name, right * 3 + 7)).startswith("not yet")
+    assert str(exercises.check(name, right)) == f"{name}: correct."
+    assert str(exercises.check(name, right * 3 + 7)).startswith(f"{name}: not yet.")
+    # `python -c` shows nothing a function returns: check() prints its verdict there.
+    import subprocess
+    import sys
+    code = (f"from gpuinfer.exercises import check; check({name!r}, {right!r}); "
+            f"check({name!r}, {right * 3 + 7!r})")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out == [f"{name}: correct.", str(exercises.check(name, right * 3 + 7))]
 
 
 @pytest.mark.parametrize("kwargs, error", [

@@ -9,7 +9,11 @@ a contributor adds a file, nothing else.
 A wrong answer that is off by a factor people often slip by (a percentage for a
 fraction, the sparse peak for the dense one, GiB for GB, a unit prefix, rounding up for
 rounding down) gets a hint about that slip; an exercise can add its own slips with
-`slips={factor: "hint"}`. `answer_key()` lists every answer for instructors (the
+`slips={factor: "hint"}` (they are tried first). A slip's hint fires only *near* that
+slip's value (`Exercise.slip_tolerance`: never wider than a quarter of the slip's
+distance from the right answer), so an answer that is merely off gets a neutral "not
+yet" and the exercise's hint, not a wrong diagnosis. Outside a notebook or an
+interactive prompt (`python -c`, a script) `check` also prints its verdict. `answer_key()` lists every answer for instructors (the
 workshop's answer key is generated from it); learners' pages never show it.
 """
 
@@ -65,6 +69,14 @@ class Exercise:
         return math.isclose(float(value), self.right, rel_tol=self.rel_tol,
                             abs_tol=self.abs_tol)
 
+    def slip_tolerance(self, factor) -> float:
+        """Relative distance from `right * factor` within which that slip's hint fires:
+        the exercise's tolerance (at least 0.5%), but never more than a quarter of the
+        slip's own distance from 1, so that a slip's window stays near the slip's value
+        (GiB for GB is a factor 1.074: its window is under 1.9% wide, not the 5% an
+        exercise may accept around the right answer)."""
+        return min(max(self.rel_tol, 0.005), abs(factor - 1.0) / 4)
+
     def slip(self, value) -> str | None:
         """The hint for a recognised slip, or None."""
         right = self.right
@@ -76,7 +88,7 @@ class Exercise:
                 continue
             if factor == 0.01 and "%" not in unit and "percent" not in unit:
                 continue
-            if math.isclose(value, right * factor, rel_tol=max(self.rel_tol, 0.005)):
+            if math.isclose(value, right * factor, rel_tol=self.slip_tolerance(factor)):
                 return hint
         if self.abs_tol >= 0.5 and abs(value - right) <= 1.0 + self.abs_tol:
             return "Off by one: round as the question says (down, for a count that must fit)."
@@ -114,8 +126,8 @@ def register(name, *, question, unit, hint, where, rel_tol=0.02, abs_tol=0.0, sl
 
 
 class Result:
-    """The verdict: truthy when right; shows a one-line message in a notebook, and
-    prints it in a script (`print(check(...))`)."""
+    """The verdict: truthy when right; its repr and str are the one-line message, so a
+    notebook, an interactive prompt and `print` all show it."""
 
     def __init__(self, ok: bool, message: str):
         self.ok, self.message = ok, message
@@ -127,7 +139,7 @@ class Result:
         return self.message
 
     def __str__(self):
-        return ("correct: " if self.ok else "not yet: ") + self.message
+        return self.message
 
     def _repr_markdown_(self):
         return ("✅ " if self.ok else "❌ ") + self.message
@@ -156,10 +168,30 @@ def get(name) -> Exercise:
     return _REGISTRY[name]
 
 
+def _interactive() -> bool:
+    """True in a notebook, IPython or the interactive prompt, which show a returned
+    value themselves; False in `python -c` or a script, which do not."""
+    import sys
+
+    shell = sys.modules.get("IPython")
+    if shell is not None and getattr(shell, "get_ipython", lambda: None)() is not None:
+        return True
+    return hasattr(sys, "ps1") or bool(sys.flags.interactive)
+
+
 def check(name, answer) -> Result:
     """Is `answer` (a number, in the unit the question asks for) right? Never reveals it.
     A wrong answer off by a common slip (a percentage, the sparse peak, GiB, a prefix)
-    gets a hint about that slip."""
+    gets a hint about that slip. Returns the verdict (a `Result`: truthy when right);
+    outside a notebook or an interactive prompt it also prints it, so
+    `python -c "from gpuinfer.exercises import check; check(...)"` shows it."""
+    result = _verdict(name, answer)
+    if not _interactive():
+        print(result)
+    return result
+
+
+def _verdict(name, answer) -> Result:
     ex = get(name)
     try:
         value = float(answer)

@@ -32,7 +32,8 @@ def t4_choice():
 @register("lab-quant-t4-format-batch", where=LAB_QUANT,
           question="Mistral-7B on one T4 for 8 users at once, each with 4,096 tokens of "
           "context, the KV cache in fp16. Weights in fp16, int8 (a scale per output "
-          "channel) or int4 (an fp16 scale per 32 weights): take the format with the most "
+          "channel) or int4 (an fp16 scale per 32 weights), the embedding table and the "
+          "norms staying in fp16 in every case (llm.weight_bytes): take the format with the most "
           "bits that holds all 8 sequences in the T4's memory (hardware.get('T4')"
           ".memory_bytes) less the 1 GiB reserve, and give the largest number of such "
           "sequences it holds.", unit="sequences (a whole number, rounded down)",

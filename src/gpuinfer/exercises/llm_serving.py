@@ -2,23 +2,34 @@
 
 import functools
 
-from .. import llm, llm_serving, speculative
+from .. import hardware, llm, llm_serving, speculative
 from . import register
 
 WHERE = "chapters/09_llm_serving"
 MODEL, GPU = "llama-3-8b", "H100 SXM"
 
+# Exercise 1: a lone prompt of this many tokens (the page itself simulates 2,000).
+TTFT_PROMPT = 3000
+
 # The chunk-budget decision: 32 sequences decoding at 2,048 tokens of context share each
-# step with one chunk of a 4,096-token prompt (its last chunk, the one with most context).
+# step with one chunk of a 4,096-token prompt, taken as if it ended the prompt (on
+# 4,096 - chunk earlier tokens): the most context a chunk of that size can attend to, so
+# the worst step, whether or not the chunk divides 4,096.
 DECODES, DECODE_CONTEXT, PROMPT, STEP_SLO_S = 32, 2048, 4096, 0.015
 BUDGET_STEP = 64
 
-# The speculative decision: Llama-3.2-1B drafting for Llama-3-8B.
-SPEC_ACCEPTANCE, SPEC_K, SPEC_CONTEXT = 0.8, 4, 256
+# The speculative decision: Llama-3.2-1B drafting for Llama-3-8B (the page works 0.8).
+SPEC_ACCEPTANCE, SPEC_K, SPEC_CONTEXT = 0.6, 4, 256
+
+# The two-instances exercise: sequences of this many tokens (the page's table: 4,096).
+TWO_CONTEXT = 8192
 
 # DeepSeek-V3's published config: 61 layers; MLA caches a latent of kv_lora_rank 512 and a
 # shared RoPE key of qk_rope_head_dim 64 per token and layer (bf16: 2 bytes each).
 MLA_LAYERS, MLA_LATENT, MLA_ROPE, MLA_HEADS, MLA_HEAD_DIM = 61, 512, 64, 128, 128
+# DeepSeek-V2's (the exercise; the page works V3): 60 layers, the same latent, RoPE key
+# and 128 heads (num_hidden_layers, kv_lora_rank, qk_rope_head_dim in its config.json).
+MLA_V2_LAYERS = 60
 
 
 def step_with_chunk_s(budget) -> float:
@@ -46,9 +57,10 @@ def matmul_weights() -> float:
     return float(m.linear_params_per_layer * m.n_layers)
 
 
-def mla_kv_bytes_per_token() -> float:
-    """DeepSeek-V3's cache per token: layers x (latent + RoPE key) x 2 bytes."""
-    return float(MLA_LAYERS * (MLA_LATENT + MLA_ROPE) * 2)
+def mla_kv_bytes_per_token(layers=MLA_LAYERS) -> float:
+    """An MLA model's cache per token: layers x (latent + RoPE key) x 2 bytes (bf16);
+    DeepSeek-V3's by default."""
+    return float(layers * (MLA_LATENT + MLA_ROPE) * 2)
 
 
 @functools.lru_cache(maxsize=None)
@@ -69,8 +81,8 @@ def speculation_stops_paying() -> int:
     return hi
 
 
-def two_instances_sequences(context=4096, utilisation=0.45) -> int:
-    """4,096-token sequences two vLLM instances at 0.45 each hold together."""
+def two_instances_sequences(context=TWO_CONTEXT, utilisation=0.45) -> int:
+    """`context`-token sequences two vLLM instances at `utilisation` each hold together."""
     blocks = llm_serving.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=utilisation) // (
         llm_serving.DEFAULT_BLOCK_SIZE * llm.kv_cache_bytes_per_token(MODEL))
     per_sequence = llm_serving.kv_blocks(context)
@@ -79,20 +91,21 @@ def two_instances_sequences(context=4096, utilisation=0.45) -> int:
 
 @register("llm-ttft-lone", where=WHERE,
           question="Llama-3-8B in fp16 on an H100 SXM, alone on the GPU: the time to first "
-          "token of a request with a 2,000-token prompt, from the per-operation roofline. "
-          "In seconds, 3 significant figures.", unit="s",
+          f"token of a request with a {TTFT_PROMPT:,}-token prompt, from the per-operation "
+          "roofline. In seconds, 3 significant figures.", unit="s",
           hint="Alone, a request waits for nothing: its TTFT is one prefill step over the "
           "whole prompt (llm.prefill_time), compute-bound: 2 FLOPs x "
-          f"{matmul_weights() / 1e9:.2f}e9 matmul weights x 2,000 tokens over the peak (the "
+          f"{matmul_weights() / 1e9:.2f}e9 matmul weights x {TTFT_PROMPT:,} tokens over the "
+          "peak (the "
           "embedding table is gathered, not multiplied, and the LM head runs for the last "
           "token only), plus about a millisecond of causal attention.",
-          slips={2000 * llm.decode_step_time(MODEL, GPU, 1, 1000)
-                 / llm.prefill_time(MODEL, GPU, 2000):
-                 "That is 2,000 decode steps: a prompt goes through the model in one "
-                 "forward pass, not one token at a time.",
+          slips={TTFT_PROMPT * llm.decode_step_time(MODEL, GPU, 1, TTFT_PROMPT // 2)
+                 / llm.prefill_time(MODEL, GPU, TTFT_PROMPT):
+                 f"That is {TTFT_PROMPT:,} decode steps: a prompt goes through the model in "
+                 "one forward pass, not one token at a time.",
                  1000.0: "Give seconds, not milliseconds."})
 def _():
-    return llm.prefill_time(MODEL, GPU, 2000)
+    return llm.prefill_time(MODEL, GPU, TTFT_PROMPT)
 
 
 @register("llm-chunk-budget", where=WHERE,
@@ -100,8 +113,10 @@ def _():
           f"each step holds the {DECODES} running sequences' decode tokens (each at "
           f"{DECODE_CONTEXT:,} tokens of context) and fills the rest of a token budget "
           f"with one chunk of a {PROMPT:,}-token prompt. Every step must take at most "
-          f"{STEP_SLO_S * 1e3:g} ms (the TPOT objective), even for the prompt's last chunk "
-          f"(on {PROMPT:,} - chunk cached tokens). A larger budget means fewer steps per "
+          f"{STEP_SLO_S * 1e3:g} ms (the TPOT objective), even the worst: take a full chunk "
+          f"of (budget - {DECODES}) tokens on top of {PROMPT:,} - chunk cached tokens of the "
+          f"prompt, as if it ended the prompt (the most context a chunk of that size can "
+          f"have, whether or not it divides {PROMPT:,}). A larger budget means fewer steps per "
           f"prompt (a shorter TTFT, fewer weight reads). What is the largest budget, a "
           f"multiple of {BUDGET_STEP} tokens, that meets the objective?", unit="tokens",
           hint="Time one step with llm.forward_step_time: new_tokens = 32 ones and the "
@@ -115,32 +130,41 @@ def _():
 @register("llm-two-instances", where=WHERE,
           question="Two vLLM instances of Llama-3-8B (fp16) share one H100 SXM, each started "
           "with gpu_memory_utilization=0.45. Counting each instance's KV cache as 0.45 of "
-          "the card's memory less its weights and 1 GiB of activations "
-          "(llm_serving.kv_cache_budget), in blocks of 16 tokens, how many 4,096-token "
-          "sequences can the two hold in all?", unit="sequences",
-          hint="Each instance: kv_cache_budget(..., gpu_memory_utilization=0.45), divided "
-          "into 16-token blocks of 16 x 131,072 B; a 4,096-token sequence holds 256 blocks. "
-          "Round down per instance, then add the two.", rel_tol=0.0,
+          f"the card's {hardware.get(GPU).memory_bytes / 1e9:.1f} GB (80 GiB: "
+          "hardware.get('H100 SXM').memory_bytes) less its "
+          f"{llm.weight_bytes(MODEL) / 1e9:.2f} GB of weights (llm.weight_bytes) and 1 GiB "
+          "(2**30 B) of activations (llm_serving.kv_cache_budget), in blocks of 16 tokens "
+          f"({llm.kv_cache_bytes_per_token(MODEL):,.0f} B of cache a token), how many "
+          f"{TWO_CONTEXT:,}-token sequences can the two hold in all?", unit="sequences",
+          hint="Each instance: 0.45 x the card's bytes - the weights - 2**30 "
+          "(kv_cache_budget(..., gpu_memory_utilization=0.45)), divided into 16-token "
+          f"blocks of 16 x 131,072 B; a {TWO_CONTEXT:,}-token sequence holds "
+          f"{llm_serving.kv_blocks(TWO_CONTEXT)} blocks. Round down per instance, then add "
+          "the two.", rel_tol=0.0,
           slips={two_instances_sequences(utilisation=0.9) / 2 / two_instances_sequences():
                  "That is one instance at 0.9 (one copy of the weights). Two instances each "
-                 "hold their own weights: compute one at 0.45 and double it."})
+                 "hold their own weights: compute one at 0.45 and double it.",
+                 two_instances_sequences(context=4096) / two_instances_sequences():
+                 f"That counts 4,096-token sequences (the page's table); these have "
+                 f"{TWO_CONTEXT:,} tokens."})
 def _():
     return two_instances_sequences()
 
 
 @register("llm-mla-kv", where=WHERE,
-          question="DeepSeek-V3 caches, per token and layer, a compressed latent of 512 "
+          question="DeepSeek-V2 caches, per token and layer, a compressed latent of 512 "
           "values and a shared RoPE key of 64 (multi-head latent attention), in bf16, over "
-          "61 layers. How many bytes of KV cache does one token add?", unit="bytes",
+          "60 layers. How many bytes of KV cache does one token add?", unit="bytes",
           hint="Layers x (latent + RoPE key) x bytes per element. MLA caches one latent "
           "per token, not a key and a value per head.", rel_tol=0.0,
           slips={2 * MLA_HEADS * MLA_HEAD_DIM / (MLA_LATENT + MLA_ROPE):
                  "That is the cache of full multi-head attention (2 x 128 heads x 128): "
                  "MLA caches the latent instead.",
                  0.5: "bf16 is 2 bytes per value.",
-                 60 / 61: "DeepSeek-V3 has 61 layers (DeepSeek-V2 has 60)."})
+                 MLA_LAYERS / MLA_V2_LAYERS: "That is DeepSeek-V3's 61 layers (the page's "
+                 "table); DeepSeek-V2 has 60."})
 def _():
-    return mla_kv_bytes_per_token()
+    return mla_kv_bytes_per_token(MLA_V2_LAYERS)
 
 
 @register("llm-spec-batch", where=WHERE,

@@ -1,0 +1,61 @@
+"""check()'s slip rule: a slip's hint fires only near that slip's value (within
+Exercise.slip_tolerance of right x factor); other wrong answers get a neutral "not yet"
+with the exercise's own hint. And the chapter *Serving LLMs*' answers, derived by hand."""
+
+import math
+
+from gpuinfer import exercises
+from gpuinfer.exercises import COMMON_SLIPS
+
+
+def test_a_slip_hint_fires_only_within_its_tolerance_of_its_value():
+    for name in exercises.names():
+        ex = exercises.get(name)
+        right = float(ex.answer())
+        if right == 0:
+            continue
+        for factor, hint in [*ex.slips.items(), *COMMON_SLIPS]:
+            tol = ex.slip_tolerance(factor)
+            assert tol <= abs(factor - 1) / 4 + 1e-15, (name, factor)
+            # Just outside the slip's window, on both sides: never that slip's hint
+            # (another slip's window, or the right answer's, may hold the value).
+            for side in (1 - 1.5 * tol, 1 + 1.5 * tol):
+                value = right * factor * side
+                if ex.is_correct(value):
+                    continue
+                assert ex.slip(value) != hint or any(
+                    math.isclose(value, right * f, rel_tol=ex.slip_tolerance(f))
+                    for f, h in [*ex.slips.items(), *COMMON_SLIPS] if h == hint
+                    and f != factor), (name, factor, value)
+
+
+def test_an_answer_merely_off_gets_a_neutral_not_yet():
+    # Lab 3, exercise 2: the answer is 221 sequences (llm.compute_bound_batch, H200);
+    # 200 is 9.5% low, 2.8% from the GiB slip's value 221 x 0.931 = 205.8: no GiB hint.
+    name = "lab-decode-compute-bound-batch-h200"
+    assert exercises.get(name).answer() == 221
+    result = repr(exercises.check(name, 200))
+    assert "not yet. Hint:" in result and "GiB" not in result
+    # The ridge point itself, 989e12 / 4.8e12 = 206.0 FLOP/byte: its own hint, which is
+    # tried before the common slips (GiB's value, 205.8, lies within 0.1% of it).
+    result = repr(exercises.check(name, 206))
+    assert "ridge point itself" in result and "GiB" not in result
+    # A GiB slip on an exercise in bytes is still caught, at its value.
+    name = "lab-decode-kv-bytes-per-sequence"
+    right = exercises.get(name).answer()          # 4,096 x 131,072 = 536,870,912 B
+    assert right == 4096 * 2 * 32 * 8 * 128 * 2
+    assert "GiB" in repr(exercises.check(name, right * 1e9 / 2**30))
+    assert "GiB" not in repr(exercises.check(name, right * 0.96))
+
+
+def test_serving_llms_answers_by_another_route():
+    # DeepSeek-V2: 60 layers x (512 latent + 64 RoPE) x 2 bytes = 60 x 1,152 = 69,120 B.
+    assert exercises.get("llm-mla-kv").answer() == 69_120
+    assert "61 layers" in repr(exercises.check("llm-mla-kv", 61 * 576 * 2))
+    # Two vLLM instances at 0.45 on an H100 SXM (85,045,477,376 B = 80 GiB), Llama-3-8B
+    # fp16 weights 16,060,522,496 B, 1 GiB reserve:
+    # 0.45 x 85,045,477,376 - 16,060,522,496 - 1,073,741,824 = 21,136,200,499 B each;
+    # blocks of 16 x 131,072 = 2,097,152 B -> 10,078 blocks; 8,192 tokens = 512 blocks
+    # -> 19 sequences each, 38 in all.
+    assert exercises.get("llm-two-instances").answer() == 38
+    assert "4,096-token" in repr(exercises.check("llm-two-instances", 78))

@@ -200,14 +200,71 @@ def test_lab_matmul_shapes_run_from_gemv_to_squares():
 
 def test_sweep_estimates_by_hand():
     # A 16384^3 fp16 matmul on an H200: 2 x 16384^3 = 8.80e12 FLOP at 989e12 FLOP/s =
-    # 8.89 ms a call; time_fn spends 3 warm-up + 2 probe calls, then max(0.2 s, 5 calls).
+    # 8.894 ms a call. time_fn: 3 warm-up calls + 1 sizing call, then blocks of
+    # 0.2 s / 5 = 40 ms: ceil(40 / 8.894) = 5 calls a block, max(5, ceil(0.2 / 0.0445))
+    # = 5 blocks = 25 calls. Total 29 calls = 0.258 s.
     call = 2 * 16384**3 / 989e12
     assert bench.matmul_estimate_s([(16384, 16384, 16384)], "fp16", "H200",
-                                   min_run_time=0.2) == pytest.approx(5 * call + 0.2)
+                                   min_run_time=0.2) == pytest.approx(29 * call)
     # A 1 GiB fp16 read on an H200 (60 MiB L2: pool of 2 slices, 2 reads a replay) at
-    # 4.8e12 B/s: 2 x 2^30 / 4.8e12 = 0.447 ms a call.
+    # 4.8e12 B/s: 2 x 2^30 / 4.8e12 = 0.4474 ms a call; blocks of ceil(40 / 0.4474) = 90
+    # calls, max(5, ceil(0.2 / 0.04027)) = 5 blocks: 4 + 450 calls = 0.2031 s.
     cache = 60 * 2**20
     call = 2 * 2**30 / 4.8e12
     assert bench.read_estimate_s([2**30], "fp16", "H200", cache=cache, min_run_time=0.2) \
-        == pytest.approx(5 * call + 0.2)
+        == pytest.approx(454 * call)
     assert bench.timing_estimate_s(float("nan"), 0.2) != bench.timing_estimate_s(float("nan"), 0.2)
+
+
+class _FakeClock:
+    """A clock that only the timed function moves: `call_s` a call."""
+
+    def __init__(self, call_s):
+        self.now, self.call_s, self.calls = 0.0, call_s, 0
+
+    def perf_counter(self):
+        return self.now
+
+    def fn(self):
+        self.calls += 1
+        self.now += self.call_s
+
+
+@pytest.mark.parametrize("call_s, min_run_time, calls, blocks, number", [
+    # 20 ms a call, 0.05 s: blocks of 0.05 / 5 = 10 ms hold 1 call; 5 blocks.
+    # 3 warm-up + 1 sizing + 5 = 9 calls.
+    (0.02, 0.05, 9, 5, 1),
+    # 1 ms a call, 0.2 s: blocks of 40 ms = 40 calls, max(5, ceil(0.2 / 0.04)) = 5 blocks:
+    # 3 + 1 + 200 = 204 calls.
+    (1e-3, 0.2, 204, 5, 40),
+    # 3 ms a call, 0.05 s: ceil(10 / 3) = 4 calls (12 ms) a block, 5 blocks: 3 + 1 + 20.
+    (3e-3, 0.05, 24, 5, 4),
+])
+def test_time_fn_runs_as_many_calls_as_its_estimate_says(monkeypatch, call_s, min_run_time,
+                                                         calls, blocks, number):
+    # The run-time estimate and the timer follow one rule: count the calls on a clock
+    # that only the function moves (blocked_autorange's own search ran many more).
+    clock = _FakeClock(call_s)
+    monkeypatch.setattr(bench, "time", clock)
+    t = bench.time_fn(clock.fn, device="cpu", min_run_time=min_run_time)
+    assert (clock.calls, t.blocks, t.calls_per_block) == (calls, blocks, number)
+    assert t.median_s == pytest.approx(call_s) and t.iqr_s == pytest.approx(0, abs=1e-12)
+    assert clock.now == pytest.approx(bench.timing_estimate_s(call_s, min_run_time))
+
+
+def test_time_fn_resizes_blocks_when_the_sizing_call_was_mostly_overhead(monkeypatch):
+    # The first call costs 5 ms (a cold cache, the clock's own synchronisation), the rest
+    # 0.1 ms: sized at 2 calls a block (ceil(10 / 5)), the first block lasts 0.2 ms,
+    # under half its 10 ms target, so it is discarded and the blocks resized: 100 calls.
+    clock = _FakeClock(1e-4)
+    real_fn = clock.fn
+
+    def fn():
+        real_fn()
+        if clock.calls == 4:  # 3 warm-up calls, then the sizing call
+            clock.now += 5e-3 - 1e-4
+
+    monkeypatch.setattr(bench, "time", clock)
+    t = bench.time_fn(fn, device="cpu", min_run_time=0.05)
+    assert t.calls_per_block == 100 and t.blocks == 5
+    assert t.median_s == pytest.approx(1e-4)

@@ -2,11 +2,12 @@
 
 Chapter: *How to benchmark your own traffic*; labs: all of them.
 
-- `time_fn` warms up, then runs `torch.utils.benchmark.Timer.blocked_autorange` and
-  reports the median per call, with two settings of ours: the Timer's clock synchronises
-  only the device being measured (a CPU timing never touches CUDA, so a gloo rank or a
-  CPU baseline creates no CUDA context), and it times at least `MIN_BLOCKS` blocks, so a
-  multi-millisecond GPU step still gets a spread (IQR).
+- `time_fn` warms up, sizes its blocks from one timed call, times blocks of
+  `torch.utils.benchmark.Timer` and reports the median per call: the Timer's clock
+  synchronises only the device being measured (a CPU timing never touches CUDA, so a
+  gloo rank or a CPU baseline creates no CUDA context), and it times at least
+  `MIN_BLOCKS` blocks, so a multi-millisecond GPU step still gets a spread (IQR).
+  `timing_estimate_s` predicts its run time by the same rule.
   No lab calls `time.time()` around GPU work.
 - Reads are sized against the last-level cache (L2 on a GPU): with `flush_cache=True`
   each read is of a slice of a pool at least 4x the cache, so the cache cannot flatter
@@ -59,9 +60,6 @@ CPU_MIN_RUN_TIME_S = 0.05
 MAX_WARMUP = 100_000
 MAX_RUN_TIME_S = 3600.0
 MAX_BLOCKS = 100_000
-#: A block must last this many times the clock's own cost (synchronise + read the time),
-#: so that the clock biases a block by at most 0.1%.
-CLOCK_OVERHEAD_RATIO = 1000
 #: Most slices in a flush pool (reads per pass), and operand sets in a matmul pool.
 MAX_POOL_SLICES = 4096
 MAX_MATMUL_SETS = 64
@@ -249,20 +247,36 @@ def _clock(device):
     return clock
 
 
+def _block_plan(call_s, min_run_time, min_blocks):
+    """(calls per block, blocks) for a function of `call_s` seconds a call: blocks of
+    about min_run_time / min_blocks seconds (at least one call), and as many as make
+    min_run_time, at least `min_blocks`. The one rule `time_fn` and its estimate share."""
+    target = min_run_time / min_blocks
+    number = max(1, min(MAX_CALLS_PER_BLOCK, math.ceil(target / max(call_s, 1e-9))))
+    blocks = max(min_blocks, math.ceil(min_run_time / (number * max(call_s, 1e-9))))
+    return number, min(blocks, MAX_BLOCKS)
+
+
 def time_fn(fn, *, warmup=3, min_run_time=None, device=None, num_threads=None,
             min_blocks=MIN_BLOCKS) -> Timing:
-    """Time `fn()` with `torch.utils.benchmark.Timer`: `warmup` untimed calls, then its
-    `blocked_autorange` (blocks of calls until at least `min_run_time` seconds: 0.2 on a
-    GPU, 0.05 on a CPU), topped up to `min_blocks` blocks of the same size, so that a
-    multi-millisecond GPU step still gets a spread; returns the median seconds per call
-    and the interquartile range.
+    """Time `fn()` with `torch.utils.benchmark.Timer`: `warmup` untimed calls, one timed
+    call that sizes the blocks, then blocks of the same number of calls, each about
+    `min_run_time / min_blocks` seconds (at least one call), until `min_run_time` seconds
+    (0.2 on a GPU, 0.05 on a CPU) and at least `min_blocks` blocks are timed; returns the
+    median seconds per call and the interquartile range. A step slower than a block's
+    share is timed `min_blocks` times, once a block. `timing_estimate_s` uses this rule.
+
+    (`Timer.blocked_autorange` is not used: with a clock that synchronises, its own
+    block-size search took 0.3-6 s a GPU measurement, several times the printed
+    estimates. A first block that lasted under half its target, because the sizing call
+    was mostly the clock's own cost, is discarded and the blocks resized from it.)
 
     The Timer reads `_clock(device)`: it waits for `device` (and only it) before each
     reading, so asynchronous GPU work is counted in full, and on a CPU it is a plain
     perf_counter (the Timer's default clock synchronises every GPU torch sees, even for
     CPU work). `num_threads` (CPU threads) defaults to torch.get_num_threads(); 1
-    reproduces the Timer's own default. The Timer runs its blocks with the garbage
-    collector off, as timeit does."""
+    reproduces the Timer's own default. Blocks run with the garbage collector off, as
+    timeit does."""
     import torch
     import torch.utils.benchmark as tbench
 
@@ -282,13 +296,49 @@ def time_fn(fn, *, warmup=3, min_run_time=None, device=None, num_threads=None,
                          timer=_clock(device))
     for _ in range(warmup):
         fn()
-    m = timer.blocked_autorange(min_run_time=min_run_time)
-    per_call = list(m.times)
-    while len(per_call) < min_blocks:  # a slow step: more blocks of the same size
-        per_call += timer.timeit(m.number_per_run).times
+    with _torch_threads(num_threads):
+        call_s = _timed_block(timer, 1)  # the sizing call
+        number, blocks = _block_plan(call_s, min_run_time, min_blocks)
+        first = _timed_block(timer, number)
+        if first < 0.5 * number * call_s and number < MAX_CALLS_PER_BLOCK:
+            number, blocks = _block_plan(first / number, min_run_time, min_blocks)
+            first = None  # resized: that block was a second sizing
+        per_call = [] if first is None else [first / number]
+        while len(per_call) < blocks:
+            per_call.append(_timed_block(timer, number) / number)
     q1, median, q3 = np.percentile(per_call, [25, 50, 75])
     return Timing(median_s=float(median), iqr_s=float(q3 - q1), blocks=len(per_call),
-                  calls_per_block=int(m.number_per_run))
+                  calls_per_block=int(number))
+
+
+#: Most calls in one timed block (a call of a few nanoseconds would ask for millions).
+MAX_CALLS_PER_BLOCK = 1_000_000
+
+
+def _timed_block(timer, number) -> float:
+    """Seconds `number` calls take on `timer` (a torch.utils.benchmark.Timer), without the
+    warm-up calls its public `timeit` adds before every block (2 or more calls: for a
+    slow step, three times the work); the public method where that one is missing."""
+    inner = getattr(timer, "_timeit", None)
+    if inner is not None:
+        return float(inner(number))
+    m = timer.timeit(number)
+    return float(m.raw_times[0])
+
+
+@contextlib.contextmanager
+def _torch_threads(n):
+    """torch's CPU threads set to `n` within the block, as the Timer sets them."""
+    import torch
+
+    before = torch.get_num_threads()
+    if n != before:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
 
 
 def time_calls(fn, n=10, *, device=None, synchronize=True):
@@ -607,11 +657,13 @@ def _sweep(items, measure, desc, progress=True, estimate_s=None):
 
 
 def timing_estimate_s(call_s, min_run_time, *, warmup=3, min_blocks=MIN_BLOCKS) -> float:
-    """Seconds `time_fn` spends on a function that takes `call_s` a call: warm-up, the
-    block-size probe, then max(min_run_time, min_blocks calls). Set-up not included."""
+    """Seconds `time_fn` spends on a function that takes `call_s` a call, by its own rule
+    (`_block_plan`): `warmup` calls, the sizing call, then the blocks, which last
+    max(min_run_time, min_blocks calls). Set-up (allocation, capture) not included."""
     if not (call_s >= 0 and math.isfinite(call_s)):
         return math.nan
-    return (warmup + 2) * call_s + max(min_run_time, min_blocks * call_s)
+    number, blocks = _block_plan(call_s, min_run_time, min_blocks)
+    return (warmup + 1) * call_s + blocks * number * call_s
 
 
 def _fraction(value, peak):

@@ -49,7 +49,7 @@ def gpus(monkeypatch):
 REAL_NAMES = [
     ("Tesla T4", "T4"), ("NVIDIA L4", "L4"), ("NVIDIA A10G", "A10G"), ("NVIDIA A10", "A10"),
     ("NVIDIA A100-SXM4-40GB", "A100 40GB"), ("NVIDIA A100-SXM4-80GB", "A100 80GB"),
-    ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"), ("NVIDIA A100-PCIE-40GB", "A100 40GB"),
+    ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"), ("NVIDIA A100-PCIE-40GB", "A100 40GB PCIe"),
     ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"),
     ("NVIDIA H100 NVL", "H100 NVL"), ("NVIDIA H200", "H200"), ("NVIDIA H200 NVL", "H200 NVL"),
     ("NVIDIA GH200 480GB", "GH200"), ("NVIDIA B200", "B200"),
@@ -174,3 +174,26 @@ def test_detect_a_geforce_card_missing_from_the_catalogue(gpus):
         acc = hardware.detect()
     assert acc.name == "NVIDIA GeForce RTX 5090" and acc.estimated
     assert acc.bandwidth == pytest.approx(2 * 14.001e9 * 64)  # 1.79 TB/s
+
+
+@pytest.mark.parametrize("torch_name", [n for n, _ in REAL_NAMES if "pcie" in n.lower()])
+def test_a_pcie_card_never_maps_to_an_sxm_entry(torch_name):
+    # An A100-PCIE-40GB used to find the SXM entry (400 W, NVLink 3): lab 7 then compared
+    # a PCIe pair with NVLink. Every PCIe name finds a PCIe entry.
+    assert "PCIe" in hardware.get(torch_name).name
+
+
+@pytest.mark.parametrize("torch_name, entry, bandwidth_gb, tdp_w", [
+    # A100 datasheet (hardware._A100_DATASHEET): PCIe 80GB 1,935 GB/s at 300 W; PCIe
+    # 40GB 1,555 GB/s at 250 W; both 312 TFLOP/s dense fp16, PCIe Gen4.
+    ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe", 1935, 300),
+    ("NVIDIA A100-PCIE-40GB", "A100 40GB PCIe", 1555, 250),
+])
+def test_a100_pcie_cards_get_pcie_figures_and_a_pcie_link(torch_name, entry, bandwidth_gb,
+                                                         tdp_w):
+    acc = hardware.get(torch_name)
+    assert acc.name == entry and acc.bandwidth == bandwidth_gb * 1e9 and acc.tdp_w == tdp_w
+    assert acc.peaks["fp16"] == 312e12
+    with pytest.raises(KeyError):  # no NVLink entry: lab 7 falls back to the host link
+        hardware.interconnect_for(acc)
+    assert hardware.host_link(acc).name == "PCIe Gen4 x16"

@@ -317,14 +317,13 @@ _ENTRIES = [
     _gpu("A100 40GB", 42_298_834_944, 1555,
          _peaks(fp16=312, bf16=312, int8=624, tf32=156, fp32=19.5), tdp_w=400,
          cache_bytes=40 * MiB, marketing_gb=40,
-         aliases=("nvidia a100-sxm4-40gb", "nvidia a100-pcie-40gb", "a100 40gb sxm", "a100-40gb"),
+         aliases=("nvidia a100-sxm4-40gb", "a100 40gb sxm", "a100-40gb"),
          memory_source="deviceQuery 40339 MiB (42,298,834,944 B), https://github.com/"
                        "bottlerocket-os/bottlerocket/pull/3873; another driver reports "
                        "42,405,855,232 B (https://upb-pc2.atlassian.net/wiki/spaces/PC2DOK/"
                        "pages/1900609/NVIDIA+A100+40GB+with+NVLINK); nvidia-smi: 40960 MiB",
          source=_A100_DATASHEET,
-         note="SXM figures (the 40GB PCIe card has the same bandwidth and peaks, 250 W). "
-              + NVIDIA_SPARSITY),
+         note="SXM (the 40GB PCIe card is 'A100 40GB PCIe'). " + NVIDIA_SPARSITY),
     _gpu("A100 80GB", 85_100_068_864, 2039,
          _peaks(fp16=312, bf16=312, int8=624, tf32=156, fp32=19.5), tdp_w=400,
          cache_bytes=40 * MiB, marketing_gb=80,
@@ -334,11 +333,22 @@ _ENTRIES = [
          source=_A100_DATASHEET, note="SXM. " + NVIDIA_SPARSITY),
     _gpu("A100 80GB PCIe", 81049 * MiB, 1935,
          _peaks(fp16=312, bf16=312, int8=624, tf32=156, fp32=19.5), tdp_w=300,
-         cache_bytes=40 * MiB, marketing_gb=80, aliases=("nvidia a100 80gb pcie",),
+         cache_bytes=40 * MiB, marketing_gb=80,
+         aliases=("nvidia a100 80gb pcie", "nvidia a100-pcie-80gb", "a100 pcie 80gb"),
          memory_source="mixbench 'Total global mem: 81049 MB' (https://github.com/ekondis/"
                        "mixbench/issues/47), read as MiB: the same output gives the 40 MiB L2 "
                        "as 40960 KB",
-         source=_A100_DATASHEET, note=NVIDIA_SPARSITY),
+         source=_A100_DATASHEET,
+         note="PCIe Gen4 card, 300 W; no NVLink unless bridged in pairs. " + NVIDIA_SPARSITY),
+    _gpu("A100 40GB PCIe", 42_298_834_944, 1555,
+         _peaks(fp16=312, bf16=312, int8=624, tf32=156, fp32=19.5), tdp_w=250,
+         cache_bytes=40 * MiB, marketing_gb=40,
+         aliases=("nvidia a100-pcie-40gb", "a100 pcie 40gb", "a100-pcie-40gb"),
+         memory_source="ASSUMED the A100 40GB SXM's deviceQuery figure (40339 MiB; the same "
+                       "40 GB of HBM2); detect() replaces it with the card's own",
+         source=_A100_DATASHEET,
+         note="PCIe Gen4 card: the datasheet's 1,555 GB/s and peaks (those of the SXM "
+              "40GB), 250 W; no NVLink unless bridged in pairs. " + NVIDIA_SPARSITY),
     _gpu("H100 SXM", 85_045_477_376, 3350,
          _peaks(fp16=989, bf16=989, fp8=1979, int8=1979, tf32=494.5, fp32=67), tdp_w=700,
          cache_bytes=50 * MiB, marketing_gb=80,
@@ -778,6 +788,9 @@ _MIG_TABLES["H100 PCIe"] = dict(
          f"({_MIG_GUIDE_GPUS}); the -lgip figures were read on an H100 80GB. Its 114 SMs "
          "split differently from the SXM's 132 and no -lgip was found: compute is "
          "compute slices / 7.")
+# The PCIe A100s are the same GA100 with the same memory: the SXM cards' MIG tables.
+_MIG_TABLES["A100 40GB PCIe"] = _MIG_TABLES["A100 40GB"]
+_MIG_TABLES.setdefault("A100 80GB PCIe", _MIG_TABLES["A100 80GB"])
 _MIG_TABLES["H200 NVL"] = dict(
     _MIG_TABLES["H200"],
     note="ASSUMED the H200 SXM's table (the guide lists H200 NVL 141GB, 7 instances, "
@@ -1197,6 +1210,13 @@ _NCCL_TUNING = f"https://github.com/NVIDIA/nccl/blob/{_NCCL_COMMIT}/src/graph/tu
 _NCCL_LL128 = "https://github.com/NVIDIA/nccl/issues/281"
 _NCCL_LL128_NVLINK = "https://github.com/NVIDIA/nccl/issues/786"
 _NCCL_NVLS = "https://github.com/NVIDIA/nccl/issues/1031"
+_NCCL_TOPO = f"https://github.com/NVIDIA/nccl/blob/{_NCCL_COMMIT}/src/graph/topo.h"
+#: The bandwidth NCCL's topology gives one NVLink, GB/s a direction, by GPU generation
+#: (topo.h: SM70_NVLINK_BW 20.0, SM80 20.0, SM90 20.6, SM100 40.1), against the 25, 25,
+#: 25 and 50 GB/s the datasheets quote. topo.cc connects a GPU's links at count x this
+#: figure, and the ring's bus bandwidth (nChannels x bwIntra, tuning.cc) cannot exceed
+#: it: on an H100, 18 x 20.6 = 370.8 GB/s, not 450.
+NCCL_NVLINK_GB_PER_S = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}
 
 _US = 1e-6
 #: NCCL's baseLatencies (us) per algorithm and protocol (LL, LL128, Simple), tuning.cc.
@@ -1234,6 +1254,19 @@ NCCL_LL_MAX_BUS_BANDWIDTH = {"volta": 39.0e9, "ampere": 87.7e9, "hopper": 141.0e
 #: 0.74 Blackwell) x (channels - 1)/channels, doubled for an all-reduce.
 NCCL_NVLS = {"latency_s": 25 * _US, "efficiency": {"hopper": 0.85, "blackwell": 0.74},
              "source": f"{_NCCL_TUNING}; what NVLS is: {_NCCL_NVLS}"}
+#: NVLS_TREE: NVLS inside each node, a tree between nodes (all-reduce across nodes only;
+#: tuning.cc disables it on one node). Simple protocol only. Latency: baseLatencies 0 +
+#: hwLatencies[NVLINK][NVLS_TREE] 25 us + 2 log2(nodes) x hwLatencies[NET][NVLS_TREE]
+#: 20.9 us (the tree's 14 us when one GPU a node), plus the graph's network latency twice
+#: a network step (latencyInter, 0 unless the NIC reports one). Bus bandwidth a channel:
+#: min(NVLink bwIntra x nvlsEfficiency x (nCh-1)/nCh x 2 (all-reduce), bwInter (x2 on two
+#: nodes), perChMaxNVLSTreeBws: Hopper 57.7 GB/s on 2 nodes, 45.5 on more; Blackwell 96,
+#: 80); algorithm bandwidth = busBw x N / (2(N-1)), as for the ring.
+NCCL_NVLS_TREE = {"latency_intra_s": 25 * _US, "latency_net_s": 20.9 * _US,
+                  "latency_net_one_gpu_a_node_s": 14 * _US,
+                  "per_channel_max_bus_bytes_per_s": {"hopper": {2: 57.7e9, "more": 45.5e9},
+                                                      "blackwell": {2: 96.0e9, "more": 80.0e9}},
+                  "source": _NCCL_TUNING}
 #: One-shot all-reduce: each rank writes its whole input to every peer's buffer and
 #: reduces locally, one round instead of 2(N-1) ring steps: lower latency for small
 #: messages, N-1 times the bytes sent. Two-shot: reduce-scatter then all-gather by direct
@@ -1301,7 +1334,10 @@ class Interconnect:
     bandwidth belongs to: one GPU's links ("per GPU") or one server's network ports
     together ("per node"). `step_latency_s`/`base_latency_s` are NCCL's Ring/LL values;
     `nccl(protocol, algorithm)` gives the others. `domain_gpus`: how many GPUs share the
-    link's domain (8 for HGX NVLink; math.inf for a network)."""
+    link's domain (8 for HGX NVLink; math.inf for a network). `nccl_bandwidth_bytes_per_s`:
+    the bus bandwidth NCCL's topology assigns the link (NVLink: links x
+    `NCCL_NVLINK_GB_PER_S`, below the datasheet); NCCL's protocols scale that, not the
+    datasheet (math.inf: the link's own figure)."""
 
     name: str
     kind: str  # "nvlink", "pcie" or "network"
@@ -1316,6 +1352,7 @@ class Interconnect:
     aliases: tuple = ()
     domain_gpus: float = math.inf
     domain_source: str = ""
+    nccl_bandwidth_bytes_per_s: float = math.inf
 
     def __post_init__(self):
         name = _text("name", self.name)
@@ -1327,6 +1364,9 @@ class Interconnect:
                            _v.positive("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s))
         for attr in ("step_latency_s", "base_latency_s"):
             object.__setattr__(self, attr, _v.non_negative(attr, getattr(self, attr)))
+        if self.nccl_bandwidth_bytes_per_s != math.inf:
+            object.__setattr__(self, "nccl_bandwidth_bytes_per_s", _v.positive(
+                "nccl_bandwidth_bytes_per_s", self.nccl_bandwidth_bytes_per_s))
         for attr in ("source", "latency_source", "note", "domain_source"):
             _text(attr, getattr(self, attr))
         if self.domain_gpus != math.inf:
@@ -1343,10 +1383,17 @@ class Interconnect:
         """Send plus receive: the figure datasheets quote for NVLink and PCIe."""
         return 2 * self.bandwidth_bytes_per_s
 
+    @property
+    def nccl_bus_bandwidth_bytes_per_s(self) -> float:
+        """The bus bandwidth NCCL's cost model starts from (bytes/s a direction): the
+        smaller of the datasheet's and NCCL's topology figure (H100 NVLink 4: 370.8e9)."""
+        return min(self.bandwidth_bytes_per_s, self.nccl_bandwidth_bytes_per_s)
+
     def nccl(self, protocol="LL", algorithm="ring") -> NcclCost:
         """NCCL's cost model of `protocol` ("LL", "LL128", "Simple") and `algorithm`
         ("ring", "tree") on this link: base latency, per-step latency and the bandwidth
-        it reaches (this link's per-direction bandwidth x the protocol's fraction)."""
+        it reaches (NCCL's bus bandwidth for the link, `nccl_bus_bandwidth_bytes_per_s`,
+        x the protocol's fraction)."""
         alg = _v.choice("algorithm", algorithm.lower() if isinstance(algorithm, str)
                         else algorithm, ("ring", "tree"))
         proto = _v.choice("protocol", protocol, _PROTOCOLS,
@@ -1354,7 +1401,7 @@ class Interconnect:
         row = NCCL_PROTOCOLS[(alg, proto)]
         return NcclCost(alg, proto, row["base_latency_s"], row[f"step_latency_s_{self.kind}"],
                         row["bandwidth_fraction"],
-                        self.bandwidth_bytes_per_s * row["bandwidth_fraction"])
+                        self.nccl_bus_bandwidth_bytes_per_s * row["bandwidth_fraction"])
 
     @property
     def protocols(self) -> dict:
@@ -1374,12 +1421,18 @@ _HGX_DOMAIN = ("8 GPUs per HGX/DGX board by NVLink/NVSwitch; beyond it, the netw
 
 
 def _nvlink(name, bidirectional_gb_per_s, gpus, source, note, aliases=(), domain_gpus=8,
-            domain_source=_HGX_DOMAIN):
+            domain_source=_HGX_DOMAIN, *, links, architecture):
+    """`links` NVLinks a GPU; NCCL's topology prices each at NCCL_NVLINK_GB_PER_S of its
+    `architecture` (topo.h), which bounds every NCCL bus bandwidth on the link."""
+    per_link = NCCL_NVLINK_GB_PER_S[architecture]
     return Interconnect(
         name, "nvlink", "per GPU", bidirectional_gb_per_s * GB / 2,
         _NCCL_STEP_S["nvlink"], _NCCL_RING_LL_BASE_S, source,
-        note=f"Datasheet: {bidirectional_gb_per_s:,} GB/s per GPU, bidirectional. " + note,
-        gpus=gpus, aliases=aliases, domain_gpus=domain_gpus, domain_source=domain_source)
+        note=f"Datasheet: {bidirectional_gb_per_s:,} GB/s per GPU, bidirectional. " + note
+             + f" NCCL's topology: {links} links x {per_link} GB/s = {links * per_link:,.1f} "
+               f"GB/s a direction ({_NCCL_TOPO}).",
+        gpus=gpus, aliases=aliases, domain_gpus=domain_gpus, domain_source=domain_source,
+        nccl_bandwidth_bytes_per_s=links * per_link * GB)
 
 
 def _pcie(generation, giga_transfers_per_s, lanes=16, source="https://pcisig.com/specifications",
@@ -1411,32 +1464,38 @@ _INTERCONNECTS = [
     _nvlink("NVLink 2", 300, ("V100 SXM2", "V100 SXM2 32GB"), _V100_DATASHEET,
             "Six links of 25 GB/s each way. DGX-1 joins 8 V100s in a hybrid cube-mesh: "
             "not every pair is directly linked.", aliases=("nvlink2", "nvlink v100"),
-            domain_source="8 GPUs (DGX-1): UNSOURCED here"),
+            domain_source="8 GPUs (DGX-1): UNSOURCED here", links=6, architecture="volta"),
     _nvlink("NVLink 3", 600, ("A100 40GB", "A100 80GB"), _A100_DATASHEET,
-            "A100 SXM: twelve links of 25 GB/s each way.", aliases=("nvlink3", "nvlink a100")),
+            "A100 SXM: twelve links of 25 GB/s each way.", aliases=("nvlink3", "nvlink a100"),
+            links=12, architecture="ampere"),
     _nvlink("NVLink 4", 900, ("H100 SXM", "H200"), "https://www.nvidia.com/en-us/data-center/h100/",
             "H100 SXM and H200 SXM (https://www.nvidia.com/en-us/data-center/h200/): "
             "eighteen links of 25 GB/s each way.",
-            aliases=("nvlink4", "nvlink h100", "nvlink h200")),
+            aliases=("nvlink4", "nvlink h100", "nvlink h200"), links=18, architecture="hopper"),
     _nvlink("NVLink 5", 1800, ("B200",), _BLACKWELL_DATASHEET,
-            "HGX B200, per GPU (8 GPUs, 14.4 TB/s total).", aliases=("nvlink5", "nvlink b200")),
+            "HGX B200, per GPU (8 GPUs, 14.4 TB/s total): eighteen links of 50 GB/s each way.",
+            aliases=("nvlink5", "nvlink b200"), links=18, architecture="blackwell"),
     _nvlink("NVLink bridge (H100 NVL pair)", 600, ("H100 NVL",),
             "https://www.aiminingco.com/gpu/h100-nvl/specs",
-            "H100 NVL cards are bridged in pairs (600 GB/s bidirectional).",
+            "H100 NVL cards are bridged in pairs (600 GB/s bidirectional: twelve NVLink 4 "
+            "links of 25 GB/s each way, derived from the total).",
             aliases=("h100 nvl bridge",), domain_gpus=2,
-            domain_source="a pair of cards: https://www.aiminingco.com/gpu/h100-nvl/specs"),
+            domain_source="a pair of cards: https://www.aiminingco.com/gpu/h100-nvl/specs",
+            links=12, architecture="hopper"),
     _nvlink("NVLink 4 (GH200 NVL32)", 900, ("GH200", "GH200 144GB"),
             "https://developer.nvidia.com/blog/one-giant-superchip-for-llms-recommenders-and-"
             "gnns-introducing-nvidia-gh200-nvl32/",
             "NVLink-switch rack of 32 GH200 superchips; the GPU's NVLink 4 is 900 GB/s "
-            "(https://en.wikipedia.org/wiki/NVLink). A GH200 rented alone has no NVLink peer.",
+            "(https://en.wikipedia.org/wiki/NVLink), eighteen links. A GH200 rented alone has "
+            "no NVLink peer.", links=18, architecture="hopper",
             aliases=("gh200 nvl32", "nvl32"), domain_gpus=32,
             domain_source="'a 32-GPU NVIDIA NVLink domain': https://developer.nvidia.com/blog/"
                           "one-giant-superchip-for-llms-recommenders-and-gnns-introducing-"
                           "nvidia-gh200-nvl32/"),
     _nvlink("NVLink 5 (GB200 NVL72)", 1800, ("GB200",), _BLACKWELL_DATASHEET,
-            "NVLink-switch rack: 72 Blackwell GPUs, 130 TB/s of NVLink in total.",
-            aliases=("gb200 nvl72", "nvl72"), domain_gpus=72,
+            "NVLink-switch rack: 72 Blackwell GPUs, 130 TB/s of NVLink in total (eighteen "
+            "links a GPU).", aliases=("gb200 nvl72", "nvl72"), domain_gpus=72,
+            links=18, architecture="blackwell",
             domain_source="72 GPUs, 130 TB/s: " + _BLACKWELL_DATASHEET),
     _pcie(3, 8, source="https://pcisig.com/specifications; the T4 is a PCI Express Gen3 "
                        "card (x8 and x16 supported): https://manualmachine.com/pny/tcst4mpb/"
@@ -1509,6 +1568,8 @@ _HOST_LINKS = {
     "RTX 6000 Ada": (4, "https://github.com/atineoSE/coding-model-seeks-gpu/blob/"
                         "cbdfc2fb1d6363eabc8aeadf6f5aac297bfc0def/pipeline/pipeline/sources/"
                         "rtx6000ada_specs.md"),
+    "A100 40GB PCIe": (4, _A100_DATASHEET + " ('PCIe Gen4: 64GB/s')"),
+    "A100 80GB PCIe": (4, _A100_DATASHEET + " ('PCIe Gen4: 64GB/s')"),
     "H100 PCIe": (5, "https://docs.nvidia.com/launchpad/ai/h100-mig/latest/h100-mig-gpu.html"),
     "H200": (5, "https://raw.githubusercontent.com/mlcommons/inference_results_v4.1/main/closed/"
                 "NVIDIA/systems/H200-SXM-141GBx8_TRT_MaxQ.json"),
@@ -1533,13 +1594,14 @@ def host_link(accelerator) -> Interconnect:
 
 def interconnects():
     """The interconnect table as a DataFrame: per-direction and bidirectional bytes/s,
-    NCCL's Ring/LL latency model, the domain size, the scope of each figure, and sources."""
+    the bus bandwidth NCCL's topology gives the link, NCCL's Ring/LL latency model, the domain size, the scope of each figure, and sources."""
     import pandas as pd
 
     return pd.DataFrame([{
         "name": i.name, "kind": i.kind, "scope": i.scope,
         "bandwidth_bytes_per_s_per_direction": i.bandwidth_bytes_per_s,
         "bandwidth_bytes_per_s_bidirectional": i.bidirectional_bytes_per_s,
+        "nccl_bus_bandwidth_bytes_per_s": i.nccl_bus_bandwidth_bytes_per_s,
         "step_latency_s": i.step_latency_s, "base_latency_s": i.base_latency_s,
         "domain_gpus": i.domain_gpus, "gpus": ", ".join(i.gpus), "source": i.source,
         "domain_source": i.domain_source, "note": i.note}

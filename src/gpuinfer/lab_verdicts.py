@@ -1,0 +1,186 @@
+"""What a lab's measurement means, read from the numbers in front of the learner.
+
+A lab's printed numbers depend on the machine: a CPU thread, a T4, an H100. Its fixed
+prose cannot say which way a result went, so labs 3, 4 and 9 ask these functions for the
+verdict, and they branch on the data (tests/test_lab_takeaways.py feeds each function
+every outcome). They return text; the labs print it. Nothing here measures or imports
+torch. (`gpuinfer.verdicts` does the same for the chapters' sentences.)
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import validate as _v
+
+#: A timing whose interquartile range is over this fraction of its median is noisy.
+NOISY_SPREAD = 0.25
+
+
+def read_share(share, *, on_gpu) -> str:
+    """Labs 3 and 4: what a large read's bandwidth, as a fraction `share` of the device's
+    catalogue ceiling, says. On a CPU above 1 is common: the lab's one-thread ceiling is an
+    eighth of the reference desktop's bandwidth, one core draws more than its share, and a
+    buffer that fits in the L2/L3 cache is read faster than memory."""
+    share = _v.positive("share", share)
+    if share > 1:
+        if on_gpu:
+            return ("Above the datasheet bandwidth: part of the read was served from the GPU's "
+                    "L2 cache\n(a buffer too small to leave it), or the catalogue entry is "
+                    "not this GPU's.")
+        return ("Above the ceiling, and not a bug: the ceiling is one core's share (an "
+                "eighth) of the\nreference desktop's bandwidth, and one core can draw more "
+                "than its share; data that\nfits in this CPU's L2/L3 cache is read faster "
+                "still. The ceilings 'at the achieved\nfigures' use what this run measured, "
+                "so they stay comparable.")
+    if share < 0.6:
+        return ("Well under the ceiling: other programs share this machine, or power and "
+                "clocks hold it\nback (a T4, a laptop). The steps below are set beside "
+                "this measured figure too.")
+    return "A usual fraction: large reads reach 60-90% of a datasheet bandwidth."
+
+
+def batching(knee, top_gain, turn_achieved) -> str:
+    """Lab 3: what the batch sweep says. `knee`: the largest batch at which each sequence
+    kept 80% of its batch-1 speed; `top_gain`: the most total tokens/s over batch 1's;
+    `turn_achieved`: the batch at which the roofline (at the achieved figures) turns the
+    weight matmuls compute-bound (inf if unknown)."""
+    knee = _v.positive("knee", knee)
+    top_gain = _v.positive("top_gain", top_gain)
+    turn_achieved = _v.positive("turn_achieved", turn_achieved, allow_inf=True)
+    if top_gain < 1.5:
+        return ("Batching bought almost nothing here: the step grew with the batch about as "
+                "fast as the\ntokens did, so this device's matmuls were not waiting on the "
+                "weight read.")
+    if knee >= turn_achieved / 2:
+        return (f"Batching was almost free up to batch {knee:,.0f}: the measured bend sits near "
+                "the roofline's,\nso until the matmuls ran out of arithmetic the extra "
+                "sequences rode on one weight read.")
+    return (f"Batching multiplied the total by {top_gain:,.1f}x, but not for free: each sequence "
+            f"slowed from batch\n{knee:,.0f} on, long before the roofline's turn at "
+            f"{turn_achieved:,.0f}. This device's matmul kernels at small\nbatches fall short "
+            "of its peak (lab 2's decode view showed it for one matrix), so\nthe step grew "
+            "with the batch earlier than the model predicts: throughput rose, and so\ndid "
+            "every sequence's latency.")
+
+
+def quantised_kernel(speedup, bytes_ratio, predicted) -> str:
+    """Lab 4: one quantised kernel's measured speed-up over the dense step against the
+    bytes ratio (what a pure read would gain) and its traffic model's prediction (NaN
+    where the traffic is not modelled)."""
+    speedup = _v.positive("speedup", speedup)
+    bytes_ratio = _v.positive("bytes_ratio", bytes_ratio)
+    if not (isinstance(predicted, (int, float)) and math.isnan(predicted)):
+        predicted = _v.positive("predicted", predicted)
+    slower = "Slower than" if speedup < 0.95 else "No faster than"
+    if speedup >= 0.8 * bytes_ratio:
+        return "Near the bytes ratio: the kernel reads the small format; the step stays a read."
+    if speedup > 1.05 and predicted < 1:
+        return ("Faster than its traffic model: each layer's temporary stays in the cache "
+                "here, so the\nextra passes cost less than the memory bytes saved.")
+    if speedup > 1.05:
+        return "Faster, by less than the bytes ratio: converting the weights costs time."
+    if predicted < 1:
+        return f"{slower} dense, as its traffic model predicts: it moves more than it saves."
+    if math.isnan(predicted):
+        return (f"{slower} dense: its kernels do work the byte count leaves out (a chain\n"
+                "of temporaries, or a reference kernel's arithmetic).")
+    return (f"{slower} dense although it reads fewer bytes: its arithmetic or its access\n"
+            "pattern, not the memory, sets its speed on this device and torch.")
+
+
+def eager_int8(dequant_speedup, pack_speedup=None) -> str:
+    """Lab 4's takeaway on this run: did the eager dequantise-then-multiply (`int8-dequant`)
+    make the step slower, and did the kernel that reads int8 directly (`int8-pack`, None
+    if not measured) do better?"""
+    d = _v.positive("dequant_speedup", dequant_speedup)
+    if d < 0.95:
+        text = (f"Here the eager dequantise-then-multiply ran at {d:.2f}x the dense speed: "
+                "slower, the trap\nits traffic model predicts (the int8 read, the temporary "
+                "written, the temporary read).")
+    elif d <= 1.05:
+        text = (f"Here the eager dequantise-then-multiply ran at {d:.2f}x the dense speed: "
+                "the bytes it saved\nand the temporaries it added about cancelled.")
+    else:
+        text = (f"Here the eager dequantise-then-multiply ran {d:.2f}x as fast as dense: "
+                "each layer's temporary\nstayed in this CPU's cache, so only the int8 read "
+                "went to memory. On a GPU the temporary\ngoes to DRAM and the same code runs "
+                "slower than fp16, as the traffic model predicts.")
+    if pack_speedup is not None:
+        p = _v.positive("pack_speedup", pack_speedup)
+        if p < d:
+            text += (f"\nThe kernel that reads int8 directly ran at {p:.2f}x: slower still, so "
+                     "its arithmetic, not\nits bytes, set its speed; reading fewer bytes pays "
+                     "only through a fast kernel.")
+        else:
+            text += (f"\nThe kernel that reads int8 directly ran at {p:.2f}x: reading the "
+                     "small format is what pays.")
+    return text
+
+
+def fusions(saved) -> str:
+    """Lab 9: what the fusions measured one by one say. `saved`: rows of (model, fusion,
+    saved fraction of the time without it, noise as a fraction of that time)."""
+    rows = [(m, f, float(s), abs(float(n))) for m, f, s, n in saved]
+    if not rows:
+        return "ONNX Runtime applied no fusion this lab knows to these graphs."
+    real = [(m, f, s) for m, f, s, n in rows if abs(s) > n]
+    if not real:
+        biggest = max(rows, key=lambda r: abs(r[2]))
+        return (f"No fusion's effect rose above this run's noise (the largest, {biggest[1]} "
+                f"on the {biggest[0]},\n{biggest[2]:+.1%} against a noise of "
+                f"+-{biggest[3]:.1%}): on this machine they are too small to measure;\nrun "
+                "again on a quiet machine before crediting or blaming one.")
+    lines = [f"{f} on the {m} {'saved' if s > 0 else 'cost'} {abs(s):.1%}, beyond the noise."
+             for m, f, s in real]
+    if max(s for _, _, s in real) > 0.05:
+        lines.append("More than a few percent: here the pass a fusion removed was a real share "
+                     "of the time\n(a separate pass over an activation, and a dispatch of "
+                     "its own).")
+    else:
+        lines.append("A few percent at most: the time goes to the matrix products.")
+    return "\n".join(lines)
+
+
+def levels(table) -> str:
+    """Lab 9: ONNX Runtime's optimisation levels against 'off'. `table`: {(model, level):
+    (speed-up over off, iqr_s / seconds)}. Says which level ran slower than 'off' and
+    whether the spread of its timings makes that noise."""
+    lines = []
+    for (model, level), (speedup, spread) in table.items():
+        speedup = _v.positive("speed-up", speedup)
+        if level == "off" or speedup >= 0.9:
+            continue
+        lines.append(f"The {model} at level '{level}' ran at {speedup:.2f}x of 'off': slower; "
+                     + ("its timings spread over a quarter of their median,\nso that is "
+                        "noise: rerun the cell." if spread > NOISY_SPREAD else "its timings "
+                        "are steady, so the optimised graph really is slower\nhere (a layout "
+                        "or kernel choice that does not suit this CPU)."))
+    if not lines:
+        return "No optimisation level ran slower than 'off' by more than a tenth."
+    return "\n".join(lines)
+
+
+def int8_speedup(best, fp32_spread, int8_spread, *, vnni) -> str:
+    """Lab 9: int8's best speed-up over fp32 on this CPU, with each timing's spread
+    (interquartile range over median; `int8_spread` the largest of the int8 rows'):
+    decides from the spread, not from the size of the gain, which timing is noisy."""
+    best = _v.positive("best", best)
+    fp32_spread = _v.non_negative("fp32_spread", fp32_spread)
+    int8_spread = _v.non_negative("int8_spread", int8_spread)
+    noisy = [name for name, s in (("fp32", fp32_spread), ("int8", int8_spread))
+             if s > NOISY_SPREAD]
+    if noisy:
+        return (f"The {' and '.join(noisy)} timing{'s' if len(noisy) > 1 else ''} spread over "
+                "a quarter of the median (the IQR column):\nsomething else shares this "
+                "machine; run the cell again before reading the speed-up.")
+    if best > 4:
+        return ("Over 4x, with steady timings: " + (
+            "VNNI does four int8 multiply-adds per 32-bit lane where\nfp32 does one, and the "
+            "int8 weights are a quarter of the bytes, so compute-bound and\nmemory-bound "
+            "layers both gain." if vnni else "more than a quarter of the bytes explains; "
+            "the int8 weights may fit\nin a cache the fp32 ones do not."))
+    if best < 1.1:
+        return ("That is no gain: int8 kernels pay only where the CPU has fast int8 dot "
+                "products (VNNI)\nor the model is bound by reading its weights.")
+    return "A real gain, and less than 4x: the quantise and dequantise steps between layers cost."

@@ -147,9 +147,14 @@ def test_a_links_protocols_and_their_bandwidth():
     nvlink4 = hardware.get_interconnect("NVLink 4")
     simple = nvlink4.nccl("Simple")
     assert (simple.base_latency_s, simple.step_latency_s) == pytest.approx((8.4e-6, 3.4e-6))
-    assert simple.bandwidth_bytes_per_s == pytest.approx(450e9)  # full bandwidth
-    assert nvlink4.nccl("LL").bandwidth_bytes_per_s == pytest.approx(0.5 * 450e9)
-    assert nvlink4.nccl("ll128").bandwidth_bytes_per_s == pytest.approx(0.92 * 450e9)
+    # NCCL prices a link from its topology, not the datasheet: an H100's 18 NVLinks at
+    # SM90_NVLINK_BW = 20.6 GB/s (topo.h) = 370.8 GB/s a direction, below the 450 quoted.
+    assert nvlink4.bandwidth_bytes_per_s == pytest.approx(450e9)          # the datasheet
+    assert nvlink4.nccl_bus_bandwidth_bytes_per_s == pytest.approx(370.8e9)
+    assert simple.bandwidth_bytes_per_s == pytest.approx(370.8e9)         # Simple: all of it
+    assert nvlink4.nccl("LL").bandwidth_bytes_per_s == pytest.approx(185.4e9)  # 0.5 x 370.8
+    # LL128: 0.92 x 370.8 = 341.136 GB/s.
+    assert nvlink4.nccl("ll128").bandwidth_bytes_per_s == pytest.approx(341.136e9)
     assert nvlink4.nccl("LL", "tree").step_latency_s == pytest.approx(0.6e-6)
     assert set(nvlink4.protocols) == {"LL", "LL128", "Simple"}
     # LL128 is not on by default over PCIe (NCCL enables it only over NVLink).
@@ -162,6 +167,32 @@ def test_a_links_protocols_and_their_bandwidth():
         nvlink4.nccl("LL64")
     with pytest.raises(KeyError, match="algorithm"):
         nvlink4.nccl("LL", "butterfly")
+
+
+@pytest.mark.parametrize("name, links, per_link_gb", [
+    ("NVLink 2", 6, 20.0), ("NVLink 3", 12, 20.0), ("NVLink 4", 18, 20.6),
+    ("NVLink 5", 18, 40.1), ("NVLink 4 (GH200 NVL32)", 18, 20.6),
+    ("NVLink 5 (GB200 NVL72)", 18, 40.1), ("NVLink bridge (H100 NVL pair)", 12, 20.6)])
+def test_nccl_topology_bandwidth_is_links_times_ncclss_per_link_figure(name, links, per_link_gb):
+    # topo.h: SM70/SM80_NVLINK_BW 20.0, SM90 20.6, SM100 40.1 GB/s a link; e.g. an A100's
+    # 12 links: 240 GB/s against the datasheet's 300; a B200's 18: 721.8 against 900.
+    link = hardware.get_interconnect(name)
+    assert link.nccl_bus_bandwidth_bytes_per_s == pytest.approx(links * per_link_gb * 1e9)
+    assert link.nccl_bus_bandwidth_bytes_per_s < link.bandwidth_bytes_per_s
+    assert link.nccl("Simple").bandwidth_bytes_per_s == pytest.approx(links * per_link_gb * 1e9)
+
+
+def test_links_without_a_topology_figure_keep_their_own():
+    for name in ("PCIe Gen4 x16", "InfiniBand NDR x8", "Ethernet 100GbE"):
+        link = hardware.get_interconnect(name)
+        assert link.nccl_bus_bandwidth_bytes_per_s == link.bandwidth_bytes_per_s
+    assert hardware.get_interconnect("ndr").nccl("Simple").bandwidth_bytes_per_s == 400e9
+
+
+def test_nvls_tree_constants():
+    t = hardware.NCCL_NVLS_TREE
+    assert (t["latency_intra_s"], t["latency_net_s"]) == pytest.approx((25e-6, 20.9e-6))
+    assert t["per_channel_max_bus_bytes_per_s"]["hopper"] == {2: 57.7e9, "more": 45.5e9}
 
 
 def test_nvls_and_the_ll_bandwidth_cap():
@@ -189,6 +220,9 @@ GOOD = dict(name="L", kind="nvlink", scope="per GPU", bandwidth_bytes_per_s=1e11
     (dict(domain_gpus="8"), TypeError, "domain_gpus must be"),
     (dict(gpus="H100 SXM"), TypeError, "gpus"),
     (dict(name=""), ValueError, "name"),
+    (dict(nccl_bandwidth_bytes_per_s=-1e9), ValueError, "nccl_bandwidth_bytes_per_s"),
+    (dict(nccl_bandwidth_bytes_per_s=math.nan), ValueError, "nccl_bandwidth_bytes_per_s"),
+    (dict(nccl_bandwidth_bytes_per_s="fast"), TypeError, "nccl_bandwidth_bytes_per_s"),
 ])
 def test_interconnect_refuses_bad_values(change, error, words):
     with pytest.raises(error, match=words):

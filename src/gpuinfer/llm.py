@@ -23,6 +23,22 @@ the prompt or a chunk of it in prefill) on top of `context` cached tokens:
 - `lm_head`: the output matmul, only for the sequences that need a token this step (the
   last chunk of a prompt, and every decode).
 
+A mixture-of-experts (MoE) model replaces the MLP of its MoE layers by a router and experts
+(chapter *Mixtures of experts*). Its step adds three rows, and `linear` keeps the attention
+projections and the dense layers' MLPs:
+
+- `router`: the gate matmul, d_model x routed experts per MoE layer, every token;
+- `shared_experts`: experts every token passes through (DeepSeek-V3's one, Llama 4's one);
+- `experts`: the routed experts. Each token runs k (top-k) of E; the step reads the
+  weights of the distinct experts its tokens touch (`experts_touched`: k at one token, all
+  E once the batch is large) and spends 2 x k x tokens x expert weights FLOPs. Memory holds
+  every expert (`weight_bytes`); a step reads only what it touches.
+
+Multi-head latent attention (MLA, DeepSeek-V2/V3) caches one compressed latent and a shared
+RoPE key per token and layer (`mla_kv_cache_bytes_per_token`), and decodes in the
+"absorbed" form (FlashMLA's): each query head scores the latent and RoPE key (kv_lora_rank
++ qk_rope_head_dim) and sums the latent values (kv_lora_rank).
+
 Left out: RMSNorm, RoPE, SiLU and residual adds (assumed fused into the matmuls around
 them: under 1% of the FLOPs, their bytes are the activations counted above), softmax's
 exponentials, sampling, and the norm weights (0.004% of a 7B model).
@@ -53,15 +69,33 @@ from . import validate as _v
 #: more for activations (vLLM's default gpu_memory_utilization=0.9 leaves 10% unused).
 DEFAULT_RESERVE_BYTES = 2**30
 
-#: Rows of a step's operations table, in the order they run.
+#: Rows of a dense model's step table, in the order they run.
 OPERATIONS = ("embedding", "linear", "attention", "lm_head")
+#: Rows of a mixture-of-experts model's step table (`operations(model)` gives a model's):
+#: the router and experts run after attention in each MoE layer, the LM head last.
+MOE_OPERATIONS = ("embedding", "linear", "attention", "router", "shared_experts", "experts",
+                  "lm_head")
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     """A decoder-only transformer as its published config describes it (Llama layout:
     gated MLP of three matrices, RMSNorm, untied input and output embeddings unless
-    `tied_embeddings`). `vocab_size=0` describes a bare layer stack (the labs' model)."""
+    `tied_embeddings`). `vocab_size=0` describes a bare layer stack (the labs' model).
+
+    Mixture of experts (all 0 for a dense model): `n_experts` routed experts (E), of which
+    each token runs `experts_per_token` (k, the top-k); `n_shared_experts` that every
+    token runs; each expert a gated MLP of width `expert_d_ff`. Layer i is an MoE layer
+    when i >= `first_dense_layers` and (i + 1) % `moe_layer_step` == 0 (DeepSeek-V3:
+    the first 3 are dense; Llama-4-Maverick: every second layer); the dense layers keep an
+    MLP of width `d_ff`. `expert_dtype`: the format the experts ship in when it is
+    narrower than the rest (gpt-oss: "mxfp4"); a step counts each expert in the narrower
+    of it and the `dtype` asked for.
+
+    Multi-head latent attention (all 0 otherwise): `kv_lora_rank` (the cached latent),
+    `qk_rope_head_dim` (the cached RoPE key, shared by the heads), `q_lora_rank` (the
+    query's low-rank down-projection, 0 if none) and `v_head_dim`; `head_dim` is then the
+    query/key head size (qk_nope_head_dim + qk_rope_head_dim)."""
 
     name: str
     n_layers: int
@@ -73,16 +107,52 @@ class ModelSpec:
     vocab_size: int
     source: str = ""
     tied_embeddings: bool = False
+    n_experts: int = 0
+    experts_per_token: int = 0
+    n_shared_experts: int = 0
+    expert_d_ff: int = 0
+    first_dense_layers: int = 0
+    moe_layer_step: int = 1
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    expert_dtype: str = ""
+    note: str = ""
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
             raise TypeError(f"ModelSpec name must be a non-empty string, got {self.name!r}")
         for field in ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff"):
             _v.count(f"{self.name}: {field}", getattr(self, field), maximum=1 << 24)
-        _v.count(f"{self.name}: vocab_size", self.vocab_size, minimum=0, maximum=1 << 24)
+        for field in ("vocab_size", "n_experts", "experts_per_token", "n_shared_experts",
+                      "expert_d_ff", "first_dense_layers", "q_lora_rank", "kv_lora_rank",
+                      "qk_rope_head_dim", "v_head_dim"):
+            _v.count(f"{self.name}: {field}", getattr(self, field), minimum=0, maximum=1 << 24)
+        _v.count(f"{self.name}: moe_layer_step", self.moe_layer_step, maximum=1 << 24)
         if self.n_heads % self.n_kv_heads:
             raise ValueError(f"{self.name}: n_kv_heads ({self.n_kv_heads}) must divide "
                              f"n_heads ({self.n_heads}): each KV head serves a whole group")
+        if self.n_experts:
+            if not 1 <= self.experts_per_token <= self.n_experts:
+                raise ValueError(f"{self.name}: experts_per_token must be 1 to n_experts "
+                                 f"({self.n_experts}), got {self.experts_per_token}")
+            if not self.expert_d_ff:
+                raise ValueError(f"{self.name}: an MoE model needs expert_d_ff (the width "
+                                 f"of one expert's MLP), got 0")
+            if self.first_dense_layers >= self.n_layers:
+                raise ValueError(f"{self.name}: first_dense_layers ({self.first_dense_layers})"
+                                 f" leaves no MoE layer of {self.n_layers}")
+        elif self.experts_per_token or self.n_shared_experts or self.expert_d_ff:
+            raise ValueError(f"{self.name}: experts_per_token, n_shared_experts and "
+                             f"expert_d_ff need n_experts > 0 (routed experts); got "
+                             f"n_experts=0")
+        if self.kv_lora_rank and not (0 < self.qk_rope_head_dim < self.head_dim
+                                      and self.v_head_dim):
+            raise ValueError(f"{self.name}: latent attention needs 0 < qk_rope_head_dim < "
+                             f"head_dim ({self.head_dim}) and v_head_dim > 0")
+        if self.expert_dtype:
+            _dtypes.get(self.expert_dtype)
 
     @property
     def q_dim(self) -> int:
@@ -93,33 +163,112 @@ class ModelSpec:
         return self.n_kv_heads * self.head_dim
 
     @property
+    def is_moe(self) -> bool:
+        return self.n_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def moe_layers(self) -> tuple:
+        """Indices of the MoE layers (empty for a dense model)."""
+        if not self.is_moe:
+            return ()
+        return tuple(i for i in range(self.n_layers)
+                     if i >= self.first_dense_layers and (i + 1) % self.moe_layer_step == 0)
+
+    @property
+    def n_moe_layers(self) -> int:
+        return len(self.moe_layers)
+
+    @property
+    def n_dense_layers(self) -> int:
+        return self.n_layers - self.n_moe_layers
+
+    @property
+    def attention_params_per_layer(self) -> int:
+        """Weights of one layer's attention matmuls. GQA/MHA: Q, K, V, output. MLA: the
+        query's down (d x q_lora_rank) and up (q_lora_rank x heads x head_dim)
+        projections, the joint KV down-projection with the RoPE key (d x (kv_lora_rank +
+        qk_rope_head_dim)), its up-projection to the heads' keys and values (kv_lora_rank
+        x heads x (qk_nope_head_dim + v_head_dim)) and the output (heads x v_head_dim x d)."""
+        d, h = self.d_model, self.n_heads
+        if not self.is_mla:
+            return d * (self.q_dim + 2 * self.kv_dim) + self.q_dim * d
+        nope = self.head_dim - self.qk_rope_head_dim
+        q = (d * self.q_lora_rank + self.q_lora_rank * self.q_dim) if self.q_lora_rank \
+            else d * self.q_dim
+        return (q + d * (self.kv_lora_rank + self.qk_rope_head_dim)
+                + self.kv_lora_rank * h * (nope + self.v_head_dim) + h * self.v_head_dim * d)
+
+    @property
+    def attention_activations_per_token_per_layer(self) -> int:
+        """Elements one token's activations cost the attention matmuls (each reads its
+        input, writes its output)."""
+        d, h = self.d_model, self.n_heads
+        if not self.is_mla:
+            return 2 * d + 2 * self.q_dim + 2 * self.kv_dim  # QKV: d in, q+2kv out; O: q in, d out
+        nope = self.head_dim - self.qk_rope_head_dim
+        q = (d + 2 * self.q_lora_rank + self.q_dim) if self.q_lora_rank else d + self.q_dim
+        kv = d + self.kv_lora_rank + self.qk_rope_head_dim + self.kv_lora_rank \
+            + h * (nope + self.v_head_dim)
+        return q + kv + h * self.v_head_dim + d
+
+    @property
     def linear_params_per_layer(self) -> int:
-        """Weights of one layer's matmuls: Q, K, V, output, gate, up, down."""
-        d = self.d_model
-        return d * (self.q_dim + 2 * self.kv_dim) + self.q_dim * d + 3 * d * self.d_ff
+        """Weights of one dense layer's matmuls: Q, K, V, output, gate, up, down (for an
+        MoE model: its attention and a dense layer's MLP of width d_ff)."""
+        return self.attention_params_per_layer + 3 * self.d_model * self.d_ff
 
     @property
     def activations_per_token_per_layer(self) -> int:
-        """Elements one token's activations cost a layer's matmuls: each reads its input
-        and writes its output (QKV: d in, q+2kv out; O: q in, d out; gate/up: d in,
+        """Elements one token's activations cost a dense layer's matmuls: each reads its
+        input and writes its output (QKV: d in, q+2kv out; O: q in, d out; gate/up: d in,
         2 d_ff out; down: d_ff in, d out)."""
-        d = self.d_model
-        return 4 * d + 2 * self.q_dim + 2 * self.kv_dim + 3 * self.d_ff
+        return self.attention_activations_per_token_per_layer + 2 * self.d_model + 3 * self.d_ff
+
+    @property
+    def expert_params(self) -> int:
+        """Weights of one expert (gate, up, down of width expert_d_ff)."""
+        return 3 * self.d_model * self.expert_d_ff
+
+    @property
+    def router_params_per_layer(self) -> int:
+        return self.d_model * self.n_experts
 
     @property
     def embedding_params(self) -> int:
         return self.vocab_size * self.d_model
 
+    def _params(self, routed) -> int:
+        d = self.d_model
+        norms = 2 * d + (self.q_lora_rank + self.kv_lora_rank if self.is_mla else 0)
+        per_layer = self.attention_params_per_layer + norms
+        moe = self.router_params_per_layer + (self.n_shared_experts + routed) * self.expert_params
+        embeddings = self.embedding_params * (1 if self.tied_embeddings else 2)
+        return (self.n_layers * per_layer + self.n_dense_layers * 3 * d * self.d_ff
+                + self.n_moe_layers * moe + embeddings + d)
+
     @property
     def n_params(self) -> int:
-        """Parameter count computed from the shapes (matches the published totals)."""
-        d = self.d_model
-        per_layer = self.linear_params_per_layer + 2 * d  # + two norm weights
-        embeddings = self.embedding_params * (1 if self.tied_embeddings else 2)
-        return self.n_layers * per_layer + embeddings + d
+        """Parameter count computed from the shapes (matches the published totals): every
+        weight, every expert. Biases (gpt-oss's), attention sinks, Qwen3's QK-norms and
+        multi-token-prediction modules are not counted."""
+        return self._params(self.n_experts)
+
+    @property
+    def n_active_params(self) -> int:
+        """Parameters one token uses: every weight but the routed experts it is not sent
+        to (k of E per MoE layer). Both embedding tables count, as Mixtral's 12.9B does
+        (gpt-oss's 5.1B leaves the input embedding out: subtract `embedding_params`). For
+        a dense model, `n_params`."""
+        return self._params(self.experts_per_token)
 
     @property
     def attention(self) -> str:
+        if self.is_mla:
+            return "latent"
         if self.n_kv_heads == self.n_heads:
             return "multi-head"
         return "multi-query" if self.n_kv_heads == 1 else "grouped-query"
@@ -145,6 +294,62 @@ _MODELS = [ModelSpec(**kw) for kw in [
     dict(name="llama-3.2-1b", n_layers=16, d_model=2048, n_heads=32, n_kv_heads=8,
          head_dim=64, d_ff=8192, vocab_size=128256, tied_embeddings=True,
          source=_HF.format("meta-llama/Llama-3.2-1B")),
+    # --- Mixtures of experts (chapter *Mixtures of experts*). Shapes from each config.json;
+    # d_ff is the dense layers' MLP width (configs that have no dense layer: their
+    # `intermediate_size`, unused). Not modelled: sliding-window / chunked attention
+    # (gpt-oss: every other layer attends to 128 tokens; Llama 4: 3 of 4 layers to chunks
+    # of 8,192), so their KV cache and attention bytes are upper bounds at long context;
+    # gpt-oss's biases and attention sinks (0.03% of its weights), Qwen3's QK-norms
+    # (256 weights a layer), DeepSeek-V3's multi-token-prediction module (14B, not part of
+    # the 671B), Llama 4's vision encoder.
+    dict(name="mixtral-8x7b", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8,
+         head_dim=128, d_ff=14336, vocab_size=32000, n_experts=8, experts_per_token=2,
+         expert_d_ff=14336, source=_HF.format("mistralai/Mixtral-8x7B-v0.1"),
+         note="46.7B total, 12.9B active (Mistral AI)"),
+    dict(name="qwen3-30b-a3b", n_layers=48, d_model=2048, n_heads=32, n_kv_heads=4,
+         head_dim=128, d_ff=6144, vocab_size=151936, n_experts=128, experts_per_token=8,
+         expert_d_ff=768, source=_HF.format("Qwen/Qwen3-30B-A3B"),
+         note="30.5B total, 3.3B active (Qwen)"),
+    dict(name="qwen3-235b-a22b", n_layers=94, d_model=4096, n_heads=64, n_kv_heads=4,
+         head_dim=128, d_ff=12288, vocab_size=151936, n_experts=128, experts_per_token=8,
+         expert_d_ff=1536, source=_HF.format("Qwen/Qwen3-235B-A22B"),
+         note="235B total, 22B active (Qwen)"),
+    # MLA: q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128 + qk_rope_head_dim 64
+    # (head_dim 192), v_head_dim 128; first_k_dense_replace 3 (d_ff 18432), 1 shared + 256
+    # routed experts of 2048, top-8. Shipped in fp8 (128 x 128 block scales, 0.02% more
+    # bytes, not counted); its router and LM head stay bf16 (here the LM head takes
+    # `dtype`).
+    dict(name="deepseek-v3", n_layers=61, d_model=7168, n_heads=128, n_kv_heads=128,
+         head_dim=192, d_ff=18432, vocab_size=129280, n_experts=256, experts_per_token=8,
+         n_shared_experts=1, expert_d_ff=2048, first_dense_layers=3, q_lora_rank=1536,
+         kv_lora_rank=512, qk_rope_head_dim=64, v_head_dim=128,
+         source=_HF.format("deepseek-ai/DeepSeek-V3"),
+         note="671B total (685B with the MTP module), 37B active (DeepSeek-V3 report)"),
+    # gpt-oss ships its experts in MXFP4 (E2M1 values, an E8M0 scale per 32: 0.53125 B a
+    # weight, counted) and everything else in bf16: `expert_dtype`. Attention alternates
+    # a 128-token sliding window with full attention (not modelled: full on every layer).
+    dict(name="gpt-oss-120b", n_layers=36, d_model=2880, n_heads=64, n_kv_heads=8,
+         head_dim=64, d_ff=2880, vocab_size=201088, n_experts=128, experts_per_token=4,
+         expert_d_ff=2880, expert_dtype="mxfp4", source=_HF.format("openai/gpt-oss-120b"),
+         note="116.8B total, 5.1B active without the input embedding (OpenAI model card)"),
+    dict(name="gpt-oss-20b", n_layers=24, d_model=2880, n_heads=64, n_kv_heads=8,
+         head_dim=64, d_ff=2880, vocab_size=201088, n_experts=32, experts_per_token=4,
+         expert_d_ff=2880, expert_dtype="mxfp4", source=_HF.format("openai/gpt-oss-20b"),
+         note="20.9B total, 3.6B active without the input embedding (OpenAI model card)"),
+    # Llama 4 (text_config): a shared expert of the routed experts' width (intermediate_size
+    # 8192) in every MoE layer, top-1 routing; Maverick's layers alternate dense
+    # (intermediate_size_mlp 16384) and MoE (interleave_moe_layer_step 2). Meta's 109B and
+    # 400B totals include the vision encoder.
+    dict(name="llama-4-scout", n_layers=48, d_model=5120, n_heads=40, n_kv_heads=8,
+         head_dim=128, d_ff=16384, vocab_size=202048, n_experts=16, experts_per_token=1,
+         n_shared_experts=1, expert_d_ff=8192,
+         source=_HF.format("meta-llama/Llama-4-Scout-17B-16E"),
+         note="109B total with vision, 17B active (Meta)"),
+    dict(name="llama-4-maverick", n_layers=48, d_model=5120, n_heads=40, n_kv_heads=8,
+         head_dim=128, d_ff=16384, vocab_size=202048, n_experts=128, experts_per_token=1,
+         n_shared_experts=1, expert_d_ff=8192, moe_layer_step=2,
+         source=_HF.format("meta-llama/Llama-4-Maverick-17B-128E"),
+         note="400B total with vision, 17B active (Meta)"),
 ]]
 _BY_NAME = {m.name: m for m in _MODELS}
 
@@ -168,8 +373,19 @@ def catalogue():
     """The model table as a DataFrame, with the parameter count computed from the shapes."""
     import pandas as pd
 
-    return pd.DataFrame([{**m.__dict__, "n_params": m.n_params, "attention": m.attention}
+    return pd.DataFrame([{**m.__dict__, "n_params": m.n_params,
+                          "n_active_params": m.n_active_params, "attention": m.attention}
                          for m in _MODELS])
+
+
+def operations(model) -> tuple:
+    """The rows of `model`'s step table: `OPERATIONS` for a dense model,
+    `MOE_OPERATIONS` for an MoE one (without `shared_experts` if it has none)."""
+    m = get(model)
+    if not m.is_moe:
+        return OPERATIONS
+    return tuple(op for op in MOE_OPERATIONS
+                 if op != "shared_experts" or m.n_shared_experts)
 
 
 # --- bytes ------------------------------------------------------------------------------
@@ -181,26 +397,92 @@ def weight_bytes(model, dtype="fp16") -> float:
     m = get(model)
     weight, _, act = _dtypes.formats(dtype)
     w, a = _dtypes.bytes_per_element(weight), _dtypes.bytes_per_element(act)
-    matmuls = m.n_layers * m.linear_params_per_layer + (
-        0 if m.tied_embeddings else m.embedding_params)
+    matmuls = _dense_matmul_params(m) + (0 if m.tied_embeddings else m.embedding_params)
     table = m.embedding_params
-    norms = (2 * m.n_layers + 1) * m.d_model
+    norms = (2 * m.n_layers + 1) * m.d_model + m.n_layers * (
+        m.q_lora_rank + m.kv_lora_rank if m.is_mla else 0)
+    experts = m.n_moe_layers * m.n_experts * m.expert_params * _expert_bytes(m, weight)
+    router = m.n_moe_layers * m.router_params_per_layer  # kept in the activation format
     if m.tied_embeddings:  # one table serves as embedding and head: stored as the head
-        return float(matmuls * w + table * w + norms * a)
-    return float(matmuls * w + (table + norms) * a)
+        return float(matmuls * w + experts + table * w + (norms + router) * a)
+    return float(matmuls * w + experts + (table + norms + router) * a)
 
 
-def step_weight_bytes(model, dtype="fp16") -> float:
-    """Bytes of weights one decode step reads: every layer's linear weights and the LM
-    head, in `dtype`. The embedding is a gather of one row per token, not a read of its
-    table, and the norms are a rounding error, so this is a little less than
-    `weight_bytes` (Llama-2-7B fp16: 13.21 GB of 13.48 GB; Llama-3-8B, whose 128k-entry
-    embedding is 1.05 GB: 15.01 of 16.06 GB). Batch x bandwidth / this is the
-    weights-only ceiling the calculator shows."""
-    m = get(model)
-    weight, _, _ = _dtypes.formats(dtype)
+def _dense_matmul_params(m) -> int:
+    """Matmul weights every token runs through, LM head aside: attention in every layer,
+    the dense layers' MLPs, the shared experts."""
+    return (m.n_layers * m.attention_params_per_layer + m.n_dense_layers * 3 * m.d_model * m.d_ff
+            + m.n_moe_layers * m.n_shared_experts * m.expert_params)
+
+
+def _expert_bytes(m, weight) -> float:
+    """Bytes of one routed-expert weight: `weight`'s, or the shipped `expert_dtype`'s if
+    narrower (gpt-oss's MXFP4 experts are not widened by asking for bf16)."""
     w = _dtypes.bytes_per_element(weight)
-    return float((m.n_layers * m.linear_params_per_layer + m.embedding_params) * w)
+    return min(w, _dtypes.bytes_per_element(m.expert_dtype)) if m.expert_dtype else w
+
+
+def step_weight_bytes(model, dtype="fp16", tokens=1):
+    """Bytes of weights one decode step of `tokens` tokens (the batch) reads: every
+    layer's linear weights and the LM head, in `dtype`. The embedding is a gather of one
+    row per token, not a read of its table, and the norms are a rounding error, so this
+    is a little less than `weight_bytes` (Llama-2-7B fp16: 13.21 GB of 13.48 GB;
+    Llama-3-8B, whose 128k-entry embedding is 1.05 GB: 15.01 of 16.06 GB). Batch x
+    bandwidth / this is the weights-only ceiling the calculator shows.
+
+    A dense model reads the same bytes whatever `tokens` is. An MoE model reads its
+    attention, dense layers, shared experts, routers and LM head, plus the routed experts
+    its tokens touch (`experts_touched`: k per MoE layer for one token, up to all E), so
+    the bytes grow with `tokens`. Vectorised over `tokens`."""
+    m = get(model)
+    weight, _, act = _dtypes.formats(dtype)
+    w = _dtypes.bytes_per_element(weight)
+    dense = float((_dense_matmul_params(m) + m.embedding_params) * w)
+    if not m.is_moe:
+        return dense
+    t = _v.positive("tokens", tokens, integer=True, array=True)
+    routed = (m.n_moe_layers * m.expert_params * _expert_bytes(m, weight)
+              * experts_touched(m, t))
+    router = m.n_moe_layers * m.router_params_per_layer * _dtypes.bytes_per_element(act)
+    return _v.scalar_or_array(dense + router + routed)
+
+
+def experts_touched(model, tokens, *, touched=None):
+    """Chapter *Mixtures of experts*: how many distinct routed experts one MoE layer
+    reads for `tokens` routed tokens (a decode batch, or a prefill's prompt tokens).
+
+    Under uniform routing each token picks k of the E experts, so a given expert is
+    missed by one token with probability 1 - k/E and by all of them with (1 - k/E)^tokens:
+        expected distinct experts = E (1 - (1 - k/E)^tokens).
+    That is k at one token (exactly: 1 - (1 - k/E) = k/E) and tends to E as tokens grow
+    (Mixtral, k/E = 1/4: 7.9 of 8 at 16 tokens; DeepSeek-V3, 8 of 256: 112 at 16 tokens,
+    255 at 200). (Tokens are treated as independent draws with replacement of their k
+    experts; within a token they are distinct, so the exact expectation at one token is k.)
+
+    Real routing is skewed, not uniform: a few "hot" experts take many tokens and others
+    few, so a batch touches *fewer* distinct experts than this (fewer weight bytes, the
+    experts saturate later) while the hot expert's matmul carries more than its share of
+    tokens (which sets the step's time under expert parallelism: the busiest device).
+    Load-balancing losses and biases (DeepSeek-V3's auxiliary-loss-free bias) keep it
+    nearer uniform over a training batch, not in every decode step. Pass a measured
+    count as `touched` (distinct experts seen per MoE layer, e.g. from the router's
+    top-k indices) and it is checked (0 to min(E, k x tokens)) and returned, so the
+    callers can take a measurement instead of the uniform model. Vectorised over
+    `tokens`."""
+    m = get(model)
+    if not m.is_moe:
+        raise ValueError(f"experts_touched needs a mixture-of-experts model; {m.name} is "
+                         f"dense (n_experts=0)")
+    t = _v.non_negative("tokens", tokens, array=True)
+    E, k = m.n_experts, m.experts_per_token
+    if touched is not None:
+        top = np.minimum(E, k * t)
+        got = _v.non_negative("touched", touched, array=True)
+        if np.any(got > top):
+            raise ValueError(f"touched must be at most min(n_experts, k x tokens) = "
+                             f"{top} distinct experts for {m.name}, got {touched!r}")
+        return _v.scalar_or_array(np.broadcast_to(got, np.broadcast(got, t).shape) * 1.0)
+    return _v.scalar_or_array(E * (1.0 - (1.0 - k / E) ** t))
 
 
 def kv_cache_bytes_per_token(model, dtype="fp16") -> float:
@@ -208,16 +490,70 @@ def kv_cache_bytes_per_token(model, dtype="fp16") -> float:
 
     Uses the *KV* heads: grouped-query models (Llama-3, Mistral) cache fewer heads than
     they query; counting query heads overstates their cache (n_heads / n_kv_heads times).
+    Latent attention (DeepSeek-V3) caches a latent and a RoPE key instead:
+    `mla_kv_cache_bytes_per_token`.
     """
     m = get(model)
+    if m.is_mla:
+        return mla_kv_cache_bytes_per_token(m.n_layers, m.kv_lora_rank, m.qk_rope_head_dim,
+                                            _dtypes.bytes_per_element(dtype))
     return 2.0 * m.n_layers * m.kv_dim * _dtypes.bytes_per_element(dtype)
 
 
-def weight_read_ceiling(n_params, bytes_per_param, bandwidth, batch=1):
+def mla_kv_cache_bytes_per_token(n_layers, kv_lora_rank, qk_rope_head_dim,
+                                 bytes_per_element=2.0) -> float:
+    """Chapter *Serving LLMs*: the KV cache one token adds under multi-head latent
+    attention (DeepSeek-V2 and V3): per layer one compressed latent of `kv_lora_rank`
+    values and one RoPE key of `qk_rope_head_dim` values shared by every head, not a key
+    and a value per head: layers x (kv_lora_rank + qk_rope_head_dim) x bytes.
+    DeepSeek-V3 in bf16: 61 x (512 + 64) x 2 = 70,272 bytes (full multi-head attention
+    over its 128 heads of 128 would cache 2 x 128 x 128 = 32,768 values a layer, 57x more)."""
+    L = _v.count("n_layers", n_layers, maximum=1 << 24)
+    r = _v.count("kv_lora_rank", kv_lora_rank, maximum=1 << 24)
+    rope = _v.count("qk_rope_head_dim", qk_rope_head_dim, minimum=0, maximum=1 << 24)
+    b = _v.positive("bytes_per_element", bytes_per_element)
+    return float(L * (r + rope) * b)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def weight_read_ceiling(model, accelerator, *args, **kwargs):
+    """Chapter *The roofline model*: tokens/s across the batch if a decode step took only
+    the time to read its weights: batch x bandwidth / `step_weight_bytes(model, dtype,
+    batch)`, called as weight_read_ceiling(model, accelerator, batch=1, dtype="fp16") like
+    every other function here. It counts every layer's matmul weights and the LM head
+    (not the embedding table, which a step gathers a row of); for an MoE model the
+    routed experts the batch touches (`experts_touched`: at batch 1, k per MoE layer, the
+    active weights), so its ceiling does not grow in proportion to the batch.
+    Vectorised over `batch`.
+
+    The formula form, weight_read_ceiling(n_params, bytes_per_param, bandwidth,
+    batch=1), still works (numbers first); it is `weight_read_ceiling_from`."""
+    if _is_number(model):
+        return weight_read_ceiling_from(model, accelerator, *args, **kwargs)
+    if _is_number(accelerator) or isinstance(accelerator, np.ndarray):
+        raise TypeError(f"weight_read_ceiling(model, accelerator, batch=1, dtype='fp16') "
+                        f"takes a catalogue model and device; got model={model!r}, "
+                        f"accelerator={accelerator!r}. For numbers use "
+                        f"weight_read_ceiling_from(n_params, bytes_per_param, bandwidth)")
+    return _weight_read_ceiling_model(model, accelerator, *args, **kwargs)
+
+
+def _weight_read_ceiling_model(model, accelerator, batch=1, dtype="fp16"):
+    acc = _hardware.get(accelerator)
+    b = _v.positive("batch", batch, integer=True, array=True)
+    return _v.scalar_or_array(b * _roofline.bandwidth_or_nan(acc)
+                              / np.asarray(step_weight_bytes(model, dtype, b)))
+
+
+def weight_read_ceiling_from(n_params, bytes_per_param, bandwidth, batch=1):
     """Tokens/s if every decode step reads every weight once and nothing else counts:
     batch x bandwidth / (n_params x bytes_per_param). Vectorised over `batch`.
 
     7e9 fp16 parameters (14 GB) at 2 TB/s: 142.9 tokens/s; batch 16: 2,286 tokens/s.
+    (For a catalogue model on a catalogue device: `weight_read_ceiling`.)
     """
     n = _v.positive("n_params", n_params)
     b_per = _v.positive("bytes_per_param", bytes_per_param)
@@ -232,18 +568,42 @@ class _StepModel:
     """The constants of one (model, formats) pair, and the operations table of a step as
     arrays: built once, evaluated many times (the serving simulator calls it per step)."""
 
-    def __init__(self, model, dtype="fp16", kv_dtype=None, compute_dtype=None, flash=True):
+    def __init__(self, model, dtype="fp16", kv_dtype=None, compute_dtype=None, flash=True,
+                 touched=None):
         self.m = m = get(model)
+        self.touched_override = None
+        if touched is not None:  # a measured count of distinct experts per MoE layer
+            experts_touched(m, m.n_experts, touched=touched)
+            self.touched_override = float(touched)
         self.weight, self.kv, self.compute = _dtypes.formats(dtype, kv_dtype, compute_dtype)
         _, _, embed = _dtypes.formats(dtype)
+        e_act = _dtypes.bytes_per_element(embed)   # norms, router: the activation format
         self.flash = bool(flash)
         w = _dtypes.bytes_per_element(self.weight)
         self.a = a = _dtypes.bytes_per_element(self.compute)   # activations
         e = _dtypes.bytes_per_element(embed if not m.tied_embeddings else self.weight)
         L = m.n_layers
-        self.linear_weight_bytes = L * m.linear_params_per_layer * w
-        self.linear_flops_per_token = 2.0 * L * m.linear_params_per_layer
-        self.linear_act_bytes_per_token = L * m.activations_per_token_per_layer * a
+        # `linear`: attention projections in every layer, MLPs in the dense layers.
+        linear = L * m.attention_params_per_layer + m.n_dense_layers * 3 * m.d_model * m.d_ff
+        linear_act = (L * m.attention_activations_per_token_per_layer
+                      + m.n_dense_layers * (2 * m.d_model + 3 * m.d_ff))
+        self.linear_weight_bytes = linear * w
+        self.linear_flops_per_token = 2.0 * linear
+        self.linear_act_bytes_per_token = linear_act * a
+        # Mixture of experts, summed over the MoE layers (all 0 for a dense model).
+        n_moe, pe = m.n_moe_layers, m.expert_params
+        expert_act = 2 * m.d_model + 3 * m.expert_d_ff     # one expert: like a dense MLP
+        self.n_experts = float(m.n_experts)
+        self.experts_per_token = float(m.experts_per_token)
+        self.router_weight_bytes = n_moe * m.router_params_per_layer * e_act
+        self.router_flops_per_token = 2.0 * n_moe * m.router_params_per_layer
+        self.router_act_bytes_per_token = n_moe * (m.d_model + m.n_experts) * a
+        self.shared_weight_bytes = n_moe * m.n_shared_experts * pe * w
+        self.shared_flops_per_token = 2.0 * n_moe * m.n_shared_experts * pe
+        self.shared_act_bytes_per_token = n_moe * m.n_shared_experts * expert_act * a
+        self.expert_bytes = n_moe * pe * _expert_bytes(m, self.weight)  # one expert a layer
+        self.expert_flops_per_token = 2.0 * m.experts_per_token * n_moe * pe
+        self.expert_act_bytes_per_token = m.experts_per_token * n_moe * expert_act * a
         has_vocab = m.vocab_size > 0  # a bare layer stack has no embedding and no head
         self.head_weight_bytes = m.embedding_params * w
         self.head_flops_per_row = 2.0 * m.embedding_params
@@ -251,8 +611,15 @@ class _StepModel:
         self.embed_bytes_per_token = m.d_model * (e + a) * has_vocab
         self.kv_per_token = kv_cache_bytes_per_token(m, self.kv)
         # Attention, per layer summed over layers:
-        self.attn_flops_per_pair = 4.0 * L * m.q_dim            # scores + weighted values
-        self.attn_act_bytes_per_token = L * (2 * m.q_dim + 2 * m.kv_dim) * a  # Q,K,V in, O out
+        if m.is_mla:  # absorbed MLA: scores over latent + RoPE key, values over the latent
+            latent = m.kv_lora_rank + m.qk_rope_head_dim
+            self.attn_flops_per_pair = 2.0 * L * m.n_heads * (latent + m.kv_lora_rank)
+            # Q (absorbed, per head) and the new latent in, the heads' latent outputs out
+            self.attn_act_bytes_per_token = L * (m.n_heads * latent + latent
+                                                 + m.n_heads * m.kv_lora_rank) * a
+        else:
+            self.attn_flops_per_pair = 4.0 * L * m.q_dim        # scores + weighted values
+            self.attn_act_bytes_per_token = L * (2 * m.q_dim + 2 * m.kv_dim) * a  # Q,K,V in, O out
         self.score_bytes_per_pair = 4.0 * L * m.n_heads * a     # naive: S and P, written and read
 
     def terms(self, tokens, logits, pairs, cached, pairs_full):
@@ -265,15 +632,40 @@ class _StepModel:
         if not self.flash:
             attn_bytes = attn_bytes + pairs_full * self.score_bytes_per_pair
         head_runs = (np.asarray(logits, dtype=float) > 0) & (self.head_weight_bytes > 0)
-        return {
+        out = {
             "embedding": (tokens * 0.0, tokens * self.embed_bytes_per_token, c),
             "linear": (tokens * self.linear_flops_per_token,
                        self.linear_weight_bytes + tokens * self.linear_act_bytes_per_token, c),
             "attention": (pairs * self.attn_flops_per_pair, attn_bytes, c),
-            "lm_head": (logits * self.head_flops_per_row,
-                        np.where(head_runs, self.head_weight_bytes
-                                 + logits * self.head_act_bytes_per_row, 0.0), c),
         }
+        if self.n_experts:
+            out.update(self.moe_terms(tokens))
+        out["lm_head"] = (logits * self.head_flops_per_row,
+                          np.where(head_runs, self.head_weight_bytes
+                                   + logits * self.head_act_bytes_per_row, 0.0), c)
+        return out
+
+    def touched(self, tokens):
+        """Distinct routed experts a layer reads for `tokens` tokens (uniform routing,
+        `experts_touched`), or the measured count this model was given."""
+        if self.touched_override is not None:
+            return np.minimum(self.touched_override, self.experts_per_token * tokens)
+        E = self.n_experts
+        return E * (1.0 - (1.0 - self.experts_per_token / E) ** tokens)
+
+    def moe_terms(self, tokens):
+        """The router, shared-expert and routed-expert rows for `tokens` tokens."""
+        c = self.compute
+        out = {"router": (tokens * self.router_flops_per_token,
+                          self.router_weight_bytes + tokens * self.router_act_bytes_per_token, c)}
+        if self.shared_weight_bytes:
+            out["shared_experts"] = (tokens * self.shared_flops_per_token,
+                                     self.shared_weight_bytes
+                                     + tokens * self.shared_act_bytes_per_token, c)
+        out["experts"] = (tokens * self.expert_flops_per_token,
+                          self.touched(tokens) * self.expert_bytes
+                          + tokens * self.expert_act_bytes_per_token, c)
+        return out
 
     def decode_terms(self, batch, context):
         """Terms of a decode step: `batch` sequences, one new token each, `context`
@@ -299,7 +691,12 @@ class _StepModel:
 STEP_CONSTANTS = ("linear_weight_bytes", "linear_flops_per_token", "linear_act_bytes_per_token",
                   "head_weight_bytes", "head_flops_per_row", "head_act_bytes_per_row",
                   "embed_bytes_per_token", "kv_per_token", "attn_flops_per_pair",
-                  "attn_act_bytes_per_token")
+                  "attn_act_bytes_per_token",
+                  # mixtures of experts (0 for a dense model): `moe_terms`
+                  "n_experts", "experts_per_token", "router_weight_bytes",
+                  "router_flops_per_token", "router_act_bytes_per_token",
+                  "shared_weight_bytes", "shared_flops_per_token", "shared_act_bytes_per_token",
+                  "expert_bytes", "expert_flops_per_token", "expert_act_bytes_per_token")
 
 
 def step_constants(model, dtype="fp16", *, kv_dtype=None, compute_dtype=None) -> dict:
@@ -319,7 +716,7 @@ def _table(terms):
 
     rows = {name: {"flops": float(f), "bytes": float(b), "dtype": d}
             for name, (f, b, d) in terms.items()}
-    return pd.DataFrame.from_dict(rows, orient="index").reindex(list(OPERATIONS))
+    return pd.DataFrame.from_dict(rows, orient="index")
 
 
 def _breakdown(terms, accelerator):
@@ -341,7 +738,8 @@ def decode_step_breakdown(model, accelerator, batch=1, context=0, dtype="fp16", 
     """Chapter *Decoding is a weight read*: one decode step (one new token for each of
     `batch` sequences with `context` cached tokens) as a table of operations on the
     roofline. Returns a DataFrame indexed by operation (`embedding`, `linear`,
-    `attention`, `lm_head`) with `flops`, `bytes`, `dtype` (the format it computes in),
+    `attention`, `lm_head`; an MoE model adds `router`, `shared_experts` and `experts`
+    before the LM head: `operations(model)`) with `flops`, `bytes`, `dtype` (the format it computes in),
     `intensity` (FLOP/byte), `memory_s`, `compute_s`, `seconds` (that row's own
     roofline: the larger), `bound` and `share` (of the step's time). The step takes
     `seconds.sum()`. `batch` and `context` are single numbers here; `decode_step_time`
@@ -425,11 +823,20 @@ def _affine_root(f1, f2, x1, x2):
 def compute_bound_batch(model, accelerator, dtype="fp16", *, kv_dtype=None,
                         compute_dtype=None) -> float:
     """The smallest batch at which a decode step's weight matmuls (`linear` and
-    `lm_head`) are compute-bound: about the ridge point for fp16 weights, half of it
-    for int8 and a quarter for int4 weight-only formats (each weight byte then serves 2
-    or 4 times the FLOPs). Finite, and the same at every context: attention, whose
-    intensity stays near n_heads / n_kv_heads FLOP per byte, never turns compute-bound
-    at decode. math.inf if the device's peaks are unknown."""
+    `lm_head`, and an MoE model's `router`, `shared_experts` and `experts`) are all
+    compute-bound: about the ridge point for fp16 weights, half of it for int8 and a
+    quarter for int4 weight-only formats (each weight byte then serves 2 or 4 times the
+    FLOPs). Finite, and the same at every context: attention, whose intensity stays near
+    n_heads / n_kv_heads FLOP per byte, never turns compute-bound at decode. math.inf if
+    the device's peaks are unknown.
+
+    For an MoE model the routed experts decide it, at about ridge x E / k: a batch of B
+    tokens sends B x k / E tokens to each expert (uniform routing), and once the batch
+    touches every expert the expert matmuls read all E experts' weights to do B x k
+    experts' worth of FLOPs, so their intensity is about 2 B k / (E x bytes per weight),
+    E/k times less than a dense matmul's at the same batch (DeepSeek-V3, 256/8: 32x;
+    Mixtral, 8/2: 4x). (Before the batch touches every expert the bytes are fewer, so the
+    exact batch, found here by search, is a little under ridge x E / k.)"""
     acc = _hardware.get(accelerator)
     sm = _StepModel(model, dtype, kv_dtype, compute_dtype)
     peak = _roofline.peak_or_nan(acc, sm.compute)
@@ -437,8 +844,10 @@ def compute_bound_batch(model, accelerator, dtype="fp16", *, kv_dtype=None,
     if math.isnan(peak) or math.isnan(bw):
         return math.inf
     worst = 0.0
-    for op in ("linear", "lm_head"):
+    for op in ("linear", "lm_head", "router", "shared_experts"):
         if op == "lm_head" and sm.m.vocab_size == 0:
+            continue
+        if op not in sm.decode_terms(1.0, 0):
             continue
         # compute_s - memory_s is affine in the batch: find where it crosses zero.
         f = []
@@ -446,7 +855,31 @@ def compute_bound_batch(model, accelerator, dtype="fp16", *, kv_dtype=None,
             flops, nbytes, _ = sm.decode_terms(b, 0)[op]
             f.append(flops / peak - nbytes / bw)
         worst = max(worst, _affine_root(f[0], f[1], 1.0, 2.0))
-    return float(max(1, math.floor(worst) + 1)) if math.isfinite(worst) else math.inf
+    out = float(max(1, math.floor(worst) + 1)) if math.isfinite(worst) else math.inf
+    if sm.n_experts and math.isfinite(out):
+        out = max(out, _experts_compute_bound(sm, peak, bw))
+    return out
+
+
+def _experts_compute_bound(sm, peak, bw) -> float:
+    """The first batch at which the `experts` row is compute-bound. Its bytes grow as
+    E(1 - (1 - k/E)^B) (concave) while its FLOPs grow as B, so compute_s - memory_s falls
+    and then rises through zero once: double the batch until it is, then bisect."""
+    def bound(b):
+        flops, nbytes, _ = sm.moe_terms(float(b))["experts"]
+        return flops / peak > nbytes / bw
+    if bound(1):
+        return 1.0
+    hi = 2
+    while not bound(hi):
+        hi *= 2
+        if hi > 1 << 40:
+            return math.inf
+    lo = hi // 2  # not bound at lo, bound at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if bound(mid) else (mid, hi)
+    return float(hi)
 
 
 def attention_dominant_context(model, accelerator, batch=None, dtype="fp16", *,
@@ -465,7 +898,10 @@ def attention_dominant_context(model, accelerator, batch=None, dtype="fp16", *,
     for c in (0.0, 1.0):
         t = _breakdown(_StepModel(model, dtype, kv_dtype, compute_dtype).decode_terms(b, c),
                        acc)["seconds"]
-        diff.append(t["attention"] - t["linear"] - t["lm_head"])
+        weights = t["linear"] + t["lm_head"]
+        for op in ("router", "shared_experts", "experts"):
+            weights = weights + (t[op] if op in t else 0.0)
+        diff.append(t["attention"] - weights)
     return _affine_root(diff[0], diff[1], 0.0, 1.0)
 
 

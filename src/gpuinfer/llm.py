@@ -823,7 +823,7 @@ def _affine_root(f1, f2, x1, x2):
 def compute_bound_batch(model, accelerator, dtype="fp16", *, kv_dtype=None,
                         compute_dtype=None) -> float:
     """The smallest batch at which a decode step's weight matmuls (`linear` and
-    `lm_head`, and an MoE model's `router`, `shared_experts` and `experts`) are all
+    `lm_head`, and an MoE model's `shared_experts` and `experts`) are all
     compute-bound: about the ridge point for fp16 weights, half of it for int8 and a
     quarter for int4 weight-only formats (each weight byte then serves 2 or 4 times the
     FLOPs). Finite, and the same at every context: attention, whose intensity stays near
@@ -835,8 +835,10 @@ def compute_bound_batch(model, accelerator, dtype="fp16", *, kv_dtype=None,
     touches every expert the expert matmuls read all E experts' weights to do B x k
     experts' worth of FLOPs, so their intensity is about 2 B k / (E x bytes per weight),
     E/k times less than a dense matmul's at the same batch (DeepSeek-V3, 256/8: 32x;
-    Mixtral, 8/2: 4x). (Before the batch touches every expert the bytes are fewer, so the
-    exact batch, found here by search, is a little under ridge x E / k.)"""
+    Mixtral, 8/2: 4x). The exact batch, found here by search, differs: the activations
+    each routed token reads and writes lower the experts' intensity (most for narrow
+    experts: Qwen3-30B-A3B's 768-wide ones put it 1.7x above ridge x E / k on an H100),
+    and before the batch touches every expert it reads fewer bytes.""" 
     acc = _hardware.get(accelerator)
     sm = _StepModel(model, dtype, kv_dtype, compute_dtype)
     peak = _roofline.peak_or_nan(acc, sm.compute)
@@ -844,7 +846,10 @@ def compute_bound_batch(model, accelerator, dtype="fp16", *, kv_dtype=None,
     if math.isnan(peak) or math.isnan(bw):
         return math.inf
     worst = 0.0
-    for op in ("linear", "lm_head", "router", "shared_experts"):
+    # The router (d_model x E, E of 8 to 256 outputs) is left out: its activations, not
+    # its weights, are most of its bytes at a large batch, so like attention it stays
+    # memory-bound; it is under 1% of a step.
+    for op in ("linear", "lm_head", "shared_experts"):
         if op == "lm_head" and sm.m.vocab_size == 0:
             continue
         if op not in sm.decode_terms(1.0, 0):

@@ -24,9 +24,12 @@ SPEC_ACCEPTANCE, SPEC_K, SPEC_CONTEXT = 0.6, 4, 256
 # The two-instances exercise: sequences of this many tokens (the page's table: 4,096).
 TWO_CONTEXT = 8192
 
-# DeepSeek-V3's published config: 61 layers; MLA caches a latent of kv_lora_rank 512 and a
-# shared RoPE key of qk_rope_head_dim 64 per token and layer (bf16: 2 bytes each).
-MLA_LAYERS, MLA_LATENT, MLA_ROPE, MLA_HEADS, MLA_HEAD_DIM = 61, 512, 64, 128, 128
+# DeepSeek-V3's published config (llm's catalogue row): 61 layers; MLA caches a latent of
+# kv_lora_rank 512 and a shared RoPE key of qk_rope_head_dim 64 per token and layer (bf16:
+# 2 bytes each); 128 heads, values of v_head_dim 128.
+_DSV3 = llm.get("deepseek-v3")
+MLA_LAYERS, MLA_LATENT, MLA_ROPE, MLA_HEADS, MLA_HEAD_DIM = (
+    _DSV3.n_layers, _DSV3.kv_lora_rank, _DSV3.qk_rope_head_dim, _DSV3.n_heads, _DSV3.v_head_dim)
 # DeepSeek-V2's (the exercise; the page works V3): 60 layers, the same latent, RoPE key
 # and 128 heads (num_hidden_layers, kv_lora_rank, qk_rope_head_dim in its config.json).
 MLA_V2_LAYERS = 60
@@ -60,7 +63,7 @@ def matmul_weights() -> float:
 def mla_kv_bytes_per_token(layers=MLA_LAYERS) -> float:
     """An MLA model's cache per token: layers x (latent + RoPE key) x 2 bytes (bf16);
     DeepSeek-V3's by default."""
-    return float(layers * (MLA_LATENT + MLA_ROPE) * 2)
+    return llm.mla_kv_cache_bytes_per_token(layers, MLA_LATENT, MLA_ROPE, 2)
 
 
 @functools.lru_cache(maxsize=None)

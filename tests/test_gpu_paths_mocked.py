@@ -500,3 +500,54 @@ def test_bad_arguments_are_refused_before_any_work():
         bench.matmul_tflops([(4, 4)], device="cpu", progress=False)
     with pytest.raises(KeyError, match="sizes"):
         cli.bench_plan(torch.device("cpu"), "huge")
+
+
+def test_clocks_are_sampled_while_the_work_runs(fake_gpus, monkeypatch):
+    # Lab 2 read the clock after its sweep (idle or boosting again by then). A sampler
+    # reads NVML during the work: a T4 boosting at 1,590 MHz for its first sample, then
+    # held at 585 MHz by its 70 W cap (reason 0x4) reports a median of 585 MHz, and the
+    # power cap in every sample after the first.
+    fake_gpus(T4)
+    nvml = _fake_pynvml(reasons=0x4)
+    readings = iter([1590] + [585] * 10_000)
+    nvml.nvmlDeviceGetClockInfo = lambda h, kind: next(readings) if kind == 1 else 5000
+    masks = iter([0x0] + [0x4] * 10_000)
+    nvml.nvmlDeviceGetCurrentClocksEventReasons = lambda h: next(masks)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    with bench.sample_clocks("cuda", interval_s=1e-3) as clk:
+        while len(clk.samples) < 5:  # the work: here, waiting for five samples
+            threading_event_wait()
+    got = clk.summary()
+    n = got["samples"]
+    assert n >= 5 and got["nvml"] == "ok"
+    assert got["sm_clock_mhz"] == 585 and got["sm_clock_min_mhz"] == 585
+    assert got["sm_clock_max_mhz"] == 1590 and got["power_limit_w"] == 70
+    assert got["power_draw_w"] == 69.5 and got["temperature_c"] == 81
+    assert got["throttle_reasons"] == "software power cap"
+    assert got["throttle_shares"] == {"software power cap": pytest.approx((n - 1) / n)}
+    line = bench.describe_sampled(got)
+    assert "median SM clock 585 MHz" in line and "software power cap (" in line
+    # NVML initialised once and shut down once, not once a sample
+    assert [c[0] for c in nvml.calls].count("init") == 1
+    assert [c[0] for c in nvml.calls].count("shutdown") == 1
+    # the peak at the clock the work ran at, not at the clock after it
+    assert bench.clock_scaled_peak(65e12, got) == pytest.approx(65e12 * 585 / 1590)
+
+
+def threading_event_wait():
+    import threading
+
+    threading.Event().wait(1e-3)
+
+
+def test_clock_sampling_degrades_without_a_gpu_or_nvml(fake_gpus):
+    with bench.sample_clocks("cpu") as clk:
+        pass
+    assert clk.summary()["nvml"] == "unavailable: a CPU" and clk.summary()["samples"] == 0
+    assert "unavailable: a CPU" in bench.describe_sampled(clk.summary())
+    fake_gpus(T4)  # a GPU, but pynvml absent
+    with bench.sample_clocks("cuda") as clk:
+        pass
+    got = clk.summary()
+    assert "nvidia-ml-py is not installed" in got["nvml"] and math.isnan(got["sm_clock_mhz"])
+    assert math.isnan(bench.clock_scaled_peak(65e12, got))

@@ -406,61 +406,218 @@ def _nvml_handle(pynvml, device):
     return pynvml.nvmlDeviceGetHandleByIndex(_index(device))
 
 
+def _nvml_unavailable(device):
+    """Why NVML cannot be read for `device` (a string), or None when it can be tried."""
+    import torch
+
+    if device.type != "cuda":
+        return "unavailable: a CPU"
+    if torch.version.cuda is None:  # a ROCm build reports AMD GPUs as 'cuda'
+        return "unavailable: not an NVIDIA GPU"
+    return None
+
+
+@contextlib.contextmanager
+def _nvml_session(device):
+    """(pynvml, handle) for `device` within the block, NVML shut down after it; raises
+    RuntimeError('unavailable: ...') when NVML cannot be read."""
+    why = _nvml_unavailable(device)
+    if why:
+        raise RuntimeError(why)
+    try:
+        import pynvml
+    except ImportError:
+        raise RuntimeError("unavailable: nvidia-ml-py is not installed "
+                           "(pip install nvidia-ml-py)") from None
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # pynvml.NVMLError and its many subclasses
+        raise RuntimeError(f"unavailable: {exc}") from None
+    try:
+        try:
+            handle = _nvml_handle(pynvml, device)
+        except Exception as exc:
+            raise RuntimeError(f"unavailable: {exc}") from None
+        yield pynvml, handle
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def _nvml_reads(pynvml, h) -> dict:
+    """Field -> a function reading it from NVML handle `h` (the mask raw, not in words)."""
+    reasons = (getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+               or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons)
+    return {
+        "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+        "sm_clock_max_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+        "memory_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+        "power_limit_w": lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000,
+        "power_draw_w": lambda: pynvml.nvmlDeviceGetPowerUsage(h) / 1000,
+        "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+        "throttle_reasons": lambda: int(reasons(h)),
+    }
+
+
 def clocks(device=None) -> dict:
     """The GPU's state now, through NVML (nvidia-ml-py, imported only on an NVIDIA GPU):
     SM clock and its maximum, memory clock (MHz), enforced power limit and draw (W),
     temperature (deg C) and throttle reasons. Fields NVML cannot give are NaN, and
     `nvml` says why ('ok', or 'unavailable: ...'). A T4 at its 70 W limit shows
-    'software power cap' and an SM clock far below its maximum."""
-    import torch
-
+    'software power cap' and an SM clock far below its maximum. A reading after a
+    sweep says what the GPU does *now* (idle, or boosting again): to know the clock a
+    measurement ran at, sample during it (`sample_clocks`)."""
     device = _device(device)
     out = {k: math.nan for k in CLOCK_FIELDS}
     out["throttle_reasons"] = "unavailable"
-    if device.type != "cuda":
-        out["nvml"] = "unavailable: a CPU"
-        return out
-    if torch.version.cuda is None:  # a ROCm build reports AMD GPUs as 'cuda'
-        out["nvml"] = "unavailable: not an NVIDIA GPU"
-        return out
     try:
-        import pynvml
-    except ImportError:
-        out["nvml"] = "unavailable: nvidia-ml-py is not installed (pip install nvidia-ml-py)"
-        return out
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # pynvml.NVMLError and its many subclasses
-        out["nvml"] = f"unavailable: {exc}"
-        return out
-    try:
-        h = _nvml_handle(pynvml, device)
-        reasons = (getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                   or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons)
-        reads = {
-            "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
-            "sm_clock_max_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
-            "memory_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
-            "power_limit_w": lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000,
-            "power_draw_w": lambda: pynvml.nvmlDeviceGetPowerUsage(h) / 1000,
-            "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(
-                h, pynvml.NVML_TEMPERATURE_GPU),
-            "throttle_reasons": lambda: throttle_reasons(int(reasons(h))),
-        }
-        missing = []
-        for key, read in reads.items():
-            try:
-                value = read()
-                out[key] = value if isinstance(value, str) else float(value)
-            except Exception:  # one field NVML does not support here (a MIG slice, gVisor)
-                missing.append(key)
-        out["nvml"] = "ok" if not missing else f"ok; not available: {', '.join(missing)}"
-    except Exception as exc:
-        out["nvml"] = f"unavailable: {exc}"
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
+        with _nvml_session(device) as (pynvml, h):
+            missing = []
+            for key, read in _nvml_reads(pynvml, h).items():
+                try:
+                    value = read()
+                    out[key] = (throttle_reasons(value) if key == "throttle_reasons"
+                                else float(value))
+                except Exception:  # a field NVML does not support here (MIG, gVisor)
+                    missing.append(key)
+            out["nvml"] = "ok" if not missing else f"ok; not available: {', '.join(missing)}"
+    except RuntimeError as exc:
+        out["nvml"] = str(exc)
     return out
+
+
+#: Seconds between two NVML samples while a measurement runs.
+CLOCK_SAMPLE_INTERVAL_S = 0.05
+
+
+class ClockSampler:
+    """NVML samples of a GPU's SM clock, power, temperature and throttle reasons, taken
+    by a background thread while a measurement runs (`sample_clocks`). `summary()`
+    gives the median SM clock the work ran at, not the clock after it."""
+
+    def __init__(self, device, interval_s=CLOCK_SAMPLE_INTERVAL_S):
+        import threading
+
+        self.device = _device(device)
+        self.interval_s = _validate.number("interval_s", interval_s, lo=0, lo_open=True,
+                                           hi=60, expected="seconds > 0 and <= 60")
+        self.samples, self.status = [], _nvml_unavailable(self.device) or "not started"
+        self._stop = threading.Event()
+        self._thread = None
+        self._static = {}
+
+    def _run(self, ready):
+        try:
+            with _nvml_session(self.device) as (pynvml, h):
+                reads = _nvml_reads(pynvml, h)
+                for key in ("sm_clock_max_mhz", "power_limit_w"):
+                    with contextlib.suppress(Exception):
+                        self._static[key] = float(reads[key]())
+                self.status = "ok"
+                ready.set()
+                while True:
+                    sample = {}
+                    for key in ("sm_clock_mhz", "power_draw_w", "temperature_c",
+                                "throttle_reasons"):
+                        with contextlib.suppress(Exception):
+                            sample[key] = reads[key]()
+                    if sample:
+                        self.samples.append(sample)
+                    if self._stop.wait(self.interval_s):
+                        break
+        except RuntimeError as exc:
+            self.status = str(exc)
+        finally:
+            ready.set()
+
+    def start(self):
+        import threading
+
+        if self.status.startswith("unavailable"):
+            return self
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True,
+                                        name="gpuinfer-clock-sampler")
+        self._thread.start()
+        ready.wait(5.0)  # NVML initialised (or failed) before the work starts
+        return self
+
+    def stop(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+        return self
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def summary(self) -> dict:
+        """The samples in the fields of `clocks()`: `sm_clock_mhz` is the median SM clock,
+        power the median draw, temperature the highest, `throttle_reasons` every reason
+        seen, with the share of samples it was seen in; plus `samples` and `sm_clock_min_mhz`.
+        NaN and 'unavailable: ...' without NVML."""
+        out = {k: math.nan for k in CLOCK_FIELDS}
+        out.update(self._static, samples=len(self.samples), sm_clock_min_mhz=math.nan,
+                   throttle_reasons="unavailable", throttle_shares={})
+        if not self.samples:
+            out["nvml"] = self.status if self.status != "ok" else "ok; no samples taken"
+            return out
+
+        def values(key):
+            return [float(s[key]) for s in self.samples if key in s]
+
+        sm = values("sm_clock_mhz")
+        if sm:
+            out.update(sm_clock_mhz=float(np.median(sm)), sm_clock_min_mhz=min(sm))
+        for key, pick in (("power_draw_w", np.median), ("temperature_c", np.max)):
+            got = values(key)
+            if got:
+                out[key] = float(pick(got))
+        masks = [int(s["throttle_reasons"]) for s in self.samples if "throttle_reasons" in s]
+        if masks:
+            shares = {}
+            for bit, word in THROTTLE_REASONS.items():
+                n = sum(1 for m in masks if m & bit)
+                if n:
+                    shares[word] = n / len(masks)
+            out["throttle_shares"] = shares
+            out["throttle_reasons"] = throttle_reasons(
+                int(np.bitwise_or.reduce(np.array(masks, dtype=np.int64))))
+        out["nvml"] = "ok"
+        return out
+
+
+def sample_clocks(device=None, interval_s=CLOCK_SAMPLE_INTERVAL_S) -> ClockSampler:
+    """`with bench.sample_clocks(device) as clk: <measure>` samples NVML every
+    `interval_s` seconds while the block runs; then `clk.summary()` (fields of
+    `clocks()`, the SM clock as the median) and `describe_sampled(clk.summary())`. Lab:
+    *fp16 matmuls on the roofline* (which clock did the sweep run at, and why). On a CPU,
+    or without nvidia-ml-py or NVML, nothing is sampled and the summary says why."""
+    return ClockSampler(device, interval_s)
+
+
+def describe_sampled(summary) -> str:
+    """One line from a `ClockSampler.summary()`: the median SM clock during the work, its
+    range, and each throttle reason with the share of samples it held in."""
+    if not str(summary.get("nvml", "")).startswith("ok") or not summary.get("samples"):
+        return f"clocks during the measurement: {summary.get('nvml', 'unavailable')}"
+
+    def num(key, unit):
+        v = summary.get(key, math.nan)
+        return f"{v:,.0f} {unit}" if isinstance(v, (int, float)) and v == v else "n/a"
+
+    shares = summary.get("throttle_shares") or {}
+    reasons = ", ".join(f"{w} ({share:.0%} of samples)" for w, share in shares.items()) \
+        or "none"
+    return (f"during the measurement ({summary['samples']} NVML samples): median SM clock "
+            f"{num('sm_clock_mhz', 'MHz')} (lowest {num('sm_clock_min_mhz', 'MHz')}, max "
+            f"{num('sm_clock_max_mhz', 'MHz')}), median power {num('power_draw_w', 'W')} of "
+            f"a {num('power_limit_w', 'W')} limit, up to {num('temperature_c', 'C')}; "
+            f"throttle reasons: {reasons}")
 
 
 def describe_clocks(state) -> str:

@@ -12,7 +12,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-NOTEBOOKS := chapters labs
+NOTEBOOKS := chapters labs workshop
 # nbval runs notebooks on both cores; override with `make test JOBS=1`.
 JOBS ?= 2
 TORCH ?= torch>=2.4

@@ -1,0 +1,175 @@
+"""Mixtures of experts in gpuinfer.llm and gpuinfer.parallel: parameters from the published
+configs, the experts a batch touches, the bytes a step reads, the compute-bound batch,
+expert parallelism. Expected values derived by hand in the comments."""
+
+import math
+
+import numpy as np
+import pytest
+
+from gpuinfer import hardware, llm, parallel, roofline
+
+
+def test_mixtral_total_and_active_parameters():
+    # Mixtral-8x7B config.json: d 4096, 32 layers, 32 heads / 8 KV heads of 128, expert
+    # width 14336, 8 experts, top-2, vocab 32000, untied.
+    # attention a layer: 4096 x (4096 + 2 x 1024) + 4096 x 4096 = 41,943,040
+    # one expert: 3 x 4096 x 14336 = 176,160,768; router 4096 x 8 = 32,768; norms 2 x 4096
+    # total:  32 x (41,943,040 + 8 x 176,160,768 + 32,768 + 8,192) + 2 x 32000 x 4096 + 4096
+    #       = 32 x 1,451,270,144 + 262,148,096 = 46,702,792,704   (Mistral: 46.7B)
+    # active: 32 x (41,943,040 + 2 x 176,160,768 + 40,960) + 262,148,096
+    #       = 12,879,925,248                                        (Mistral: 12.9B)
+    m = llm.get("mixtral-8x7b")
+    assert m.n_params == 46_702_792_704
+    assert m.n_active_params == 12_879_925_248
+    assert m.n_params == pytest.approx(46.7e9, rel=0.01)
+    assert m.n_active_params == pytest.approx(12.9e9, rel=0.01)
+
+
+def test_deepseek_v3_total_and_active_parameters():
+    # DeepSeek-V3 config.json: d 7168, 61 layers (first 3 dense, d_ff 18432), 128 heads,
+    # MLA q_lora 1536, kv_lora 512, nope 128 + rope 64, v 128; 1 shared + 256 routed
+    # experts of 2048, top-8; vocab 129280.
+    # attention a layer: 7168x1536 + 1536x128x192 + 7168x(512+64) + 512x128x(128+128)
+    #                    + 128x128x7168 = 187,105,280; norms 2 x 7168 + 1536 + 512
+    # dense MLP: 3 x 7168 x 18432 = 396,361,728; expert: 3 x 7168 x 2048 = 44,040,192
+    # router: 7168 x 256 = 1,835,008; embeddings 2 x 129280 x 7168 = 1,853,358,080
+    # total = 61 x (187,105,280 + 16,384) + 3 x 396,361,728
+    #       + 58 x (1,835,008 + 257 x 44,040,192) + 1,853,358,080 + 7168
+    #       = 671,026,404,352   (the report's 671B: the 14B MTP module is not in it)
+    m = llm.get("deepseek-v3")
+    assert m.n_moe_layers == 58 and m.moe_layers[0] == 3
+    assert m.attention_params_per_layer == 187_105_280
+    assert m.n_params == 671_026_404_352
+    assert m.n_params == pytest.approx(671e9, rel=0.01)
+    # active: 9 experts (1 shared + 8) instead of 257 in each of 58 layers:
+    # 671,026,404,352 - 58 x 248 x 44,040,192 = 37,552,282,624 with both embedding tables;
+    # without the input table (a gather: gpt-oss's convention) 36,625,603,584. The
+    # report's "37B" does not say which it counts; the two bracket it, each within 1.5%.
+    assert m.n_active_params == 37_552_282_624
+    assert m.n_active_params - m.embedding_params == 36_625_603_584
+    assert m.n_active_params - m.embedding_params < 37e9 < m.n_active_params
+    assert m.n_active_params == pytest.approx(37e9, rel=0.015)
+
+
+@pytest.mark.parametrize("name, total, active", [
+    ("qwen3-30b-a3b", 30.5e9, 3.3e9),      # Qwen's model card
+    ("qwen3-235b-a22b", 235e9, 22e9),
+    ("llama-4-maverick", 400e9, 17e9),    # Meta; its total includes the vision encoder
+])
+def test_other_catalogue_rows_match_their_published_counts(name, total, active):
+    m = llm.get(name)
+    assert m.n_params == pytest.approx(total, rel=0.02)
+    assert m.n_active_params == pytest.approx(active, rel=0.02)
+
+
+def test_gpt_oss_counts_as_its_model_card_and_ships_mxfp4_experts():
+    # gpt-oss-120b: 36 layers, d 2880, 128 experts of width 2880, top-4. One expert:
+    # 3 x 2880 x 2880 = 24,883,200; 36 x 128 of them = 114.67B (card: MLP 114.71B with
+    # biases). Active without the input embedding (the card's 5.13B).
+    m = llm.get("gpt-oss-120b")
+    assert m.expert_params == 24_883_200
+    assert m.n_active_params - m.embedding_params == pytest.approx(5.13e9, rel=0.01)
+    # Stored: experts in MXFP4 (0.53125 B a weight) even when bf16 is asked for.
+    experts = 36 * 128 * 24_883_200 * 0.53125
+    rest = (m.n_params - 36 * 128 * 24_883_200) * 2
+    assert llm.weight_bytes(m, "bf16") == pytest.approx(experts + rest, rel=1e-12)
+
+
+def test_experts_touched_is_k_at_one_token_and_tends_to_e():
+    # E(1 - (1 - k/E)^1) = k exactly.
+    assert llm.experts_touched("deepseek-v3", 1) == pytest.approx(8)
+    assert llm.experts_touched("mixtral-8x7b", 1) == pytest.approx(2)
+    # Mixtral at 16 tokens: 8 x (1 - 0.75^16) = 8 x (1 - 0.010023) = 7.9198
+    assert llm.experts_touched("mixtral-8x7b", 16) == pytest.approx(7.9198, abs=1e-4)
+    # DeepSeek-V3 at 64 tokens: 256 x (1 - (31/32)^64) = 256 x (1 - e^(64 ln 0.96875))
+    # = 256 x (1 - e^-2.03196) = 256 x (1 - 0.13107) = 222.44
+    assert llm.experts_touched("deepseek-v3", 64) == pytest.approx(222.44, abs=0.01)
+    many = llm.experts_touched("deepseek-v3", np.array([1, 10, 100, 10_000]))
+    assert np.all(np.diff(many) > 0) and many[-1] == pytest.approx(256)
+    assert llm.experts_touched("deepseek-v3", 0) == 0
+    # A measured count passes through.
+    assert llm.experts_touched("deepseek-v3", 64, touched=150) == 150
+
+
+def test_a_batch_1_moe_step_reads_the_active_experts_not_all():
+    m = llm.get("mixtral-8x7b")
+    t = llm.decode_step_breakdown(m, "H100 SXM", batch=1, context=0, dtype="fp16")
+    assert list(t.index) == list(llm.operations(m)) == [
+        "embedding", "linear", "attention", "router", "experts", "lm_head"]
+    # experts row at one token: 2 touched experts x 32 layers x 176,160,768 x 2 bytes
+    # = 22,548,578,304 bytes of weights, plus the token's activations:
+    # 2 x 32 x (2 x 4096 + 3 x 14336) x 2 bytes = 6,553,600
+    assert t.loc["experts", "bytes"] == pytest.approx(22_548_578_304 + 6_553_600)
+    # FLOPs: 2 x k x tokens x expert params x layers = 2 x 2 x 1 x 176,160,768 x 32
+    assert t.loc["experts", "flops"] == pytest.approx(22_548_578_304)
+    # All experts: 4x the bytes (8 of 8, not 2 of 8): what memory holds, not what a step reads.
+    all_experts = 32 * 8 * 176_160_768 * 2
+    assert t.loc["experts", "bytes"] < 0.26 * all_experts
+    assert llm.weight_bytes(m, "fp16") > all_experts
+    # The step's weight bytes = the active parameters' (less the input embedding table,
+    # gathered) in fp16; the router is fp16 too here.
+    assert llm.step_weight_bytes(m, "fp16", 1) == pytest.approx(
+        2 * (m.n_active_params - m.embedding_params - 32 * 2 * 4096 - 4096))
+    # More tokens touch more experts: the step reads more.
+    assert llm.step_weight_bytes(m, "fp16", 64) > 3.9 * llm.step_weight_bytes(m, "fp16", 1) / 1.5
+
+
+def test_dense_models_keep_their_four_rows():
+    t = llm.decode_step_breakdown("llama-2-7b", "H100 SXM", batch=8, context=100)
+    assert list(t.index) == list(llm.OPERATIONS)
+    assert llm.operations("llama-2-7b") == llm.OPERATIONS
+
+
+def test_compute_bound_batch_is_about_e_over_k_times_the_dense_one():
+    acc = hardware.get("H100 SXM")
+    ridge = roofline.peak_or_nan(acc, "bf16") / acc.bandwidth  # 989e12 / 3.35e12 = 295
+    # Mixtral (E/k = 4): the experts' intensity at a large batch is 2 B k p / (E p 2 + ...)
+    # = B k / E FLOP/byte on bf16 weights, so they turn compute-bound near 4 x 295 = 1,181;
+    # the activations (about 9% of the bytes there) push it a little higher.
+    b = llm.compute_bound_batch("mixtral-8x7b", acc, "bf16")
+    assert 4 * ridge < b < 1.2 * 4 * ridge
+    # DeepSeek-V3 (E/k = 32): near 32 x 295 = 9,447.
+    b = llm.compute_bound_batch("deepseek-v3", acc, "bf16")
+    assert 32 * ridge < b < 1.2 * 32 * ridge
+    # fp8 weights halve it (each weight byte serves twice the FLOPs).
+    assert llm.compute_bound_batch("deepseek-v3", acc, "fp8_e4m3") == pytest.approx(b / 2, rel=0.01)
+    dense = llm.compute_bound_batch("llama-3-70b", acc, "bf16")
+    assert llm.compute_bound_batch("mixtral-8x7b", acc, "bf16") / dense == pytest.approx(4, rel=0.1)
+
+
+def test_mla_cache_is_the_latent_and_rope_key():
+    # 61 x (512 + 64) x 2 bytes = 70,272
+    assert llm.kv_cache_bytes_per_token("deepseek-v3", "bf16") == 70_272
+    assert llm.mla_kv_cache_bytes_per_token(61, 512, 64, 2) == 70_272
+
+
+def test_weight_read_ceiling_takes_a_model_and_a_device():
+    # Llama-2-7B fp16 on an A100 80GB: 2.039e12 / 13.21e9 (layers + LM head) tokens/s.
+    want = 2.039e12 / llm.step_weight_bytes("llama-2-7b", "fp16")
+    assert llm.weight_read_ceiling("llama-2-7b", "A100 80GB") == pytest.approx(want)
+    assert llm.weight_read_ceiling("llama-2-7b", "A100 80GB", batch=4) == pytest.approx(4 * want)
+    # The formula form keeps working: 7e9 x 2 bytes at 2 TB/s = 142.857 tokens/s.
+    assert llm.weight_read_ceiling(7e9, 2, 2e12) == pytest.approx(142.857, rel=1e-4)
+    assert llm.weight_read_ceiling_from(7e9, 2, 2e12, 16) == pytest.approx(2285.71, rel=1e-4)
+    # An MoE model at batch 1 reads its active weights only.
+    dsv3 = llm.weight_read_ceiling("deepseek-v3", "H200", 1, "fp8_e4m3")
+    assert dsv3 == pytest.approx(4.8e12 / llm.step_weight_bytes("deepseek-v3", "fp8_e4m3", 1))
+
+
+@pytest.mark.parametrize("call, err, words", [
+    (lambda: llm.experts_touched("llama-2-7b", 4), ValueError, "dense"),
+    (lambda: llm.experts_touched("mixtral-8x7b", -1), ValueError, "tokens"),
+    (lambda: llm.experts_touched("mixtral-8x7b", 1, touched=3), ValueError, "touched"),
+    (lambda: llm.weight_read_ceiling("llama-2-7b", 2e12), TypeError, "weight_read_ceiling_from"),
+    (lambda: llm.ModelSpec("x", 2, 8, 2, 2, 4, 8, 10, n_experts=4, experts_per_token=5,
+                           expert_d_ff=8), ValueError, "experts_per_token"),
+    (lambda: llm.ModelSpec("x", 2, 8, 2, 2, 4, 8, 10, experts_per_token=2), ValueError,
+     "n_experts"),
+    (lambda: llm.ModelSpec("x", 2, 8, 2, 2, 4, 8, 10, n_experts=4, experts_per_token=2),
+     ValueError, "expert_d_ff"),
+    (lambda: llm.mla_kv_cache_bytes_per_token(61, 0, 64), ValueError, "kv_lora_rank"),
+])
+def test_bad_inputs_raise_clear_errors(call, err, words):
+    with pytest.raises(err, match=words):
+        call()

@@ -39,6 +39,20 @@ _FAST_FORWARD_MIN = 3
 
 # --- LLM serving: prefill and decode on one GPU, a paged KV cache ----------------------
 
+def _shard(model, tp):
+    from . import parallel as _parallel
+
+    m = _llm.get(model)
+    n = _parallel.check_tp_degree(m, tp)
+    return _parallel.shard(m, n) if n > 1 else m
+
+
+def _efficiency(achievable):
+    from . import achievable as _achievable
+
+    return _achievable._efficiency(achievable)
+
+
 def kv_cache_budget(model, accelerator, dtype="fp16", *, gpu_memory_utilization=None,
                     free_gpu_memory_fraction=None, reserve_bytes=None) -> float:
     """Bytes of device memory a server gives its KV cache, as real servers size it.
@@ -116,13 +130,26 @@ def _aggregates(q, c, lg):
     return np.array([1.0, t, lg.sum(), q @ c + (q @ q + t) / 2, c.sum()])
 
 
+#: _StepCost's coefficients by (model, device, formats, TP): the calibration builds
+#: thousands of step models that differ only in their efficiencies.
+_COEF_CACHE = {}
+
+
 class _StepCost:
     """Seconds of a forward step, the sum of its operations' rooflines, fast enough for
     a simulator that times tens of thousands of steps. Each operation's FLOPs and bytes
     in `llm.forward_step_breakdown` are affine in the step's aggregates (`_aggregates`;
     the LM head's bytes drop to zero when no sequence needs logits), so the table is
     read at a few probe steps once, its coefficients solved for exactly (checked), and
-    every step is then one matrix product and `roofline`'s formula over the rows."""
+    every step is then one matrix product and `roofline`'s formula over the rows.
+
+    `compute_dtype` (W8A8: "fp8"/"int8"; W4A4: "fp4") sets the peak the matmuls run at;
+    `tp` > 1 times one device's shard (`parallel.shard`) and adds its 2 x layers + 1
+    all-reduces of [tokens, d_model] (the ceiling: in-switch reduction, each GPU sending
+    and receiving the message once over its link, no latency; the achievable model:
+    NCCL's fastest ring, `parallel.interconnect_allreduce_time`). `efficiency` (an
+    `achievable.Efficiency`; default the ceiling) derates each row's peak and bandwidth
+    and adds the step's overheads (`achievable.overheads`)."""
 
     # (new tokens, context, logits) per probe: with logits, then without.
     _PROBES = {True: [([1], [0], [1]), ([1], [5], [1]), ([4], [0], [1]), ([1, 1], [0, 0], [1, 1]),
@@ -130,13 +157,60 @@ class _StepCost:
                False: [([1], [0], [0]), ([1], [5], [0]), ([4], [0], [0]),
                        ([3, 2], [7, 0], [0, 0]), ([2, 2], [1, 4], [0, 0])]}
 
-    def __init__(self, model, accelerator, dtype="fp16", kv_dtype=None):
-        self.coef = {}
-        for with_logits, probes in self._PROBES.items():
+    def __init__(self, model, accelerator, dtype="fp16", kv_dtype=None, compute_dtype=None,
+                 tp=1, efficiency=None, interconnect=None):
+        from . import achievable as _achievable
+        from . import parallel as _parallel
+
+        m = _llm.get(model)
+        acc = _hardware.get(accelerator)
+        self.tp = _parallel.check_tp_degree(m, tp)
+        key = (m, acc.name, repr(acc), dtype, kv_dtype, compute_dtype, self.tp)
+        if key not in _COEF_CACHE:
+            if len(_COEF_CACHE) > 256:
+                _COEF_CACHE.clear()
+            _COEF_CACHE[key] = self._coefficients(m, acc, dtype, kv_dtype, compute_dtype,
+                                                  self.tp)
+        self.coef, names, dtypes_ = _COEF_CACHE[key]
+        self.eff = _achievable.CEILING if efficiency is None else efficiency
+        weight, _, compute = _dtypes.formats(dtype, kv_dtype, compute_dtype)
+        does_arithmetic = np.abs(self.coef[True][0]).sum(axis=1)
+        rows = list(zip(names, does_arithmetic, dtypes_))
+        self.peaks, self.bw = _achievable.row_rates(rows, acc, self.eff, weight)
+        self.n_layers = m.n_layers
+        self._overheads = _achievable.overheads
+        # Tensor parallelism: the all-reduces of each step, by its token count.
+        self.n_allreduces = 2 * m.n_layers + 1 if self.tp > 1 else 0
+        # The ceiling all-reduces in the compute format; engines in 16 bits (the matmuls'
+        # output), whatever the matmuls' input format.
+        act = _dtypes.bytes_per_element(compute)
+        self.message_per_token = m.d_model * (act if self.eff.is_ceiling else max(act, 2.0))
+        self._comm = {}
+        if self.tp > 1:
+            ic = (_hardware.interconnect_for(acc) if interconnect is None
+                  else _hardware.get_interconnect(interconnect))
+            self._link = ic
+            ceiling = self.eff.is_ceiling
+
+            def one(tokens):
+                s = tokens * self.message_per_token
+                if ceiling:
+                    return s / ic.bandwidth_bytes_per_s
+                return _parallel.interconnect_allreduce_time(s, self.tp, ic)
+            self._one = one
+
+    @classmethod
+    def _coefficients(cls, m, acc, dtype, kv_dtype, compute_dtype, tp):
+        from . import parallel as _parallel
+
+        part = _parallel.shard(m, tp) if tp > 1 else m
+        coef = {}
+        for with_logits, probes in cls._PROBES.items():
             z, f, b = [], [], []
             for q, c, lg in probes:
-                table = _llm.forward_step_breakdown(model, accelerator, q, c, dtype,
-                                                    logits=lg, kv_dtype=kv_dtype)
+                table = _llm.forward_step_breakdown(part, acc, q, c, dtype, logits=lg,
+                                                    kv_dtype=kv_dtype,
+                                                    compute_dtype=compute_dtype)
                 z.append(_aggregates(np.array(q, float), np.array(c, float),
                                      np.array(lg, float)))
                 f.append(table["flops"].to_numpy(dtype=float))
@@ -147,22 +221,38 @@ class _StepCost:
             for fit, seen in ((z @ cf, f), (z @ cb, b)):
                 if not np.allclose(fit, seen, rtol=1e-9, atol=1e-6):  # pragma: no cover
                     raise RuntimeError("llm's step table is no longer affine in the step's "
-                                       "aggregates: batching._StepCost must change")
-            self.coef[with_logits] = (cf.T.copy(), cb.T.copy())
-        self.peaks = np.array([_roofline.peak_or_nan(accelerator, d) for d in table["dtype"]])
-        self.bw = _roofline.bandwidth_or_nan(accelerator)
+                                       "aggregates: llm_serving._StepCost must change")
+            coef[with_logits] = (cf.T.copy(), cb.T.copy())
+        return coef, list(table.index), list(table["dtype"])
+
+    def comm_seconds(self, tokens):
+        """Seconds of one step's all-reduces for steps of `tokens` new tokens (array)."""
+        t = np.atleast_1d(np.asarray(tokens, dtype=float))
+        if not self.n_allreduces:
+            return np.zeros(t.shape)
+        out = np.empty(t.shape)
+        for i, x in enumerate(t):
+            if x not in self._comm:
+                self._comm[x] = self.n_allreduces * self._one(float(x))
+            out[i] = self._comm[x]
+        return out
+
+    def rows(self, z, with_logits):
+        """Per-row seconds (rows x steps) of steps with aggregates `z` (5 x k)."""
+        cf, cb = self.coef[bool(with_logits)]
+        return _roofline._seconds(cf @ z, cb @ z, self.peaks[:, None], self.bw[:, None])
 
     def many(self, z, with_logits):
         """Seconds of several steps at once: `z` holds one step's aggregates per column
         (5 x k); every step has logits (`with_logits`) or none."""
-        cf, cb = self.coef[bool(with_logits)]
-        return _roofline._seconds(cf @ z, cb @ z, self.peaks[:, None], self.bw).sum(axis=0)
+        z = np.asarray(z, dtype=float)
+        device = self.rows(z, with_logits).sum(axis=0) + self.comm_seconds(z[1])
+        return self._overheads(device, self.n_layers, self.eff)
 
     def __call__(self, q, c, lg):
         z = _aggregates(np.asarray(q, dtype=float), np.asarray(c, dtype=float),
                         np.asarray(lg, dtype=float))
-        cf, cb = self.coef[bool(z[2] > 0)]
-        return float(_roofline._seconds(cf @ z, cb @ z, self.peaks, self.bw).sum())
+        return float(self.many(z[:, None], z[2] > 0)[0])
 
 
 class _LLMServer:
@@ -472,7 +562,8 @@ class _LLMServer:
 
 def _llm_setup(arrivals, prompt_tokens, output_tokens, model, accelerator, max_batch,
                prefill_chunk, dtype, kv_dtype, block_size, kv_cache_bytes, prefix_tokens,
-               max_prefill_tokens):
+               max_prefill_tokens, compute_dtype=None, tp=1, achievable=False,
+               interconnect=None):
     a = _arrivals(arrivals)
     P = _per_request("prompt_tokens", prompt_tokens, a.size)
     O = _per_request("output_tokens", output_tokens, a.size)
@@ -484,10 +575,11 @@ def _llm_setup(arrivals, prompt_tokens, output_tokens, model, accelerator, max_b
         "max_prefill_tokens", max_prefill_tokens, maximum=MAX_TOKENS)
     block = _v.count("block_size", block_size, maximum=MAX_TOKENS)
     prefix = _v.count("prefix_tokens", prefix_tokens, minimum=0, maximum=MAX_TOKENS)
-    _, kv, _ = _dtypes.formats(dtype, kv_dtype)
-    budget = kv_cache_budget(m, acc, dtype) if kv_cache_bytes is None else _v.positive(
+    _, kv, _ = _dtypes.formats(dtype, kv_dtype, compute_dtype)
+    part = _shard(m, tp)
+    budget = kv_cache_budget(part, acc, dtype) if kv_cache_bytes is None else _v.positive(
         "kv_cache_bytes", kv_cache_bytes)
-    block_bytes = block * _llm.kv_cache_bytes_per_token(m, kv)
+    block_bytes = block * _llm.kv_cache_bytes_per_token(part, kv)
     blocks_total = int(budget // block_bytes)
     shared = prefix // block
     # The most a request ever holds: its prompt and every output token but the last.
@@ -500,16 +592,19 @@ def _llm_setup(arrivals, prompt_tokens, output_tokens, model, accelerator, max_b
             f"{need[worst] + shared:,} KV blocks of {block} tokens, more than the "
             f"{blocks_total:,} the cache holds ({budget / 1e9:.3g} GB): it could never "
             f"run. Shorten it, or give the cache more memory")
-    timer = _StepCost(m, acc, dtype, kv_dtype)
+    timer = _StepCost(m, acc, dtype, kv_dtype, compute_dtype, tp=tp,
+                      efficiency=_efficiency(achievable), interconnect=interconnect)
     if not math.isfinite(timer([1], [0], [1])):
-        raise ValueError(f"{acc.name} has no {dtype} peak in the catalogue: no roofline "
+        fmt = dtype if compute_dtype is None else f"{dtype} (computing in {compute_dtype})"
+        raise ValueError(f"{acc.name} has no peak for {fmt} in the catalogue: no roofline "
                          f"time for {m.name} in that format")
     return a, P, O, timer, dict(max_batch=max_batch, chunk=chunk, blocks_total=blocks_total,
                                 block=block, prefix=prefix, max_prefill=max_prefill)
 
 
 def simulate_llm(arrivals, prompt_tokens, output_tokens, model, accelerator, *, max_batch,
-                 prefill_chunk=None, dtype="fp16", kv_dtype=None,
+                 prefill_chunk=None, dtype="fp16", kv_dtype=None, compute_dtype=None, tp=1,
+                 achievable=False, interconnect=None,
                  block_size=DEFAULT_BLOCK_SIZE, kv_cache_bytes=None, prefix_tokens=0,
                  max_prefill_tokens=None, return_steps=False):
     """Chapter *Serving LLMs*: a continuous-batching server for one model on one GPU.
@@ -549,14 +644,113 @@ def simulate_llm(arrivals, prompt_tokens, output_tokens, model, accelerator, *, 
     NaN for one token), `max_gap` (the longest wait between two of its tokens),
     `latency`, `preemptions`. With `return_steps=True`, also a frame of the steps
     (`start`, `seconds`, `decode_tokens`, `prefill_tokens`, `running`).
+
+    The configuration engines run: `compute_dtype` runs the matmuls in that format
+    (W8A8 "fp8" or "int8", W4A4 "fp4": its catalogue peak; the default is weight-only,
+    `dtypes.formats`); `tp` > 1 is one tensor-parallel group of `tp` GPUs (each holds
+    `parallel.shard` and its part of the KV cache; every step adds its all-reduces over
+    `interconnect`, default the GPU's NVLink). `achievable=False` times steps on the
+    ceiling (the roofline); True on the fitted achievable model (`achievable.FITTED`:
+    derated peaks and bandwidth, per-step and per-kernel overheads); or pass an
+    `achievable.Efficiency`.
     """
     a, P, O, timer, kw = _llm_setup(arrivals, prompt_tokens, output_tokens, model,
                                     accelerator, max_batch, prefill_chunk, dtype, kv_dtype,
                                     block_size, kv_cache_bytes, prefix_tokens,
-                                    max_prefill_tokens)
+                                    max_prefill_tokens, compute_dtype, tp, achievable,
+                                    interconnect)
     server = _LLMServer(a, P, O, timer, log=bool(return_steps), **kw).run()
     df = server.frame()
     return (df, server.steps()) if return_steps else df
+
+
+def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype="fp16",
+                       kv_dtype=None, compute_dtype=None, tp=1, ep=1, achievable=False,
+                       max_num_seqs=None, max_num_batched_tokens=None,
+                       gpu_memory_utilization=None, block_size=DEFAULT_BLOCK_SIZE,
+                       interconnect=None) -> dict:
+    """What `trtllm-bench throughput` and `vllm bench throughput` report: output tokens/s
+    under maximum load (every request queued at once, all of `input_tokens` prompt and
+    `output_tokens` output tokens), in total and per GPU, for one tensor-parallel group
+    of `tp` GPUs (`tp=1`: one GPU).
+
+    The steady state of a continuous-batching server that mixes prefill and decode in
+    its steps: B sequences run; each occupies the batch for `output_tokens` steps (its
+    prefill, which gives its first token, then O - 1 decodes), so an average step
+    prefills B / O prompts and decodes B (O - 1) / O sequences at the mean context
+    I + (O - 2) / 2, and yields B output tokens. Its time is `simulate_llm`'s step model
+    (`_StepCost`: the per-operation roofline of the shard, the all-reduces, and with
+    `achievable` the derated rates and overheads) at those average aggregates. For the
+    ceiling this is a lower bound on the mean step: by convexity of the roofline's max,
+    no schedule of uneven steps is faster on average than the averaged step.
+
+    B is the largest batch the KV cache holds: a sequence holds I + (O - 1) / 2 tokens on
+    average over its life (rounded up to `block_size` blocks in the achievable model),
+    so B = KV budget / (that x KV bytes a token on one GPU), capped by `max_num_seqs`
+    (vLLM's --max-num-seqs, TensorRT-LLM's max_batch_size; None: no cap) and by
+    `max_num_batched_tokens` (a token budget per step: B (I + O - 1) / O <= it). The
+    KV budget: for the ceiling, the card's whole memory less one GPU's weights (no
+    reserve); for the achievable model, vLLM's `gpu_memory_utilization` (default 0.9,
+    `kv_cache_budget`). Throughput grows with B (the weights are read once per step),
+    so the largest B that fits is the best.
+
+    `compute_dtype`: W8A8 ("fp8", "int8") or W4A4 ("fp4") runs the matmuls at that
+    format's peak; `ep` > 1 (expert parallelism) applies only to a mixture-of-experts
+    model and is not modelled yet (ValueError). Returns a dict: `batch`, `step_s`,
+    `tokens_per_s` (the group's output tokens/s), `tokens_per_s_per_gpu`,
+    `requests_per_s`, `limited_by` ("memory", "max_num_seqs" or
+    "max_num_batched_tokens"), `prefill_tokens_per_step`, `decode_tokens_per_step`,
+    `comm_s` (all-reduces a step), `kv_budget_bytes` (per GPU), `gpus`."""
+    m, acc = _llm.get(model), _hardware.get(accelerator)
+    i = _v.count("input_tokens", input_tokens, maximum=MAX_TOKENS)
+    o = _v.count("output_tokens", output_tokens, maximum=MAX_TOKENS)
+    e = _v.count("ep", ep, maximum=1 << 16)
+    if e != 1:
+        raise ValueError(f"ep={e}: expert parallelism applies to a mixture-of-experts model "
+                         f"and is not modelled here; {m.name} runs with ep=1 (use tp)")
+    eff = _efficiency(achievable)
+    part = _shard(m, tp)
+    n = _v.count("tp", tp, maximum=1 << 16)
+    block = _v.count("block_size", block_size, maximum=MAX_TOKENS)
+    _, kv, _ = _dtypes.formats(dtype, kv_dtype, compute_dtype)
+    kv_token = _llm.kv_cache_bytes_per_token(part, kv)
+    if gpu_memory_utilization is None and eff.is_ceiling:
+        budget = kv_cache_budget(part, acc, dtype, reserve_bytes=0)
+    else:
+        u = 0.9 if gpu_memory_utilization is None else gpu_memory_utilization
+        budget = kv_cache_budget(part, acc, dtype, gpu_memory_utilization=u)
+    held = i + (o - 1) / 2
+    if not eff.is_ceiling:
+        held = math.ceil(held / block) * block + block / 2  # whole blocks, the last half-full
+    if budget < kv_token * (i + o):
+        raise ValueError(
+            f"{m.name} on {n} x {acc.name} ({dtype}): {budget / 1e9:.3g} GB of KV cache per "
+            f"GPU cannot hold one sequence of {i:,} + {o:,} tokens "
+            f"({kv_token * (i + o) / 1e9:.3g} GB): raise tp or shorten the sequence")
+    limits = {"memory": budget / (kv_token * held)}
+    if max_num_seqs is not None:
+        limits["max_num_seqs"] = _v.count("max_num_seqs", max_num_seqs, maximum=MAX_BATCH)
+    if max_num_batched_tokens is not None:
+        cap = _v.count("max_num_batched_tokens", max_num_batched_tokens, maximum=MAX_TOKENS)
+        limits["max_num_batched_tokens"] = cap * o / (i + o - 1)
+    limited_by = min(limits, key=limits.get)
+    b = float(limits[limited_by])
+    timer = _StepCost(m, acc, dtype, kv_dtype, compute_dtype, tp=n, efficiency=eff,
+                      interconnect=interconnect)
+    prefills, decodes = b / o, b * (o - 1) / o
+    context = i + (o - 2) / 2
+    z = np.array([1.0, prefills * i + decodes, b,
+                  prefills * i * (i + 1) / 2 + decodes * (context + 1), decodes * context])
+    step = float(timer.many(z[:, None], True)[0])
+    if not math.isfinite(step):
+        raise ValueError(f"{acc.name} has no peak for {dtype} (compute "
+                         f"{_dtypes.formats(dtype, kv_dtype, compute_dtype)[2]}) in the "
+                         f"catalogue")
+    return {"model": m.name, "accelerator": acc.name, "gpus": n, "batch": b,
+            "limited_by": limited_by, "step_s": step, "tokens_per_s": b / step,
+            "tokens_per_s_per_gpu": b / step / n, "requests_per_s": b / o / step,
+            "prefill_tokens_per_step": prefills * i, "decode_tokens_per_step": decodes,
+            "comm_s": float(timer.comm_seconds(z[1])[0]), "kv_budget_bytes": budget}
 
 
 def simulate_disaggregated(arrivals, prompt_tokens, output_tokens, model, accelerator, *,

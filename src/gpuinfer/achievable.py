@@ -1,0 +1,414 @@
+"""The achievable model: what an engine reaches, beside the roofline's ceiling.
+
+Chapters: every page that turns a ceiling into a decision (which GPU, which format, chunk
+size, speculation, TP degree). Times in seconds, rates in tokens/s.
+
+One forward step is the table of operations `llm.forward_step_breakdown` builds (one row
+per kernel family). The ceiling times each row on the roofline, max(bytes / bandwidth,
+FLOPs / peak), and sums the rows. The achievable model times the same rows on a derated
+roofline and adds what a step costs beyond its kernels:
+
+- a matmul-like row (`linear`, `lm_head`, and any other row that does arithmetic but is
+  not attention: a mixture-of-experts' `router`, `experts`, `shared_experts`) computes at
+  `matmul` x the peak of its format: the fraction a tuned GEMM reaches (Bekman's MAMF
+  search, `hardware.achievable`), per GPU and format (`matmul_fraction`);
+- `attention` computes at `attention` x the peak (FlashAttention-3 reaches 740 of the
+  H100's 989 dense fp16 TFLOP/s in its forward pass: 0.75, Shah et al. 2024), the
+  16-bit peak even when the matmuls run in fp8 (`attention_dtype`: FP8 attention
+  kernels are opt-in in the engines);
+- every row moves its bytes at `bandwidth` x the datasheet bandwidth (fitted), and a
+  weight-only quantised matmul (int8/int4 weights computed in 16 bits) at a further
+  `weight_only[format]` (its dequantisation kernels do not stream at full speed: fitted
+  on gpt-fast's int8 and int4 figures);
+- rows with no arithmetic (the embedding gather) are bandwidth-bound;
+- the step pays a gap of `kernel_gap_s` between consecutive kernels (0.5 us replayed as
+  a CUDA graph: NVIDIA's CUDA-graphs post, `tabular.CUDA_GRAPHS_BLOG_PER_KERNEL_S`), and
+  without CUDA graphs the host's launches race the device as in chapter 6's host-overlap
+  model (`tabular.predicted_latency_s`): max(kernels x `launch_s`, `launch_s` + device);
+- a fixed `step_s` per step: the scheduler, sampling, the host's bookkeeping (fitted).
+
+With every efficiency 1 and every overhead 0 (`CEILING`) the model is the roofline
+exactly. `FITTED` holds the constants fitted on the training rows of
+`measurements()` (`calibrate` refits them; `errors` reports predicted against measured,
+held-out rows apart).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import pathlib
+
+import numpy as np
+
+from . import dtypes as _dtypes
+from . import hardware as _hardware
+from . import llm as _llm
+from . import roofline as _roofline
+from . import validate as _v
+
+#: The measurements table: one published engine figure a row (see `measurements`).
+MEASUREMENTS_CSV = pathlib.Path(__file__).parent / "data" / "published" / "engine_measurements.csv"
+
+#: Kernels one decoder layer launches in a decode step: `parallel.KERNELS_PER_LAYER`'s
+#: illustrative count (13, the TP layout's; at TP 1 the two all-reduces are absent but
+#: fused engines launch other small kernels, so the same count is kept).
+KERNELS_PER_LAYER = 13
+
+#: Gap a kernel adds inside a replayed CUDA graph: 3.4 - 2.9 us in NVIDIA's CUDA-graphs
+#: post (`tabular.CUDA_GRAPHS_BLOG_PER_KERNEL_S`).
+GRAPH_KERNEL_GAP_S = 0.5e-6
+#: Host time to launch one kernel eagerly, back to back: the post's 3.8 us per kernel
+#: (the host's launch rate when kernels are shorter than a launch).
+EAGER_LAUNCH_S = 3.8e-6
+
+#: FlashAttention-3's forward pass: up to 740 TFLOP/s of the H100's 989 (fp16), 75%
+#: (Shah et al. 2024, abstract). FA2 reached 50-73% of the A100's peak (Dao 2023): the
+#: same figure, rounded, serves both.
+ATTENTION_FRACTION = 0.75
+
+#: Llama-3.1-405B (meta-llama/Llama-3.1-405B config.json): for the calibration rows only,
+#: the course's catalogue does not list it.
+LLAMA_3_1_405B = _llm.ModelSpec(
+    name="llama-3.1-405b", n_layers=126, d_model=16384, n_heads=128, n_kv_heads=8,
+    head_dim=128, d_ff=53248, vocab_size=128256,
+    source="https://huggingface.co/meta-llama/Llama-3.1-405B/blob/main/config.json")
+_EXTRA_MODELS = {LLAMA_3_1_405B.name: LLAMA_3_1_405B}
+
+
+def model(name) -> _llm.ModelSpec:
+    """A catalogue model (`llm.get`), or one of the calibration's extra models."""
+    if isinstance(name, str) and name.strip().lower() in _EXTRA_MODELS:
+        return _EXTRA_MODELS[name.strip().lower()]
+    return _llm.get(name)
+
+
+@dataclasses.dataclass(frozen=True)
+class Efficiency:
+    """The constants of the achievable model (see the module's docstring).
+
+    `matmul`: a fraction of the format's peak, or None for `matmul_fraction` (per GPU
+    and format); `matmul_scale`: a further factor on it (a sustained run in an engine
+    against a short best-shape search); `bandwidth`: of the datasheet bandwidth; `weight_only`: ((format,
+    fraction), ...) a further factor on a weight-only quantised matmul's bandwidth;
+    `attention`: of the peak, for attention's arithmetic; `step_s`: fixed seconds a
+    step; `kernel_gap_s`: seconds between kernels on the device; `cuda_graphs`: False
+    adds the host's eager launches (`launch_s` each, chapter 6's overlap model)."""
+
+    matmul: float | None = None
+    matmul_scale: float = 1.0
+    bandwidth: float = 1.0
+    weight_only: tuple = ()
+    attention: float = ATTENTION_FRACTION
+    step_s: float = 0.0
+    kernel_gap_s: float = GRAPH_KERNEL_GAP_S
+    cuda_graphs: bool = True
+    launch_s: float = EAGER_LAUNCH_S
+    kernels_per_layer: int = KERNELS_PER_LAYER
+    attention_dtype: str | None = "fp16"
+
+    def __post_init__(self):
+        if self.matmul is not None:
+            _v.fraction("matmul", self.matmul)
+        _v.fraction("matmul_scale", self.matmul_scale)
+        _v.fraction("bandwidth", self.bandwidth)
+        _v.fraction("attention", self.attention)
+        for fmt, f in self.weight_only:
+            _dtypes.get(fmt)
+            _v.fraction(f"weight_only[{fmt}]", f)
+        _v.non_negative("step_s", self.step_s)
+        _v.non_negative("kernel_gap_s", self.kernel_gap_s)
+        _v.non_negative("launch_s", self.launch_s)
+        _v.count("kernels_per_layer", self.kernels_per_layer, minimum=0, maximum=10_000)
+        if self.attention_dtype is not None:
+            _dtypes.get(self.attention_dtype)
+        if not isinstance(self.cuda_graphs, bool):
+            raise TypeError(f"cuda_graphs must be True or False, got {self.cuda_graphs!r}")
+
+    def weight_only_fraction(self, weight_format) -> float:
+        table = {_dtypes.get(f).peak: x for f, x in self.weight_only}
+        return table.get(_dtypes.peak_dtype(weight_format), 1.0)
+
+    @property
+    def is_ceiling(self) -> bool:
+        return (self.matmul == 1.0 and self.matmul_scale == 1.0 and self.bandwidth == 1.0 and self.attention == 1.0
+                and all(x == 1.0 for _, x in self.weight_only) and self.step_s == 0.0
+                and self.kernel_gap_s == 0.0 and (self.cuda_graphs or self.launch_s == 0.0)
+                and self.attention_dtype is None)
+
+
+#: The roofline: every efficiency 1, every overhead 0.
+CEILING = Efficiency(matmul=1.0, bandwidth=1.0, weight_only=(), attention=1.0, step_s=0.0,
+                     kernel_gap_s=0.0, cuda_graphs=True, launch_s=0.0, attention_dtype=None)
+
+#: Fitted on the 6 training rows of `measurements()` by `calibrate()` (a test refits
+#: them): matmuls sustain 0.72 of the MAMF fraction (`matmul_scale`; an H100's fp8 GEMMs:
+#: 0.72 x 0.709 = 0.51 of the datasheet peak in TensorRT-LLM's runs); bytes stream at 0.73
+#: of the datasheet bandwidth; int8 and int4 weight-only matmuls at 0.76 and 0.61 of that
+#: (gpt-fast's dequantising kernels); 0.3 ms a step for the scheduler, sampling and
+#: bookkeeping. The rest are cited (see the module's docstring).
+FITTED = Efficiency(matmul=None, matmul_scale=0.72, bandwidth=0.73,
+                    weight_only=(("int8", 0.76), ("int4", 0.61)),
+                    attention=ATTENTION_FRACTION, step_s=0.3e-3)
+
+#: The matmul fraction for a GPU and format with no MAMF-style measurement: the median of
+#: the measured ones of that class (`matmul_fractions()`), 16-bit and 8-bit-or-narrower.
+_FALLBACK_CLASS = {"fp16": "16", "bf16": "16", "fp8": "8", "int8": "8", "fp4": "8",
+                   "int4": "8", "tf32": "16", "fp32": "16"}
+
+
+@functools.lru_cache(maxsize=None)
+def matmul_fractions():
+    """Every measured matmul fraction in `hardware.achievable_table`: rows (GPU, peak
+    format, measured FLOP/s, datasheet FLOP/s, fraction)."""
+    import pandas as pd
+
+    rows = []
+    table = _hardware.achievable_table()
+    for name, row in table.iterrows():
+        acc = _hardware.get(name)
+        for fmt in ("fp16", "bf16", "fp8"):
+            got = row.get(f"matmul_{fmt}_flops", math.nan)
+            try:
+                peak = acc.peak_flops(fmt)
+            except ValueError:
+                continue
+            if got == got and peak > 0:
+                rows.append({"accelerator": name, "format": fmt, "measured_flops": got,
+                             "peak_flops": peak, "fraction": min(1.0, got / peak)})
+    return pd.DataFrame(rows)
+
+
+def matmul_fraction(accelerator, dtype) -> float:
+    """The fraction of `accelerator`'s `dtype` peak a tuned matmul reaches: the best of
+    its measured 16-bit formats for fp16/bf16, its fp8 figure for fp8, int8 and fp4
+    (none is published for those: the fp8 kernels' fraction stands in), and where the
+    device has no measurement of the class, the median fraction over devices that do."""
+    acc = _hardware.get(accelerator)
+    peak = _dtypes.peak_dtype(dtype)
+    cls = _FALLBACK_CLASS.get(peak, "16")
+    t = matmul_fractions()
+    fmts = ("fp16", "bf16") if cls == "16" else ("fp8",)
+    mine = t[(t["accelerator"] == acc.name) & t["format"].isin(fmts)]
+    if len(mine):
+        return float(mine["fraction"].max())
+    return float(t[t["format"].isin(fmts)]["fraction"].median())
+
+
+# --- one step -----------------------------------------------------------------------------
+
+def _row_kind(name, flops) -> str:
+    if name == "attention":
+        return "attention"
+    if np.all(np.asarray(flops) == 0):
+        return "gather"
+    return "matmul"
+
+
+def row_rates(table_rows, accelerator, efficiency, weight_format):
+    """(peak FLOP/s, bandwidth bytes/s) each row of an operations table runs at under
+    `efficiency`: `table_rows` is [(name, flops, dtype)], generic in the row names."""
+    acc = _hardware.get(accelerator)
+    bw = _roofline.bandwidth_or_nan(acc) * efficiency.bandwidth
+    w = _dtypes.get(weight_format)
+    peaks, bws = [], []
+    for name, flops, dtype in table_rows:
+        kind = _row_kind(name, flops)
+        peak = _roofline.peak_or_nan(acc, dtype)
+        row_bw = bw
+        if kind == "attention":
+            if efficiency.attention_dtype is not None and _dtypes.get(dtype).bits < 16:
+                # FP8 attention kernels are opt-in (TensorRT-LLM's FP8 context FMHA,
+                # FlashAttention-3's fp8 path): engines attend in 16 bits by default.
+                peak = _roofline.peak_or_nan(acc, efficiency.attention_dtype)
+            peak *= efficiency.attention
+        elif kind == "matmul":
+            peak *= efficiency.matmul_scale * (efficiency.matmul if efficiency.matmul
+                                               is not None else matmul_fraction(acc, dtype))
+            if w.quantised and _dtypes.peak_dtype(dtype) != w.peak:  # weight-only
+                row_bw = bw * efficiency.weight_only_fraction(w.name)
+        peaks.append(peak)
+        bws.append(row_bw)
+    return np.array(peaks, dtype=float), np.array(bws, dtype=float)
+
+
+def overheads(device_s, n_layers, efficiency):
+    """Seconds of a step whose kernels take `device_s` on the device: each of
+    n_layers x kernels_per_layer kernels adds `kernel_gap_s`; without CUDA graphs the
+    host's launches race the device (chapter 6's overlap model: the slower stream sets
+    the pace, the first launch always paid); then `step_s`. Vectorised over device_s."""
+    kernels = n_layers * efficiency.kernels_per_layer
+    d = np.asarray(device_s, dtype=float) + kernels * efficiency.kernel_gap_s
+    if not efficiency.cuda_graphs:
+        d = np.maximum(kernels * efficiency.launch_s, efficiency.launch_s + d)
+    return d + efficiency.step_s
+
+
+def _efficiency(achievable):
+    if achievable is True:
+        return FITTED
+    if achievable is False or achievable is None:
+        return CEILING
+    if isinstance(achievable, Efficiency):
+        return achievable
+    raise TypeError(f"achievable must be True (the fitted model), False (the ceiling) or "
+                    f"an achievable.Efficiency, got {achievable!r}")
+
+
+def step_breakdown(model_, accelerator, new_tokens, context=0, dtype="fp16", *,
+                   logits=None, kv_dtype=None, compute_dtype=None, achievable=True):
+    """`llm.forward_step_breakdown`'s table with each row timed on the achievable model:
+    columns `ceiling_s` (the roofline's) and `seconds` (derated rates). The step's
+    overheads are in `step_seconds`, not in the rows."""
+    eff = _efficiency(achievable)
+    m = model(model_)
+    t = _llm.forward_step_breakdown(m, accelerator, new_tokens, context, dtype, logits=logits,
+                                    kv_dtype=kv_dtype, compute_dtype=compute_dtype)
+    weight, _, _ = _dtypes.formats(dtype, kv_dtype, compute_dtype)
+    rows = list(zip(t.index, t["flops"], t["dtype"]))
+    peaks, bws = row_rates(rows, accelerator, eff, weight)
+    out = t.copy()
+    out["ceiling_s"] = t["seconds"]
+    out["seconds"] = _roofline._seconds(t["flops"].to_numpy(float), t["bytes"].to_numpy(float),
+                                        peaks, bws)
+    return out
+
+
+def step_seconds(model_, accelerator, new_tokens, context=0, dtype="fp16", *, logits=None,
+                 kv_dtype=None, compute_dtype=None, achievable=True) -> float:
+    """Seconds of one forward step on the achievable model (`achievable=False`: the
+    ceiling, `llm.forward_step_time`): the rows of `step_breakdown` plus `overheads`."""
+    eff = _efficiency(achievable)
+    t = step_breakdown(model_, accelerator, new_tokens, context, dtype, logits=logits,
+                       kv_dtype=kv_dtype, compute_dtype=compute_dtype, achievable=eff)
+    return float(overheads(t["seconds"].sum(), model(model_).n_layers, eff))
+
+
+def decode_step_seconds(model_, accelerator, batch=1, context=0, dtype="fp16", *,
+                        kv_dtype=None, compute_dtype=None, achievable=True) -> float:
+    """Seconds of one decode step: `batch` sequences at `context` cached tokens each."""
+    b = _v.count("batch", batch, maximum=1 << 24)
+    c = _v.count("context", context, minimum=0, maximum=1 << 30)
+    return step_seconds(model_, accelerator, np.ones(b, dtype=int), np.full(b, c), dtype,
+                        kv_dtype=kv_dtype, compute_dtype=compute_dtype, achievable=achievable)
+
+
+def decode_tokens_per_s(model_, accelerator, batch=1, context=0, dtype="fp16", *,
+                        kv_dtype=None, compute_dtype=None, achievable=True) -> float:
+    """Decode tokens/s across the batch: batch / `decode_step_seconds`. With
+    `achievable=False` this is `llm.decode_ceiling`."""
+    return batch / decode_step_seconds(model_, accelerator, batch, context, dtype,
+                                       kv_dtype=kv_dtype, compute_dtype=compute_dtype,
+                                       achievable=achievable)
+
+
+def fraction_of_ceiling(model_, accelerator, batch=1, context=0, dtype="fp16", *,
+                        kv_dtype=None, compute_dtype=None, efficiency=None) -> float:
+    """Achievable decode tokens/s over the ceiling's, for a format and device: the
+    fraction to apply in place of one number for every format (gpt-fast's 0.68 is bf16's
+    on an A100; int8's is lower)."""
+    eff = FITTED if efficiency is None else _efficiency(efficiency)
+    kw = dict(kv_dtype=kv_dtype, compute_dtype=compute_dtype)
+    return (decode_tokens_per_s(model_, accelerator, batch, context, dtype, achievable=eff, **kw)
+            / decode_tokens_per_s(model_, accelerator, batch, context, dtype, achievable=False,
+                                  **kw))
+
+
+# --- the published measurements, the fit and its errors ------------------------------------
+
+def measurements(split=None):
+    """The published engine measurements the model is calibrated on and checked against
+    (src/gpuinfer/data/published/engine_measurements.csv): one row per figure, with its
+    `source` (a references.bib key), `url`, engine and version, model, accelerator, TP,
+    formats (`weight_format`, `compute_dtype`, `kv_dtype`), scenario ("decode": a fixed
+    batch; "offline": maximum load, `llm_serving.offline_throughput`), lengths and
+    `tokens_per_s` (total) / `tokens_per_s_per_gpu`. `split`: "train" or "heldout"."""
+    import pandas as pd
+
+    df = pd.read_csv(MEASUREMENTS_CSV)
+    if split is not None:
+        split = _v.choice("split", split, ["train", "heldout"])
+        df = df[df["split"] == split]
+    return df.reset_index(drop=True)
+
+
+def predict(row, achievable=True) -> float:
+    """Predicted output tokens/s per GPU for one row of `measurements()`."""
+    from . import llm_serving as _serving
+
+    eff = _efficiency(achievable)
+    kw = dict(dtype=row["weight_format"], compute_dtype=row["compute_dtype"],
+              kv_dtype=row["kv_dtype"])
+    m = model(row["model"])
+    if row["scenario"] == "decode":
+        b = int(row["batch"])
+        c = int(row["input_tokens"]) + int(row["output_tokens"]) // 2
+        return decode_tokens_per_s(m, row["accelerator"], b, c, achievable=eff, **kw)
+    return _serving.offline_throughput(
+        m, row["accelerator"], int(row["input_tokens"]), int(row["output_tokens"]),
+        tp=int(row["tp"]), achievable=eff, **kw)["tokens_per_s_per_gpu"]
+
+
+def errors(efficiency=None, split=None):
+    """Predicted against measured for every row of `measurements(split)`: columns
+    `measured`, `ceiling`, `achievable` (tokens/s per GPU), `error_pct` (achievable over
+    measured, minus 1, in %), `measured_over_ceiling`. `df.attrs` holds the median and
+    worst absolute % error (`median_abs_error_pct`, `worst_abs_error_pct`) of the rows
+    shown."""
+    eff = FITTED if efficiency is None else _efficiency(efficiency)
+    df = measurements(split)
+    out = df[["id", "split", "source", "engine", "model", "accelerator", "tp",
+              "weight_format", "scenario", "input_tokens", "output_tokens"]].copy()
+    out["measured"] = df["tokens_per_s_per_gpu"].astype(float)
+    out["ceiling"] = [predict(r, False) for _, r in df.iterrows()]
+    out["achievable"] = [predict(r, eff) for _, r in df.iterrows()]
+    out["error_pct"] = 100 * (out["achievable"] / out["measured"] - 1)
+    out["measured_over_ceiling"] = out["measured"] / out["ceiling"]
+    a = out["error_pct"].abs()
+    out.attrs["median_abs_error_pct"] = float(a.median())
+    out.attrs["worst_abs_error_pct"] = float(a.max())
+    return out
+
+
+def _log_errors(eff, rows):
+    return np.array([math.log(predict(r, eff) / r["tokens_per_s_per_gpu"])
+                     for _, r in rows.iterrows()])
+
+
+def calibrate(*, rows=None, rounds=3):
+    """Fit the achievable model's free constants on the training rows (default
+    `measurements("train")`): `bandwidth` (0.40-1.00 by 0.01), `matmul_scale` (0.40-1.00
+    by 0.01) and `step_s` (0-3 ms by 0.1 ms) by least squares on the log error of the
+    rows without int8/int4 weights (coordinate descent over those grids, `rounds`
+    sweeps from `FITTED`), then each weight-only format's `weight_only` factor to its
+    own rows by bisection (gpt-fast's int8 and int4). Everything else stays as cited.
+    Returns (Efficiency, `errors` on the training rows)."""
+    train = measurements("train") if rows is None else rows
+    wo = train["weight_format"].map(lambda f: _dtypes.get(f).quantised
+                                    and _dtypes.peak_dtype(f) in ("int8", "int4"))
+    dense = train[~wo]
+    grids = {"bandwidth": np.round(np.arange(0.40, 1.0001, 0.01), 2),
+             "matmul_scale": np.round(np.arange(0.40, 1.0001, 0.01), 2),
+             "step_s": np.round(np.arange(0.0, 3.0001e-3, 0.1e-3), 5)}
+    eff = dataclasses.replace(FITTED, weight_only=())
+
+    def loss(e):
+        return float(np.sum(_log_errors(e, dense) ** 2))
+
+    for _ in range(_v.count("rounds", rounds, maximum=100)):
+        for name, grid in grids.items():
+            eff = min((dataclasses.replace(eff, **{name: float(x)}) for x in grid), key=loss)
+    fitted = []
+    for fmt in ("int8", "int4"):
+        mine = train[train["weight_format"].map(lambda f: _dtypes.peak_dtype(f) == fmt) & wo]
+        if not len(mine):
+            continue
+        lo, hi = 0.05, 1.0
+        for _ in range(30):
+            mid = (lo + hi) / 2
+            e = dataclasses.replace(eff, weight_only=((fmt, mid),))
+            lo, hi = (mid, hi) if _log_errors(e, mine).mean() < 0 else (lo, mid)
+        fitted.append((fmt, round((lo + hi) / 2, 2)))
+    eff = dataclasses.replace(eff, weight_only=tuple(fitted))
+    return eff, errors(eff, "train")

@@ -90,3 +90,103 @@ def test_the_targets_from_hand_rows():
                              [{"lab": "01_weight_reads.ipynb", "passed": True, "seconds": 42}],
                              500)
     assert "MISSED" in text and "OVER BUDGET" in text and "01_weight_reads.ipynb" in text
+
+
+# --- one kernel failing does not stop the others --------------------------------------------
+
+def test_a_failing_kernel_is_reported_and_the_others_still_run(monkeypatch, capsys):
+    import torch
+
+    from gpuinfer import decoding
+
+    def broken(self, x):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(decoding.Int4UnpackWeight, "__call__", broken)
+    monkeypatch.setattr(decoding, "kernel_available", lambda k, d=None: True)
+    cpu = torch.device("cpu")
+    stages = cli.measure_plan(cli.bench_plan(cpu, "tiny"), cpu, progress=False)
+    q = stages["quantised"]
+    assert set(q.rows["kernel"]) == {"dense", "int8-dequant", "int8-pack"}
+    assert list(q.failures) == ["int4-unpack"] and "stream is capturing" in q.failures["int4-unpack"]
+    assert "int4-unpack: FAILED (RuntimeError" in capsys.readouterr().out
+
+
+# --- the dry-run report -------------------------------------------------------------------------
+
+ENV = {"device": "x86_64", "catalogue_entry": "CPU", "device_type": "cpu", "torch": "2.13.0",
+       "cuda": "", "date": "2026-12-03"}
+
+
+def test_the_dry_run_report_lists_every_lab_its_numbers_and_failures():
+    labs = [
+        {"lab": "01_weight_reads.ipynb", "passed": True, "seconds": 12.34,
+         "numbers": [("weight read, largest, cache flushed", 9.87, "GB/s"),
+                     ("weight read, fraction of the ceiling", 0.412, "fraction")],
+         "failures": []},
+        {"lab": "04_quantised_weights.ipynb", "passed": False, "seconds": 3.2,
+         "numbers": [("speed-up, int4-unpack", "not reached (NameError: speed)", "x")],
+         "failures": ["cell 13: RuntimeError: a | b failed"]},
+    ]
+    text = cli.dry_run_report(ENV, labs, total_s=15.5, clocks_line="n/a (a CPU)")
+    # Included by the instructor notes: no top-level heading of its own
+    assert not any(line.startswith("# ") for line in text.splitlines())
+    assert text.startswith("## Dry run: CPU run") and cli.CPU_REPORT_NOTE in text
+    got = cli.read_report(text)
+    assert list(got) == ["01_weight_reads", "04_quantised_weights"]
+    assert got["01_weight_reads"]["wall time"] == ("12.3", "s")
+    assert got["01_weight_reads"]["weight read, largest, cache flushed"] == ("9.87", "GB/s")
+    assert got["04_quantised_weights"]["result"][0] == "FAILED"
+    # the pipe inside the error is escaped, so the table keeps three columns
+    assert got["04_quantised_weights"]["failure 1"][0] == r"cell 13: RuntimeError: a \| b failed"
+    assert "| labs passed | 1 of 2 |" in text
+
+
+def _tiny_lab(folder):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 2.5"),
+                nbformat.v4.new_code_cell("raise ValueError('boom')"),
+                nbformat.v4.new_code_cell("y = x * 4")]
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / "99_tiny.ipynb")
+    return folder / "99_tiny.ipynb"
+
+
+def test_gpu_check_report_on_a_cpu_runs_the_labs_and_writes_the_report(tmp_path, monkeypatch,
+                                                                       capsys):
+    pytest.importorskip("nbclient")
+    import torch
+
+    _tiny_lab(tmp_path / "labs")
+    monkeypatch.setattr(cli, "_repo_root", lambda: tmp_path)
+    monkeypatch.setitem(cli.LAB_KEY_NUMBERS, "99_tiny", [
+        ("x", "x", "units"), ("y after the failure", "y", "units"), ("z", "z", "units")])
+    report = tmp_path / "workshop" / "dry_run.md"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        code = cli.main(["gpu-check", "--report", str(report), "--no-progress"])
+    finally:
+        torch.set_num_threads(threads)
+    assert code == 1  # a lab failed
+    assert "99_tiny.ipynb: FAILED" in capsys.readouterr().out
+    text = report.read_text()
+    assert cli.CPU_REPORT_NOTE in text
+    lab = cli.read_report(text)["99_tiny"]
+    assert float(lab["wall time"][0]) > 0 and lab["result"][0] == "FAILED"
+    assert lab["x"] == ("2.5", "units") and lab["y after the failure"] == ("10", "units")
+    assert lab["z"][0].startswith("not reached (NameError")
+    assert lab["failure 1"][0] == "cell 1: ValueError: boom"
+
+
+def test_every_lab_has_key_numbers_for_the_report():
+    root = cli._repo_root()
+    if root is None:
+        pytest.skip("not a checkout")
+    labs = {p.stem for p in (root / "labs").glob("*.ipynb")}
+    assert labs and labs <= set(cli.LAB_KEY_NUMBERS)
+    for stem, keys in cli.LAB_KEY_NUMBERS.items():
+        labels = [k[0] for k in keys]
+        assert len(labels) == len(set(labels)) and all(unit for _, _, unit in keys), stem

@@ -5,13 +5,16 @@
                     run the labs' measurements on this machine (weight reads, matmul
                     sweep, decode step at several batches, quantised weights) and write
                     one tidy CSV that `gpuinfer.reference.load` reads
-    gpu-check [--out-dir DIR] [--no-labs] [--estimate GPU]
+    gpu-check [--out-dir DIR] [--no-labs] [--report [PATH]] [--estimate GPU]
                     on a machine with an NVIDIA GPU: `bench` (full) written into the
-                    package's reference runs, every lab under nbval, and one table of the
+                    package's reference runs, every lab (each in a fresh kernel), the
+                    dry-run report (workshop/dry_run.md: each lab's wall time, key
+                    numbers and failures; `--report PATH` elsewhere), and one table of the
                     targets (weight reads >= 85% of the datasheet bandwidth, large fp16
                     matmuls >= 75% of the dense peak, batch-1 decode >= 65% of its
                     weight-read ceiling) with each lab's wall time. Without one: the tiny
-                    plan on the CPU, and exit 0. `--estimate H200` prints the full plan's
+                    plan on the CPU, and exit 0; with `--report` also every lab on the
+                    CPU and the report, headed as a CPU run. `--estimate H200` prints the full plan's
                     estimated run time on a catalogue GPU and exits.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -151,6 +155,7 @@ class Stage:
     rows: object  # pandas DataFrame
     seconds: float
     clocks: dict
+    failures: dict = None  # what failed in the stage, by name (kernels of "quantised")
 
 
 def _stage(device, measure) -> Stage:
@@ -188,20 +193,30 @@ def measure_plan(plan, device, progress=True) -> dict:
                              ignore_index=True)
         return rows
 
+    failures = {}
+
     def quantised():
-        rows = [stack.measure(1, ctx, cuda_graph=on_gpu, min_run_time=mrt)]
-        for kernel in [k for k in _decoding.KERNELS if k != "dense"]:
-            if not _decoding.kernel_available(kernel, device):
+        rows = []
+        for kernel in _decoding.KERNELS:
+            if kernel != "dense" and not _decoding.kernel_available(kernel, device):
                 print(f"  {kernel}: no kernel for this device in this torch; skipped")
                 continue
-            q = stack.quantised(kernel)
-            rows.append(q.measure(1, ctx, cuda_graph=on_gpu, min_run_time=mrt))
-            del q
-            _bench.free_memory()
+            failed = None
+            try:  # one kernel failing (a capture it breaks, a missing op) stops only itself
+                q = stack if kernel == "dense" else stack.quantised(kernel)
+                rows.append(q.measure(1, ctx, cuda_graph=on_gpu, min_run_time=mrt))
+            except Exception as exc:
+                failed = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            q = None
+            _bench.free_memory()  # outside the except block: its traceback is gone
+            if failed:
+                failures[kernel] = failed
+                print(f"  {kernel}: FAILED ({failed}); the other kernels carry on")
         return pd.DataFrame(rows)
 
     stages["decode"] = _stage(device, decode)
     stages["quantised"] = _stage(device, quantised)
+    stages["quantised"].failures = failures
     del stack
     _bench.free_memory()
     return stages
@@ -379,27 +394,196 @@ def _repo_root() -> pathlib.Path | None:
     return root if (root / "labs").is_dir() else None
 
 
-def run_labs(notebooks, timeout_s=LAB_TIMEOUT_S, cwd=None) -> list[dict]:
-    """Each notebook under `pytest --nbval-lax`, one process each: {lab, passed, seconds,
-    detail}. A lab that errs or runs past `timeout_s` is reported, not raised."""
-    import subprocess
+#: What the dry-run report reads from each lab once it has run: (row label, expression
+#: evaluated in the lab's own namespace, unit). Labels are stable: the instructor notes
+#: quote them. A lab that did not reach a number reports why in its row.
+LAB_KEY_NUMBERS = {
+    "01_weight_reads": [
+        ("weight read, largest, cache flushed", "measured_bandwidth / 1e9", "GB/s"),
+        ("weight read, fraction of the ceiling", "share", "fraction"),
+        ("decode chain, batch 1", "step['tokens_per_s']", "tokens/s"),
+        ("decode chain, batch 1, of the measured read's ceiling", "reached", "fraction"),
+    ],
+    "02_matmul_roofline": [
+        ("matmul, best measured", "measured['peak_flops'] / 1e12", "TFLOP/s"),
+        ("matmul, fraction of the dense peak", "peak_share", "fraction"),
+        ("ridge, measured", "measured['ridge']", "FLOP/byte"),
+        ("ridge, datasheet", "acc.ridge_point(dtype)", "FLOP/byte"),
+        ("median SM clock during the sweep", "sampled.summary()['sm_clock_mhz']", "MHz"),
+    ],
+    "03_decode_batching": [
+        ("decode, batch 1", "float(sweep['tokens_per_s'].iloc[0])", "tokens/s"),
+        ("decode, largest batch", "float(sweep['tokens_per_s'].iloc[-1])", "tokens/s"),
+        ("largest batch", "int(sweep['batch'].iloc[-1])", "sequences"),
+        ("batch 1, of the achievable ceiling", "reached", "fraction"),
+    ],
+    "04_quantised_weights": [
+        ("dense step, batch 1", "speed.loc['dense', 'ms']", "ms"),
+        ("speed-up, int8-dequant", "speed.loc['int8-dequant', 'speedup']", "x"),
+        ("speed-up, int8-pack", "speed.loc['int8-pack', 'speedup']", "x"),
+        ("speed-up, int4-unpack", "speed.loc['int4-unpack', 'speedup']", "x"),
+    ],
+    "05_cpu_vs_gpu": [
+        ("CPU, batch 1", "cpu_b1 * 1e3", "ms"),
+        ("CPU, best throughput", "cpu_best", "predictions/s"),
+        ("GPU, best throughput",
+         "sweep[sweep.device == 'cuda'].predictions_per_s.max()", "predictions/s"),
+    ],
+    "06_batching_under_load": [
+        ("decode step, batch 1", "first.seconds * 1e3", "ms"),
+        ("decode step, largest batch", "int(last.batch)", "sequences"),
+        ("throughput gain, largest batch over batch 1", "gain", "x"),
+        ("best policy's capacity", "float(best['capacity_per_s'])", "requests/s"),
+    ],
+    "07_tensor_parallel": [
+        ("all-reduce latency (fit)", "fit_lat * 1e6", "us"),
+        ("all-reduce bandwidth (fit)", "fit_bw / 1e9", "GB/s"),
+        ("sharded step, speed-up at the largest N",
+         "float(step_table['speed-up vs N = 1'].iloc[-1])", "x"),
+    ],
+    "08_triton_dynamic_batching": [
+        ("served through Triton", "int(SERVED)", "1 = yes"),
+        ("service time, batch 1", "float(table['seconds'].iloc[0]) * 1e3", "ms"),
+        ("service time, batch 32", "float(table['seconds'].iloc[-1]) * 1e3", "ms"),
+    ],
+    "09_compile_fuse_calibrate": [
+        ("fp32 ONNX Runtime, batch 256", "fp32.median_s * 1e3", "ms"),
+        ("int8, best speed-up", "best", "x"),
+    ],
+}
+_KEY_MARK = "@@gpuinfer-key-numbers@@"
 
+
+def _collector_source(keys) -> str:
+    """A cell that evaluates each key expression in the lab's namespace and prints them."""
+    return ("import json as _gj\n_gk = {}\n"
+            f"for _gl, _ge in {[(label, expr) for label, expr, _ in keys]!r}:\n"
+            "    try:\n        _gk[_gl] = float(eval(_ge))\n"
+            "    except Exception as _gx:\n"
+            "        _gk[_gl] = f'not reached ({type(_gx).__name__}: {_gx})'\n"
+            f"print({_KEY_MARK!r} + _gj.dumps(_gk))\n")
+
+
+def run_lab(path, timeout_s=LAB_TIMEOUT_S, cwd=None) -> dict:
+    """Run one lab notebook top to bottom in a fresh kernel (nbclient; a failing cell is
+    recorded and the rest still run, as under nbval) and read its key numbers
+    (`LAB_KEY_NUMBERS`): {lab, passed, seconds, detail, failures, numbers}."""
+    import json
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    path = pathlib.Path(path)
+    keys = LAB_KEY_NUMBERS.get(path.stem, [])
+    nb = nbformat.read(path, as_version=4)
+    n_cells = len(nb.cells)
+    nb.cells.append(nbformat.v4.new_code_cell(_collector_source(keys)))
+    start = time.perf_counter()
+    failures, stopped = [], None
+    try:
+        NotebookClient(nb, timeout=timeout_s, allow_errors=True, kernel_name="python3",
+                       resources={"metadata": {"path": str(cwd or path.parent)}}).execute()
+    except Exception as exc:  # a cell past its timeout, a kernel that died
+        stopped = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+    seconds = time.perf_counter() - start
+    found = {}
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if out.get("output_type") == "error" and i < n_cells:
+                failures.append(f"cell {i}: {out.get('ename')}: {out.get('evalue', '')}")
+            text = out.get("text", "") if out.get("output_type") == "stream" else ""
+            if i == n_cells and _KEY_MARK in text:
+                found = json.loads(text.split(_KEY_MARK, 1)[1].splitlines()[0])
+    if stopped:
+        failures.append(f"stopped: {stopped}")
+    numbers = [(label, found.get(label, "not reached (the lab stopped first)"), unit)
+               for label, _, unit in keys]
+    passed = not failures
+    detail = "passed" if passed else f"{len(failures)} failure(s)"
+    return {"lab": path.name, "passed": passed, "seconds": seconds, "detail": detail,
+            "failures": failures, "numbers": numbers}
+
+
+def run_labs(notebooks, timeout_s=LAB_TIMEOUT_S, cwd=None) -> list[dict]:
+    """`run_lab` for each notebook, printing a line as each ends. A lab that errs or runs
+    past `timeout_s` (a cell) is reported, not raised."""
     results = []
     for nb in notebooks:
-        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--nbval-lax",
-               "-o", "addopts=", str(nb)]
-        start = time.perf_counter()
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                                  cwd=cwd)
-            passed, detail = done.returncode == 0, (done.stdout.strip().splitlines() or [""])[-1]
-        except subprocess.TimeoutExpired:
-            passed, detail = False, f"stopped after {timeout_s} s"
-        results.append({"lab": pathlib.Path(nb).name, "passed": passed,
-                        "seconds": time.perf_counter() - start, "detail": detail})
-        print(f"  {pathlib.Path(nb).name}: {'passed' if passed else 'FAILED'} "
-              f"in {results[-1]['seconds']:.0f} s ({detail})")
+        r = run_lab(nb, timeout_s, cwd)
+        results.append(r)
+        print(f"  {r['lab']}: {'passed' if r['passed'] else 'FAILED'} in {r['seconds']:.0f} s"
+              + ("" if r["passed"] else f" ({'; '.join(r['failures'])[:300]})"))
     return results
+
+
+# --- the dry-run report ----------------------------------------------------------------------------
+
+DRY_RUN_REPORT = pathlib.Path("workshop") / "dry_run.md"
+CPU_REPORT_NOTE = ("No GPU: values are CPU values; rerun on the workshop GPU "
+                   "(`python -m gpuinfer gpu-check --report`).")
+
+
+def _cell(text) -> str:
+    """Text safe inside a markdown table cell: one line, pipes escaped."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _value(value) -> str:
+    if isinstance(value, str):
+        return _cell(value)
+    if value != value:
+        return "n/a"
+    return f"{value:,.3g}" if abs(value) < 1e4 else f"{value:,.0f}"
+
+
+def dry_run_report(env, labs, *, total_s, targets=(), clocks_line="") -> str:
+    """The dry-run report as markdown (headings from '##' down, so that the instructor
+    notes can include it): the machine, then one table per lab (wall time, result, its
+    key numbers with units, each failure with its error), then the bench targets."""
+    on_gpu = env.get("device_type") == "cuda"
+    lines = ["## Dry run: " + ("GPU run" if on_gpu else "CPU run"), ""]
+    if not on_gpu:
+        lines += [f"**{CPU_REPORT_NOTE}**", ""]
+    lines += ["| machine | |", "|---|---|"]
+    for label, value in (("device", env.get("device", "")),
+                         ("catalogue entry", env.get("catalogue_entry", "")),
+                         ("torch", env.get("torch", "")), ("CUDA", env.get("cuda") or "none"),
+                         ("date", env.get("date", "")), ("clocks", clocks_line or "n/a"),
+                         ("labs passed", f"{sum(r['passed'] for r in labs)} of {len(labs)}"),
+                         ("whole check, wall time", f"{total_s:,.0f} s")):
+        lines.append(f"| {label} | {_cell(value)} |")
+    for r in labs:
+        lines += ["", f"### {pathlib.Path(r['lab']).stem}", "",
+                  "| measurement | value | unit |", "|---|---|---|",
+                  f"| wall time | {r['seconds']:,.1f} | s |",
+                  f"| result | {'passed' if r['passed'] else 'FAILED'} | |"]
+        for label, value, unit in r.get("numbers", []):
+            lines.append(f"| {_cell(label)} | {_value(value)} | {_cell(unit)} |")
+        for i, failure in enumerate(r.get("failures", []), 1):
+            lines.append(f"| failure {i} | {_cell(failure)} | |")
+    if targets:
+        lines += ["", "### Bench targets", "", "| target | measured | goal | result |",
+                  "|---|---|---|---|"]
+        for t in targets:
+            m = t["measured"]
+            lines.append(f"| {_cell(t['target'])} | "
+                         f"{'n/a' if m is None or m != m else f'{m:.0%}'} | {t['goal']:.0%} | "
+                         f"{ {True: 'met', False: 'missed', None: 'no figure'}[t['met']]} |")
+    return "\n".join(lines) + "\n"
+
+
+def read_report(text) -> dict:
+    """The labs of a `dry_run_report` back from its markdown: {lab: {row label: (value,
+    unit)}} (values as written). For tests and for tools that fill the notes."""
+    labs, current = {}, None
+    for line in text.splitlines():
+        if line.startswith("### "):
+            current = labs.setdefault(line[4:].strip(), {})
+        elif current is not None and line.startswith("| ") and not line.startswith("|---"):
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            if len(cells) >= 2 and cells[0] not in ("measurement", "target"):
+                current[cells[0]] = tuple(cells[1:])
+    return labs
 
 
 def _format_check(targets, labs, total_s) -> str:
@@ -417,11 +601,33 @@ def _format_check(targets, labs, total_s) -> str:
     return "\n".join(lines)
 
 
-def gpu_check(out_dir=None, labs=True, progress=True) -> int:
+def _labs_available(labs):
+    """(root, why not): the checkout whose labs/ to run, or why they cannot run."""
+    import importlib.util
+
+    root = _repo_root()
+    if not labs:
+        return None, "skipped (--no-labs)"
+    if root is None:
+        return None, "no labs/ folder beside the package (not a checkout): not run"
+    if importlib.util.find_spec("nbclient") is None:
+        return None, "nbclient is not installed (pip install -e '.[dev]'): not run"
+    return root, None
+
+
+def _write_report(path, text):
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    print(f"dry-run report written to {path}")
+
+
+def gpu_check(out_dir=None, labs=True, progress=True, report=None) -> int:
     """`python -m gpuinfer gpu-check`: see the module docstring. Returns the exit code:
     0 when everything ran (targets missed are reported, not failed), 1 when a lab failed
-    or could not run."""
-    import importlib.util
+    or could not run. `report`: a path for the dry-run report (`dry_run_report`); on a
+    GPU it defaults to workshop/dry_run.md of the checkout when the labs run. Without a
+    GPU the labs run only when a report is asked for (on the CPU, labelled as such)."""
     import shutil
 
     import torch
@@ -438,21 +644,39 @@ def gpu_check(out_dir=None, labs=True, progress=True) -> int:
               f"{torch.cuda.is_available()}, CUDA build: {torch.version.cuda or 'no'}).")
         print("Running the CPU-safe part: the tiny bench plan on this CPU (not written to "
               "the package's reference runs). On an NVIDIA GPU this command runs bench "
-              "(full) and every lab under nbval, writes src/gpuinfer/data/reference/"
-              "<gpu>.csv and checks the targets.")
+              "(full) and every lab, writes src/gpuinfer/data/reference/"
+              "<gpu>.csv, checks the targets and writes the dry-run report.")
         cpu = torch.device("cpu")
+        stage_start = time.perf_counter()
         df = tidy_stages(measure_plan(bench_plan(cpu, "tiny"), cpu, progress=False),
                          _bench.environment(cpu))
         print(summary(df))
+        print(f"tiny bench plan: {time.perf_counter() - stage_start:.1f} s")
         _print_estimate(bench_plan("cuda", "full", accelerator="H200"), "H200",
                         GPU_CHECK_BUDGET_S)
-        print("gpu-check: CPU-safe part done; no GPU was checked.")
-        return 0
+        ok = True
+        if report:
+            root, why = _labs_available(labs)
+            lab_results = []
+            if root is None:
+                print(f"labs: {why}")
+                ok = False
+            else:
+                print("labs on this CPU, for the report:")
+                lab_results = run_labs(sorted((root / "labs").glob("*.ipynb")), cwd=root / "labs")
+                ok = all(r["passed"] for r in lab_results)
+            _write_report(report, dry_run_report(
+                _bench.environment(cpu), lab_results, total_s=time.perf_counter() - start,
+                clocks_line="n/a (a CPU)"))
+        print(f"gpu-check: CPU-safe part done in {time.perf_counter() - start:.0f} s; "
+              "no GPU was checked.")
+        return 0 if ok else 1
     device = torch.device("cuda")
     env, acc = _print_device(device)
     plan = bench_plan(device, "full")
     _print_estimate(plan, acc, GPU_CHECK_BUDGET_S)
-    stages = measure_plan(plan, device, progress)
+    with _bench.sample_clocks(device) as sampled:
+        stages = measure_plan(plan, device, progress)
     df = tidy_stages(stages, env)
     path = _reference.save(df, _reference.DIRECTORY / _reference.default_filename(env))
     print(summary(df))
@@ -462,22 +686,32 @@ def gpu_check(out_dir=None, labs=True, progress=True) -> int:
         shutil.copy(path, out_dir / path.name)
     _bench.free_memory()
     lab_results, ok = [], True
-    root = _repo_root()
-    if labs and root is None:
-        print("labs: no labs/ folder beside the package (not a checkout): not run")
-        ok = False
-    elif labs and importlib.util.find_spec("nbval") is None:
-        print("labs: nbval is not installed (pip install -e '.[dev]'): not run")
-        ok = False
-    elif labs:
-        print("labs under nbval:")
-        lab_results = run_labs(sorted((root / "labs").glob("*.ipynb")), cwd=root)
+    root, why = _labs_available(labs)
+    if root is None:
+        print(f"labs: {why}")
+        ok = not labs
+    else:
+        print("labs:")
+        lab_results = run_labs(sorted((root / "labs").glob("*.ipynb")), cwd=root / "labs")
         ok = all(r["passed"] for r in lab_results)
-    text = _format_check(check_targets(stages), lab_results, time.perf_counter() - start)
+        report = report or root / DRY_RUN_REPORT
+    failures = getattr(stages.get("quantised"), "failures", None) or {}
+    ok = ok and not failures
+    targets = check_targets(stages)
+    text = _format_check(targets, lab_results, time.perf_counter() - start)
     print(text)
-    print(_bench.describe_clocks(_bench.clocks(device)))
+    clocks_line = _bench.describe_sampled(sampled.summary())
+    print(clocks_line)
     if out_dir:
         (out_dir / "gpu-check-summary.txt").write_text(text + "\n")
+    if report:
+        bench_lab = {"lab": "bench (python -m gpuinfer bench, full)", "passed": not failures,
+                     "seconds": sum(st.seconds for st in stages.values()),
+                     "numbers": [(f"{k} stage", st.seconds, "s") for k, st in stages.items()],
+                     "failures": [f"{k}: {v}" for k, v in failures.items()]}
+        _write_report(report, dry_run_report(env, [bench_lab] + lab_results,
+                                             total_s=time.perf_counter() - start,
+                                             targets=targets, clocks_line=clocks_line))
     return 0 if ok else 1
 
 
@@ -504,6 +738,10 @@ def main(argv=None) -> int:
                          help="also write the summary and a copy of the CSV here")
     p_check.add_argument("--no-labs", action="store_true", help="skip the labs")
     p_check.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p_check.add_argument("--report", nargs="?", metavar="PATH", default=None,
+                         const=str(DRY_RUN_REPORT),
+                         help="write the dry-run report (markdown) here (default "
+                              f"{DRY_RUN_REPORT}); without a GPU this runs the labs on the CPU")
     p_check.add_argument("--estimate", metavar="GPU", default=None,
                          help="only print the full plan's estimated timing on a catalogue GPU")
     args = parser.parse_args(argv)
@@ -515,7 +753,8 @@ def main(argv=None) -> int:
                                 args.estimate, GPU_CHECK_BUDGET_S)
         return 0 if total == total else 1
     elif args.command == "gpu-check":
-        return gpu_check(args.out_dir, labs=not args.no_labs, progress=not args.no_progress)
+        return gpu_check(args.out_dir, labs=not args.no_labs, progress=not args.no_progress,
+                         report=args.report)
     elif args.command == "bench":
         import torch
 

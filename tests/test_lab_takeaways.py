@@ -56,6 +56,10 @@ def test_fusion_verdict_says_what_the_run_measured():
     assert "saved 15.1%" in big and "More than a few percent" in big
     small = verdicts.fusions([("mlp", "GemmActivationFusion", 0.03, 0.01)])
     assert "A few percent at most" in small
+    # +41% and +51% for a scalar-multiply and a bias-GELU fusion: the load moved.
+    moved = verdicts.fusions([("block", "MatMulScaleFusion", 0.412, 0.13),
+                              ("block", "BiasGeluFusion", 0.506, 0.16)])
+    assert "load on this machine" in moved and "More than a few percent" not in moved
     noise = verdicts.fusions([("mlp", "GemmActivationFusion", 0.215, 0.335),
                               ("block", "BiasGeluFusion", -0.042, 0.63)])
     assert "too small to measure" in noise and "+21.5%" in noise

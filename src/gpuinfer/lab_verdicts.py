@@ -15,6 +15,9 @@ from . import validate as _v
 
 #: A timing whose interquartile range is over this fraction of its median is noisy.
 NOISY_SPREAD = 0.25
+#: A fusion removes one elementwise pass (or a scalar multiply) next to matrix products:
+#: a saving above this fraction of the step says the machine's load changed, not the graph.
+TOO_LARGE_FOR_ONE_FUSION = 0.25
 
 
 def read_share(share, *, on_gpu) -> str:
@@ -133,7 +136,11 @@ def fusions(saved) -> str:
                 "again on a quiet machine before crediting or blaming one.")
     lines = [f"{f} on the {m} {'saved' if s > 0 else 'cost'} {abs(s):.1%}, beyond the noise."
              for m, f, s in real]
-    if max(s for _, _, s in real) > 0.05:
+    if max(abs(s) for _, _, s in real) > TOO_LARGE_FOR_ONE_FUSION:
+        lines.append("More than the one pass a fusion removes can cost: the load on this "
+                     "machine probably\nchanged between the two timings (the IQR measures "
+                     "the noise within one). Run the cell\nagain before believing it.")
+    elif max(s for _, _, s in real) > 0.05:
         lines.append("More than a few percent: here the pass a fusion removed was a real share "
                      "of the time\n(a separate pass over an activation, and a dispatch of "
                      "its own).")

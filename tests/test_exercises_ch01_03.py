@@ -69,3 +69,16 @@ def test_decision_names_the_slip_of_one_fraction_for_every_format():
     # 0.526 / (3600 x 32.9) x 1e6 = 4.44 USD per million tokens.
     result = exercises.check("roofline-decision-batch1", 4.44)
     assert not result and "bf16's fraction" in repr(result)
+
+
+def test_batching_saturation_slip_is_eight_over_one_request_time():
+    # 8 / S(1) instead of 8 / S(8): S(1) = 6.93 ms (memory-bound), S(8) = 11.55 ms
+    # (256 tokens, compute-bound), so the slip gives S(8) / S(1) = 1.67 times the answer.
+    from gpuinfer.exercises import batching as batching_exercises
+
+    s = batching_exercises.service()
+    slip = 8 / s(1)
+    result = exercises.check("batching-saturation-8", slip)
+    assert not result and "8 / S(1)" in repr(result)
+    assert slip / exercises.get("batching-saturation-8").answer() == pytest.approx(
+        s(8) / s(1))

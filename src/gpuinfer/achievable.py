@@ -233,6 +233,19 @@ def row_rates(table_rows, accelerator, efficiency, weight_format):
     return np.array(peaks, dtype=float), np.array(bws, dtype=float)
 
 
+def table_seconds(table, accelerator, achievable=True, weight_format=None):
+    """Each row's seconds of an operations table (`llm.decode_step_breakdown` or
+    `forward_step_breakdown`: columns `flops`, `bytes`, `dtype`) on the achievable model,
+    as an array; `weight_format`: the weights' format (default the first row's dtype),
+    which says whether a matmul is weight-only quantised. No step overheads."""
+    eff = _efficiency(achievable)
+    rows = list(zip(table.index, table["flops"], table["dtype"]))
+    w = weight_format if weight_format is not None else table["dtype"].iloc[0]
+    peaks, bws = row_rates(rows, accelerator, eff, w)
+    return _roofline._seconds(table["flops"].to_numpy(float), table["bytes"].to_numpy(float),
+                              peaks, bws)
+
+
 def overheads(device_s, n_layers, efficiency):
     """Seconds of a step whose kernels take `device_s` on the device: each of
     n_layers x kernels_per_layer kernels adds `kernel_gap_s`; without CUDA graphs the

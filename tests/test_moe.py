@@ -173,3 +173,92 @@ def test_weight_read_ceiling_takes_a_model_and_a_device():
 def test_bad_inputs_raise_clear_errors(call, err, words):
     with pytest.raises(err, match=words):
         call()
+
+
+# --- expert parallelism ---------------------------------------------------------------------
+
+def test_all_to_all_bytes_by_hand():
+    # DeepSeek-V3, 128 tokens on a device (DeepEP's low-latency test), top-8, d 7168:
+    # dispatch in fp8 = 128 x 8 x 7168 x 1 = 7,340,032 bytes; combine in bf16: 14,680,064.
+    # EP 16 under uniform routing: 15/16 of them leave the device.
+    a = parallel.moe_all_to_all_bytes("deepseek-v3", 128, 16)
+    assert a["dispatch_bytes"] == 7_340_032 and a["combine_bytes"] == 14_680_064
+    assert a["dispatch_sent_bytes"] == pytest.approx(7_340_032 * 15 / 16)
+    bf16 = parallel.moe_all_to_all_bytes("deepseek-v3", 128, 16, dispatch_dtype="bf16")
+    assert bf16["dispatch_bytes"] == 2 * a["dispatch_bytes"]
+
+
+def test_all_to_all_time_inside_and_across_nodes():
+    ic = hardware.get_interconnect("NVLink 4")
+    lat = ic.nccl("LL").base_latency_s + ic.nccl("LL").step_latency_s
+    # Inside one HGX board: bytes at the link's per-direction bandwidth.
+    assert parallel.all_to_all_time(1e6, 8, "NVLink 4") == pytest.approx(
+        lat + 1e6 / ic.bandwidth_bytes_per_s)
+    # 16 GPUs on 2 nodes: 8 of the 15 peers are across the network, whose 8 x 400 Gb/s
+    # = 400 GB/s a node is 50 GB/s a GPU: 1e6 x 8/15 / 50e9 = 10.67 us beats NVLink's share.
+    net = hardware.get_interconnect("InfiniBand NDR x8")
+    t = parallel.all_to_all_time(1e6, 16, "NVLink 4")
+    assert t == pytest.approx(lat + net.nccl("LL").step_latency_s + 1e6 * 8 / 15 / 50e9)
+    # DeepEP's low-latency dispatch measured 118 us at EP16 for these 128 tokens (H800,
+    # CX7): the ceiling must sit below the measurement.
+    sent = parallel.moe_all_to_all_bytes("deepseek-v3", 128, 16)["dispatch_sent_bytes"]
+    assert parallel.all_to_all_time(sent, 16, "NVLink 4") < 118e-6
+
+
+def test_uniform_routing_imbalance():
+    # 64 tokens x top-8 on 64 devices: mu = 8, 1 + sqrt(2 ln 64 / 8) = 1 + 1.0197 = 2.0197
+    assert parallel.uniform_routing_imbalance(64, 64, 8) == pytest.approx(2.0197, abs=1e-4)
+    assert parallel.uniform_routing_imbalance(10, 1, 8) == 1.0
+    # One token, top-1, 2 devices: 1 + sqrt(2 ln 2 / 0.5) = 2.67, but the busiest device
+    # can hold at most the whole token (mean 0.5): capped at 2.
+    assert parallel.uniform_routing_imbalance(1, 2, 1) == 2.0
+
+
+def test_ep_with_dp_attention_pays_two_all_to_alls_per_moe_layer():
+    r = parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, batch=64, context=1024,
+                                     dtype="fp8_e4m3", imbalance=1.0)
+    assert r["local_batch"] == 8 and r["local_experts"] == 32
+    assert r["n_all_to_alls"] == 2 * 58
+    assert r["comm_s"] == pytest.approx(58 * (r["dispatch_s"] + r["combine_s"]))
+    assert r["total_s"] == pytest.approx(r["attention_s"] + r["experts_s"] + r["comm_s"])
+    # The busiest device runs 64 x 8 / 8 = 64 (token, expert) pairs: 2 x 64 x 58 x 44,040,192
+    assert r["ops"].loc["experts", "flops"] == pytest.approx(2 * 64 * 58 * 44_040_192)
+    # and reads its touched local experts: 32 x (1 - (31/32)^64) = 27.81 of 32, fp8.
+    touched = 32 * (1 - (31 / 32) ** 64)
+    assert r["ops"].loc["experts", "bytes"] == pytest.approx(
+        touched * 58 * 44_040_192 + 64 * 58 * (2 * 7168 + 3 * 2048) * 2)
+    # imbalance scales the busiest device's FLOPs
+    r2 = parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, 64, 1024, "fp8_e4m3",
+                                      imbalance=2.0)
+    assert r2["ops"].loc["experts", "flops"] == pytest.approx(2 * r["ops"].loc["experts", "flops"])
+    over = parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, 64, 1024, "fp8_e4m3",
+                                        imbalance=1.0, overlap=True)
+    assert over["total_s"] == pytest.approx(max(r["attention_s"] + r["experts_s"], r["comm_s"]))
+
+
+def test_moe_layouts_dp_attention_wins_for_latent_attention_at_a_large_batch():
+    # MLA's latent cache is whole on every TP device, so at batch 1,024 x 1,024 tokens
+    # TP keeps 1,024 x 1,024 x 70,272 B = 73.7 GB of cache on each GPU; DP-attention 1/8.
+    df = parallel.moe_layouts("deepseek-v3", "H200", 8, batch=1024, context=1024,
+                              dtype="fp8_e4m3")
+    assert list(df.index) == ["TP", "EP + TP attention", "EP + DP attention"]
+    assert df.loc["TP", "kv_GB_per_gpu"] == pytest.approx(1024 * 1024 * 70_272 / 1e9)
+    assert df.loc["EP + DP attention", "kv_GB_per_gpu"] == pytest.approx(
+        128 * 1024 * 70_272 / 1e9)
+    assert df.loc["EP + DP attention", "tokens_per_s"] > df.loc["TP", "tokens_per_s"]
+    assert not df.loc["TP", "fits"] and df.loc["EP + DP attention", "fits"]
+
+
+@pytest.mark.parametrize("call, err, words", [
+    (lambda: parallel.ep_decode_breakdown("llama-2-7b", "H100 SXM", 8), ValueError, "dense"),
+    (lambda: parallel.ep_decode_breakdown("mixtral-8x7b", "H100 SXM", 3), ValueError,
+     "n_devices"),
+    (lambda: parallel.ep_decode_breakdown("mixtral-8x7b", "H100 SXM", 8, attention="pp"),
+     ValueError, "attention"),
+    (lambda: parallel.ep_decode_breakdown("mixtral-8x7b", "H100 SXM", 8, imbalance=0.5),
+     ValueError, "imbalance"),
+    (lambda: parallel.moe_all_to_all_bytes("mixtral-8x7b", -1, 8), ValueError, "tokens"),
+])
+def test_ep_bad_inputs(call, err, words):
+    with pytest.raises(err, match=words):
+        call()

@@ -233,7 +233,7 @@ VARIANTS = [
                                                     "module (trained with it)",
      "draft_cost": "one extra transformer block a drafted token (k = 1 in the report)",
      "published": "1.8x tokens/s", "acceptance": "85-90% for the second token",
-     "source": "deepseekai2024v3", "vllm_v1": "yes (v0.19.0 docs)"},
+     "source": "deepseek2024v3", "vllm_v1": "yes (v0.19.0 docs)"},
     {"variant": "n-gram / prompt lookup", "drafts_with": "the continuation of the last "
                                                          "n-gram's earlier match in the prompt",
      "draft_cost": "a string search on the host: no GPU work", "published":

@@ -78,3 +78,23 @@ def test_more_work_that_ran_faster_is_noise():
 def test_bad_input_is_named(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+def test_prefill_stalls_are_runs_of_steps_that_decode_nothing():
+    import pandas as pd
+
+    steps = pd.DataFrame({
+        "start": [0.0, 0.1, 0.2, 0.25, 0.35, 0.45, 0.55],
+        "seconds": [0.1, 0.1, 0.05, 0.1, 0.1, 0.1, 0.05],
+        "decode_tokens": [0, 0, 3, 0, 0, 0, 4],
+        "prefill_tokens": [1024, 1024, 0, 1024, 2048, 1024, 0]})
+    got = findings.prefill_stalls(steps)
+    # Two stalls: steps 0-1 (2 prompts, 0.2 s) and steps 3-5 (4 prompts, 0.3 s).
+    assert got["steps"].tolist() == [2, 3]
+    assert got["seconds"].tolist() == pytest.approx([0.2, 0.3])
+    assert got["prefill_tokens"].tolist() == [2048, 4096]
+    assert got["start"].tolist() == pytest.approx([0.0, 0.25])
+    with pytest.raises(ValueError, match="prefill_tokens"):
+        findings.prefill_stalls(steps.drop(columns="prefill_tokens"))
+    with pytest.raises(TypeError, match="DataFrame"):
+        findings.prefill_stalls([1, 2])

@@ -111,3 +111,25 @@ def more_work(label, speedup, *, noise=NOISE_RATIO) -> str:
         return (f"{label} ran within noise of the baseline ({s:.2f}x): at this size the "
                 "extra work is small beside the rest of the step")
     return f"{label} ran {s:.2f}x as fast as the baseline: the extra work shows"
+
+
+def prefill_stalls(steps):
+    """The stalls in a simulated LLM server's step log (`llm_serving.simulate_llm(...,
+    return_steps=True)`: columns start, seconds, decode_tokens, prefill_tokens): each run
+    of consecutive steps that prefill and decode nothing, when every running sequence
+    waits. Returns a DataFrame, one row a stall, in order: start (s), seconds, steps and
+    prefill_tokens. Chapter *How to benchmark*: what a long gap between tokens is made of."""
+    import pandas as pd
+
+    if not isinstance(steps, pd.DataFrame):
+        raise TypeError(f"steps must be a DataFrame (simulate_llm's step log), got "
+                        f"{type(steps).__name__}")
+    missing = {"start", "seconds", "decode_tokens", "prefill_tokens"} - set(steps.columns)
+    if missing:
+        raise ValueError(f"steps lacks the columns {sorted(missing)}")
+    stall = (steps["prefill_tokens"] > 0) & (steps["decode_tokens"] == 0)
+    run = (stall != stall.shift()).cumsum()[stall]
+    out = steps[stall].groupby(run).agg(
+        start=("start", "first"), seconds=("seconds", "sum"), steps=("seconds", "size"),
+        prefill_tokens=("prefill_tokens", "sum"))
+    return out.reset_index(drop=True)

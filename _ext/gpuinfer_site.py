@@ -66,6 +66,11 @@ def catalogue_payload() -> dict:
         name = row["name"]
         models.append({
             "name": name, "n_params": int(row["n_params"]),
+            # Mixtures of experts: active parameters, experts, and their step's rows
+            # (llm.operations: a router, shared experts and experts before the LM head).
+            "n_active_params": int(row["n_active_params"]),
+            "n_experts": int(row["n_experts"]), "experts_per_token": int(row["experts_per_token"]),
+            "operations": list(llm.operations(name)),
             "attention": row["attention"], "n_layers": int(row["n_layers"]),
             "n_heads": int(row["n_heads"]), "n_kv_heads": int(row["n_kv_heads"]),
             "kv_cache_bytes_per_token": {d: llm.kv_cache_bytes_per_token(name, d)

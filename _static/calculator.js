@@ -16,18 +16,50 @@
     return Math.max(bytes / bandwidth, flops / peak);
   }
 
+  // llm.experts_touched (uniform routing): distinct routed experts a layer reads for
+  // `tokens` tokens, E(1 - (1 - k/E)^tokens).
+  function expertsTouched(k, tokens) {
+    const E = k.n_experts;
+    return E * (1 - Math.pow(1 - k.experts_per_token / E, tokens));
+  }
+
+  // llm._StepModel.moe_terms: the router, shared experts and routed experts of `tokens` tokens.
+  function moeTerms(k, tokens) {
+    const out = { router: [tokens * k.router_flops_per_token,
+                           k.router_weight_bytes + tokens * k.router_act_bytes_per_token] };
+    if (k.shared_weight_bytes) {
+      out.shared_experts = [tokens * k.shared_flops_per_token,
+                            k.shared_weight_bytes + tokens * k.shared_act_bytes_per_token];
+    }
+    out.experts = [tokens * k.expert_flops_per_token,
+                   expertsTouched(k, tokens) * k.expert_bytes + tokens * k.expert_act_bytes_per_token];
+    return out;
+  }
+
   // llm._StepModel.decode_terms: {operation: [flops, bytes]} of one decode step.
   function decodeTerms(k, batch, context) {
     const tokens = batch, pairs = batch * (context + 1), cached = batch * context;
-    return {
+    const out = {
       embedding: [0, tokens * k.embed_bytes_per_token],
       linear: [tokens * k.linear_flops_per_token,
                k.linear_weight_bytes + tokens * k.linear_act_bytes_per_token],
       attention: [pairs * k.attn_flops_per_pair,
-                  cached * k.kv_per_token + tokens * k.kv_per_token + tokens * k.attn_act_bytes_per_token],
-      lm_head: [tokens * k.head_flops_per_row,
-                k.head_weight_bytes > 0 ? k.head_weight_bytes + tokens * k.head_act_bytes_per_row : 0]
+                  cached * k.kv_per_token + tokens * k.kv_per_token + tokens * k.attn_act_bytes_per_token]
     };
+    if (k.n_experts) Object.assign(out, moeTerms(k, tokens));
+    out.lm_head = [tokens * k.head_flops_per_row,
+                   k.head_weight_bytes > 0 ? k.head_weight_bytes + tokens * k.head_act_bytes_per_row : 0];
+    return out;
+  }
+
+  // llm.step_weight_bytes: the weights a step of `tokens` tokens reads (an MoE model: the
+  // routed experts those tokens touch, not all of them).
+  function stepWeightBytes(k, tokens) {
+    let bytes = k.linear_weight_bytes + k.head_weight_bytes;
+    if (k.n_experts) {
+      bytes += k.router_weight_bytes + k.shared_weight_bytes + expertsTouched(k, tokens) * k.expert_bytes;
+    }
+    return bytes;
   }
 
   function peakFlops(acc, dtype, peakName) {
@@ -46,12 +78,14 @@
     return value;
   }
 
-  // llm.compute_bound_batch: the first batch at which `linear` and `lm_head` are both
-  // compute-bound. compute_s - memory_s is affine in the batch: find where it crosses zero.
+  // llm.compute_bound_batch: the first batch at which `linear`, `lm_head` (and an MoE
+  // model's shared and routed experts) are all compute-bound. compute_s - memory_s is
+  // affine in the batch for all but the routed experts: find where it crosses zero.
   function computeBoundBatch(k, peak, bw) {
     let worst = 0;
-    ["linear", "lm_head"].forEach(function (op) {
+    ["linear", "lm_head", "shared_experts"].forEach(function (op) {
       if (op === "lm_head" && !(k.head_weight_bytes > 0)) return;
+      if (op === "shared_experts" && !(k.n_experts && k.shared_weight_bytes)) return;
       const f = [1, 2].map(function (b) {
         const t = decodeTerms(k, b, 0)[op];
         return t[0] / peak - t[1] / bw;
@@ -59,7 +93,30 @@
       const slope = f[1] - f[0];
       worst = Math.max(worst, slope > 0 ? 1 - f[0] / slope : Infinity);
     });
-    return Number.isFinite(worst) ? Math.max(1, Math.floor(worst) + 1) : Infinity;
+    const out = Number.isFinite(worst) ? Math.max(1, Math.floor(worst) + 1) : Infinity;
+    if (!k.n_experts || !Number.isFinite(out)) return out;
+    return Math.max(out, expertsComputeBound(k, peak, bw));
+  }
+
+  // llm._experts_compute_bound: the routed experts' bytes grow as E(1 - (1 - k/E)^B), their
+  // FLOPs as B: double the batch until they are compute-bound, then bisect.
+  function expertsComputeBound(k, peak, bw) {
+    const bound = function (b) {
+      const t = moeTerms(k, b).experts;
+      return t[0] / peak > t[1] / bw;
+    };
+    if (bound(1)) return 1;
+    let hi = 2;
+    while (!bound(hi)) {
+      hi *= 2;
+      if (hi > Math.pow(2, 40)) return Infinity;
+    }
+    let lo = hi / 2;
+    while (hi - lo > 1) {
+      const mid = Math.floor((lo + hi) / 2);
+      if (bound(mid)) hi = mid; else lo = mid;
+    }
+    return hi;
   }
 
   // Everything the page shows, for one choice of inputs (the package's names in comments).
@@ -77,7 +134,8 @@
     const peak = peakFlops(acc, k.compute_dtype, fmt.peak);
     const terms = decodeTerms(k, batch, context);
     const ops = {}; let stepS = 0, stepFlops = 0, stepBytes = 0;
-    cat.operations.forEach(function (op) {                                // roofline.evaluate
+    const operations = model.operations || cat.operations;               // llm.operations
+    operations.forEach(function (op) {                                    // roofline.evaluate
       const flops = terms[op][0], bytes = terms[op][1];
       const seconds = opSeconds(flops, bytes, peak, bw);
       ops[op] = { flops: flops, bytes: bytes, seconds: seconds,
@@ -92,9 +150,11 @@
       weightBytes: k.weight_bytes, kvBytesPerToken: k.kv_per_token,
       memoryBytes: acc.memory_bytes, reserveBytes: cat.reserve_bytes,
       neededBytes: k.weight_bytes + batch * context * k.kv_per_token,
-      // Weights only: the bytes of weights one step reads (llm.step_weight_bytes).
-      weightReadBytes: k.linear_weight_bytes + k.head_weight_bytes,
-      weightReadCeiling: batch * bw / (k.linear_weight_bytes + k.head_weight_bytes),
+      operations: operations,
+      // Weights only: the bytes of weights one step reads (llm.step_weight_bytes at this
+      // batch: an MoE model's touched experts).
+      weightReadBytes: stepWeightBytes(k, batch),
+      weightReadCeiling: batch * bw / stepWeightBytes(k, batch),                // weight_read_ceiling
       decodeCeiling: batch / stepS,                                        // decode_ceiling
       perSequence: 1 / stepS,
       stepS: stepS, ops: ops,
@@ -108,7 +168,7 @@
   }
 
   const api = { compute: compute, decodeTerms: decodeTerms, opSeconds: opSeconds,
-                computeBoundBatch: computeBoundBatch };
+                computeBoundBatch: computeBoundBatch, expertsTouched: expertsTouched };
   if (typeof module === "object" && module.exports) {  // Node: the grid test
     module.exports = api;
     return;
@@ -283,14 +343,19 @@
       root.querySelector("[data-role=results]").hidden = false;
       show("weight-bytes", si(r.weightBytes, "B") + " of " + r.dtype + " weights", r.weightBytes);
       show("kv-bytes-per-token", si(r.kvBytesPerToken, "B") + " per token (" + r.kvDtype + ")", r.kvBytesPerToken);
+      const moe = r.model.n_experts > 0;
+      const k = r.model.step[r.dtype];
       show("weight-read-ceiling", count(r.weightReadCeiling) + " tokens/s (weights only: the " +
-           si(r.weightReadBytes, "B") + " of weights a step reads, at " + si(r.accelerator.bandwidth_bytes_per_s, "B/s") + ")",
+           si(r.weightReadBytes, "B") + " of weights a step reads, at " + si(r.accelerator.bandwidth_bytes_per_s, "B/s") +
+           (moe ? "; a mixture of experts: this batch touches " + sig3.format(expertsTouched(k, batch)) + " of the " +
+                  r.model.n_experts + " routed experts in each MoE layer (" + r.model.experts_per_token +
+                  " a token, uniform routing), so a step reads part of the " + si(r.weightBytes, "B") + " held" : "") + ")",
            r.weightReadCeiling);
       show("decode-ceiling", count(r.decodeCeiling) + " tokens/s in total, " +
            count(r.perSequence) + " per sequence (" + sig3.format(r.stepS * 1e3) + " ms a step)", r.decodeCeiling);
       const opRows = $("ops");
       while (opRows.firstChild) opRows.removeChild(opRows.firstChild);
-      cat.operations.forEach(function (op) {
+      r.operations.forEach(function (op) {
         const o = r.ops[op], tr = document.createElement("tr");
         [op.replace("_", " "), sig3.format(o.seconds * 1e3) + " ms",
          whole.format(100 * o.seconds / r.stepS) + "%", o.bound].forEach(function (text) {
@@ -304,7 +369,10 @@
       show("verdict", linearBound ? "compute-bound" : "memory-bound", linearBound ? 1 : 0);
       show("verdict-why", "their intensity is about 2 × batch / bytes per weight (" + sig3.format(r.ops.linear.flops / r.ops.linear.bytes) +
            " FLOP/byte) against a ridge point of " + sig3.format(r.ridge) + " FLOP/byte (" + r.computeDtype +
-           " compute); attention stays at " + sig3.format(r.attentionIntensity) + " FLOP/byte, memory-bound at any batch");
+           " compute); attention stays at " + sig3.format(r.attentionIntensity) + " FLOP/byte, memory-bound at any batch" +
+           (moe ? "; the routed experts are " + r.ops.experts.bound + "-bound (" +
+                  sig3.format(r.ops.experts.flops / r.ops.experts.bytes) + " FLOP/byte: each expert sees about batch × " +
+                  r.model.experts_per_token + "/" + r.model.n_experts + " tokens)" : ""));
       show("compute-bound-batch", Number.isFinite(r.computeBoundBatch)
            ? "from batch " + count(r.computeBoundBatch) + " (at any context)"
            : "never: this device has no peak for " + r.computeDtype,

@@ -82,9 +82,10 @@ def test_every_case_agrees_with_the_package(results):
                     assert got["decode"] == pytest.approx(batch / t, rel=1e-12)
                     assert got["max"] == llm.max_batch(model, acc, context, dtype)
                     assert got["weights"] == llm.weight_bytes(model, dtype)
-                    # Weights only: batch x bandwidth / the weights a step reads.
+                    # Weights only: batch x bandwidth / the weights a step of this batch
+                    # reads (an MoE model's touched experts grow with the batch).
                     assert got["wrc"] == pytest.approx(
-                        batch * hardware.get(acc).bandwidth / llm.step_weight_bytes(model, dtype), rel=1e-12)
+                        llm.weight_read_ceiling(model, acc, batch, dtype), rel=1e-12)
                     cbb = llm.compute_bound_batch(model, acc, dtype)
                     assert (got["cbb"] if got["cbb"] is not None else math.inf) == cbb
                     checked += 1
@@ -96,9 +97,25 @@ def test_every_case_agrees_with_the_package(results):
     ("A100 80GB", "llama-3-8b", "int4", 512, 128),
     ("H200", "llama-3-70b", "fp8_e4m3", 16, 1024),
     ("H100 SXM", "mistral-7b", "nvfp4", 4096, 32768),
+    # Mixtures of experts: the router, shared-expert and expert rows.
+    ("H200", "deepseek-v3", "fp8_e4m3", 16, 1024),
+    ("H100 SXM", "qwen3-30b-a3b", "bf16", 512, 128),
+    ("A100 80GB", "gpt-oss-20b", "bf16", 1, 1),
+    ("H100 SXM", "llama-4-maverick", "int4", 4096, 32768),
 ])
 def test_each_operation_agrees(results, acc, model, dtype, batch, context):
     got = results[(acc, model, dtype, batch, context)]
     want = llm.decode_step_breakdown(model, acc, batch, context, dtype)["seconds"]
-    for op in llm.OPERATIONS:
+    assert list(got["ops"]) == list(llm.operations(model)) == list(want.index)
+    for op in llm.operations(model):
         assert got["ops"][op] == pytest.approx(want[op], rel=1e-12), op
+
+
+def test_the_grid_covers_the_mixtures_of_experts(results):
+    moe = [m for m in llm.names() if llm.get(m).is_moe]
+    assert {"mixtral-8x7b", "deepseek-v3", "qwen3-30b-a3b", "gpt-oss-120b",
+            "llama-4-maverick"} <= set(moe)
+    for model in moe:
+        got = results[("H100 SXM", model, "bf16", 16, 1024)]
+        assert "experts" in got["ops"] and got["cbb"] == llm.compute_bound_batch(
+            model, "H100 SXM", "bf16")

@@ -39,6 +39,18 @@ def test_export_numbers_are_the_packages(payload):
     assert m["step"]["fp16"]["attn_flops_per_pair"] == 4 * 32 * 4096
     assert payload["reserve_bytes"] == llm.DEFAULT_RESERVE_BYTES
     assert payload["operations"] == list(llm.OPERATIONS)
+    assert m["operations"] == list(llm.OPERATIONS)
+
+
+def test_export_carries_the_mixtures_of_experts(payload):
+    m = next(m for m in payload["models"] if m["name"] == "deepseek-v3")
+    assert m["operations"] == ["embedding", "linear", "attention", "router", "shared_experts",
+                               "experts", "lm_head"]
+    assert m["n_experts"] == 256 and m["experts_per_token"] == 8
+    assert m["n_active_params"] == llm.get("deepseek-v3").n_active_params
+    # one expert in each of the 58 MoE layers, fp16: 58 x 3 x 7168 x 2048 x 2 bytes
+    assert m["step"]["fp16"]["expert_bytes"] == 58 * 3 * 7168 * 2048 * 2
+    assert m["kv_cache_bytes_per_token"]["bf16"] == 61 * (512 + 64) * 2  # MLA's latent
 
 
 def test_quantised_formats_are_weight_only(payload):

@@ -1,0 +1,157 @@
+"""The achievable model: it reduces to the ceiling, its constants are the fit's, the
+ceiling holds every published measurement, and the held-out error is what the report says."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from gpuinfer import achievable as A
+from gpuinfer import hardware, llm, llm_serving, parallel
+
+# Every efficiency 1, every overhead 0, spelled out (not the CEILING constant itself).
+ONES = A.Efficiency(matmul=1.0, matmul_scale=1.0, bandwidth=1.0, weight_only=(("int8", 1.0),),
+                    attention=1.0, step_s=0.0, kernel_gap_s=0.0, cuda_graphs=True,
+                    launch_s=0.0, attention_dtype=None)
+
+
+@pytest.mark.parametrize("model,gpu,dtype,compute", [
+    ("llama-2-7b", "A100 80GB", "bf16", None), ("llama-2-7b", "T4", "int8", None),
+    ("llama-3-8b", "H100 SXM", "fp8", "fp8"), ("llama-3-70b", "B200", "nvfp4", "fp4")])
+def test_reduces_to_the_ceiling_with_every_efficiency_one_and_overhead_zero(model, gpu, dtype,
+                                                                             compute):
+    assert ONES.is_ceiling
+    q, c = [1, 1, 300], [100, 900, 0]
+    want = llm.forward_step_time(model, gpu, q, c, dtype, compute_dtype=compute)
+    assert A.step_seconds(model, gpu, q, c, dtype, compute_dtype=compute,
+                          achievable=ONES) == pytest.approx(want, rel=1e-12)
+    assert A.step_seconds(model, gpu, q, c, dtype, compute_dtype=compute,
+                          achievable=False) == pytest.approx(want, rel=1e-12)
+    assert A.decode_tokens_per_s(model, gpu, 8, 512, dtype, compute_dtype=compute,
+                                 achievable=ONES) == pytest.approx(
+        llm.decode_ceiling(model, gpu, 8, 512, dtype, compute_dtype=compute), rel=1e-12)
+    # The serving functions: the same numbers through their fast step model.
+    kw = dict(dtype=dtype, compute_dtype=compute)
+    a = llm_serving.offline_throughput(model, gpu, 500, 200, achievable=ONES, **kw)
+    b = llm_serving.offline_throughput(model, gpu, 500, 200, achievable=False, **kw)
+    assert a["tokens_per_s_per_gpu"] == pytest.approx(b["tokens_per_s_per_gpu"], rel=1e-12)
+
+
+def test_the_simulator_reduces_to_the_ceiling_too():
+    kw = dict(max_batch=8, prefill_chunk=256)
+    arrivals, p, o = np.arange(6) * 0.01, 300, 40
+    a = llm_serving.simulate_llm(arrivals, p, o, "llama-3-8b", "H100 SXM", achievable=ONES, **kw)
+    b = llm_serving.simulate_llm(arrivals, p, o, "llama-3-8b", "H100 SXM", **kw)
+    assert np.allclose(a["finish"], b["finish"], rtol=1e-12)
+    c = llm_serving.simulate_llm(arrivals, p, o, "llama-3-8b", "H100 SXM", achievable=True, **kw)
+    assert (c["finish"] > b["finish"]).all()  # the achievable model is slower
+
+
+def test_overheads_by_hand():
+    eff = A.Efficiency(step_s=1e-3, kernel_gap_s=0.5e-6, kernels_per_layer=13)
+    # 32 layers x 13 kernels = 416 kernels; 416 x 0.5 us = 0.208 ms of gaps:
+    # 2 ms + 0.208 ms + 1 ms = 3.208 ms.
+    assert A.overheads(2e-3, 32, eff) == pytest.approx(3.208e-3)
+    eager = dataclasses.replace(eff, cuda_graphs=False, launch_s=10e-6)
+    # Chapter 6's overlap: host 416 x 10 us = 4.16 ms against 10 us + 2.208 ms on the
+    # device: the host sets the pace, 4.16 ms + 1 ms.
+    assert A.overheads(2e-3, 32, eager) == pytest.approx(5.16e-3)
+    # A long device time hides the launches: 10 us + 9.208 ms + 1 ms.
+    assert A.overheads(9e-3, 32, eager) == pytest.approx(10.218e-3)
+
+
+def test_matmul_fraction_cited_and_fallback():
+    # Bekman's MAMF: H100 SXM fp8 1402.6 TFLOP/s of 1979; bf16 794.5 of 989.
+    assert A.matmul_fraction("H100 SXM", "fp8") == pytest.approx(1402.6 / 1979)
+    assert A.matmul_fraction("H100 SXM", "bf16") == pytest.approx(794.5 / 989)
+    # int8 and fp4 take the device's fp8 fraction: no MAMF for them is published.
+    assert A.matmul_fraction("B200", "fp4") == pytest.approx(3432.5 / 4500)
+    # GB200 has no measurement: the median of the four fp8 fractions
+    # (H100 0.7087, H200 1453.4/1979 = 0.7344, GH200 1535/1979 = 0.7756, B200 0.7628):
+    # (0.7344 + 0.7628) / 2 = 0.7486.
+    assert A.matmul_fraction("GB200", "fp4") == pytest.approx(
+        (1453.4 / 1979 + 3432.5 / 4500) / 2)
+
+
+def test_attention_runs_at_the_16_bit_peak_in_the_achievable_model():
+    # A prefill of 8192 tokens, W8A8: attention is compute-bound. Its FLOPs:
+    # 4 x 32 layers x 4096 x 8192 x 8193 / 2 pairs = 1.7594e13; at 0.75 x 989 TFLOP/s
+    # (fp16, FA3's fraction) 23.72 ms.
+    t = A.step_breakdown("llama-3-8b", "H100 SXM", [8192], [0], "fp8", compute_dtype="fp8",
+                         achievable=A.Efficiency(matmul=1.0, bandwidth=1.0))
+    flops = 4 * 32 * 4096 * 8192 * 8193 / 2
+    assert t.loc["attention", "flops"] == pytest.approx(flops)
+    assert t.loc["attention", "seconds"] == pytest.approx(flops / (0.75 * 989e12))
+
+
+def test_the_ceiling_is_at_or_above_every_published_measurement():
+    e = A.errors(A.CEILING)
+    assert len(e) == len(A.measurements()) >= 100
+    worst = e.loc[e["measured_over_ceiling"].idxmax()]
+    assert (e["measured_over_ceiling"] <= 1.0).all(), worst.to_dict()
+
+
+def test_trtllm_fp8_70b_beat_the_weight_only_ceiling_not_the_w8a8_one():
+    # TensorRT-LLM v1.0, Llama-3.3-70B FP8 on one H200, 128/128: 3,803 tokens/s. Without a
+    # compute format the fp8 weights are weight-only (16-bit matmuls at 989 TFLOP/s) and
+    # the engine beats that "ceiling"; W8A8 runs the matmuls at the fp8 peak (1979).
+    row = A.measurements().set_index("id").loc["trtllm-llama-3-70b-h200-tp1-128-128"]
+    assert row["tokens_per_s_per_gpu"] == 3803
+    kw = dict(dtype="fp8", kv_dtype="bf16")
+    old = llm_serving.offline_throughput("llama-3-70b", "H200", 128, 128, **kw)
+    new = llm_serving.offline_throughput("llama-3-70b", "H200", 128, 128, compute_dtype="fp8",
+                                         **kw)
+    assert old["tokens_per_s_per_gpu"] < 3803 < new["tokens_per_s_per_gpu"]
+
+
+def test_measurements_carry_their_citations():
+    df = A.measurements()
+    assert df["url"].str.startswith("https://").all()
+    bib = open("references.bib", encoding="utf-8").read()
+    for key in set(df["source"]):
+        assert "{" + key + "," in bib
+    assert set(df["split"]) == {"train", "heldout"}
+    assert len(A.measurements("train")) == 6
+
+
+def test_calibrate_reproduces_the_stated_constants():
+    eff, train = A.calibrate()
+    assert eff.bandwidth == pytest.approx(A.FITTED.bandwidth, abs=0.011)
+    assert eff.matmul_scale == pytest.approx(A.FITTED.matmul_scale, abs=0.011)
+    assert eff.step_s == pytest.approx(A.FITTED.step_s, abs=0.11e-3)
+    assert dict(eff.weight_only) == pytest.approx(dict(A.FITTED.weight_only), abs=0.011)
+    assert train.attrs["worst_abs_error_pct"] < 10
+
+
+def test_held_out_error_is_what_the_report_states():
+    e = A.errors(None, "heldout")
+    assert len(e) == 97
+    # Stated in the module and the report: median 9.0%, worst 34.8%.
+    assert e.attrs["median_abs_error_pct"] == pytest.approx(9.0, abs=0.1)
+    assert e.attrs["worst_abs_error_pct"] == pytest.approx(34.8, abs=0.1)
+
+
+def test_gpt_fast_fractions_per_format():
+    # gpt-fast, Llama-2-7B batch 1 on an A100 80GB: 104.9, 155.6, 196.8 tokens/s against
+    # ceilings of 153.6, 305.8, 486.6: 0.683, 0.509, 0.404. The fitted model gives each
+    # format its own fraction (one fraction for all would put int8 at 0.68).
+    got = {f: A.fraction_of_ceiling("llama-2-7b", "A100 80GB", 1, 102, f)
+           for f in ("bf16", "int8", "int4-g32-zp")}
+    assert got["bf16"] == pytest.approx(104.9 / 153.6, rel=0.03)
+    assert got["int8"] == pytest.approx(155.6 / 305.8, rel=0.03)
+    assert got["int4-g32-zp"] == pytest.approx(196.8 / 486.6, rel=0.03)
+
+
+def test_bad_inputs_raise_clear_errors():
+    with pytest.raises(ValueError, match="bandwidth"):
+        A.Efficiency(bandwidth=1.5)
+    with pytest.raises(ValueError, match="step_s"):
+        A.Efficiency(step_s=-1)
+    with pytest.raises(TypeError, match="achievable"):
+        A.step_seconds("llama-3-8b", "H100 SXM", [1], [0], achievable="yes")
+    with pytest.raises(ValueError, match="split"):
+        A.measurements("test")
+    with pytest.raises(ValueError, match="dtype"):
+        A.Efficiency(weight_only=(("int9", 0.5),))
+    assert A.model("llama-3.1-405b").n_params == pytest.approx(405.85e9, rel=0.001)

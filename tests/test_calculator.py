@@ -119,3 +119,20 @@ def test_the_grid_covers_the_mixtures_of_experts(results):
         got = results[("H100 SXM", model, "bf16", 16, 1024)]
         assert "experts" in got["ops"] and got["cbb"] == llm.compute_bound_batch(
             model, "H100 SXM", "bf16")
+
+
+def test_the_pages_numbers_are_the_packages():
+    """appendix/calculator.md states a few numbers in its prose (a page without a kernel
+    cannot glue them): each is computed here and must appear as the page rounds it."""
+    page = (ROOT / "appendix" / "calculator.md").read_text()
+    text = " ".join(page.split())
+    for gpu in ("T4", "A100 80GB", "H100 SXM"):  # "on any of these GPUs"
+        short, long_ = (llm.decode_ceiling("llama-2-7b", gpu, 1, c, "fp16")
+                        / llm.weight_read_ceiling("llama-2-7b", gpu, 1, "fp16")
+                        for c in (1024, 32768))
+        assert f"{short:.2f} of the weight-read ceiling at 1,024 tokens" in text
+        assert f"is {long_:.2f} of the weight-read ceiling" in text
+    assert f"\\approx {2 / dtypes.bytes_per_element('int4'):.1f}$ times that on int4" in text
+    read = llm.step_weight_bytes("mixtral-8x7b", "bf16", 1) / 1e9
+    held = llm.weight_bytes("mixtral-8x7b", "bf16") / 1e9
+    assert f"{read:.1f} GB of the {held:.1f} GB it holds" in text

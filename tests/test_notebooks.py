@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted([*ROOT.glob("chapters/*.ipynb"), *ROOT.glob("labs/*.ipynb")])
+NOTEBOOKS = sorted([*ROOT.glob("chapters/*.ipynb"), *ROOT.glob("labs/*.ipynb"),
+                    *ROOT.glob("workshop/*.ipynb")])
 IDS = [str(p.relative_to(ROOT)) for p in NOTEBOOKS]
 
 

@@ -246,3 +246,116 @@ def test_chunked_prefill_has_more_goodput_under_a_tight_tpot_slo():
 
 # --- bad input: a clear error for each ---------------------------------------------------
 
+
+
+# --- the configuration engines run: W8A8, TP, offline throughput (issue 22) ---------------
+
+# Llama-3-8B's matmul weights per layer: Q, K, V, O: 4096 x (4096 + 2 x 1024) + 4096 x 4096
+# = 41,943,040; gate, up, down: 3 x 4096 x 14,336 = 176,160,768; together 218,103,808;
+# x 32 layers = 6,979,321,856.
+LINEAR_8B = 6_979_321_856
+
+
+def test_a_w8a8_step_runs_its_matmuls_at_the_fp8_peak():
+    # One 8,192-token prompt. The layers' matmuls: 2 x 8,192 x 6,979,321,856 = 1.1435e14
+    # FLOPs. Their bytes in W8A8: the weights at 1 B (6.98 GB) and 8,192 tokens x 32
+    # layers x 69,632 activation elements (4d + 2q + 2kv + 3 d_ff) at 1 B (18.25 GB):
+    # 25.2 GB / 3.35 TB/s = 7.5 ms, less than the arithmetic: compute-bound at the fp8
+    # peak, 1.1435e14 / 1979e12 = 57.78 ms; weight-only fp8 computes in fp16 at 989:
+    # 115.6 ms.
+    flops = 2 * 8192 * LINEAR_8B
+    for compute, peak in (("fp8", 1979e12), (None, 989e12)):
+        t = llm.forward_step_breakdown(MODEL, GPU, [8192], [0], "fp8", compute_dtype=compute)
+        assert t.loc["linear", "flops"] == pytest.approx(flops)
+        assert t.loc["linear", "seconds"] == pytest.approx(flops / peak)
+        # The simulator's step model times the same step: its TTFT is the sum of rows.
+        df = llm_serving.simulate_llm([0.0], [8192], [1], MODEL, GPU, max_batch=1,
+                                      dtype="fp8", compute_dtype=compute)
+        assert df["ttft"].iloc[0] == pytest.approx(t["seconds"].sum(), rel=1e-9)
+    assert flops / 1979e12 == pytest.approx(57.78e-3, rel=1e-3)
+
+
+def test_a_tp2_offline_run_per_gpu_throughput_from_its_step_model():
+    # Llama-3-70B W8A8 (fp8 weights, activations and cache) on 2 x H100 SXM, 128 in / 128
+    # out, at most 256 sequences (memory would hold ~3,100). Steady state: each sequence
+    # spends 128 steps in the batch (its prefill, then 127 decodes), so an average step
+    # prefills 256 / 128 = 2 prompts of 128 tokens and decodes 254 sequences at the mean
+    # context 128 + (128 - 2) / 2 = 191, and yields 256 tokens. One GPU's shard runs that
+    # step; the ceiling's all-reduces: 2 x 80 + 1 = 161 a step, each of 510 tokens x
+    # 8,192 x 1 B = 4,177,920 B over NVLink 4's 450 GB/s: 161 x 9.284 us = 1.4947 ms.
+    r = llm_serving.offline_throughput("llama-3-70b", GPU, 128, 128, dtype="fp8",
+                                       kv_dtype="fp8", compute_dtype="fp8", tp=2,
+                                       max_num_seqs=256)
+    from gpuinfer import parallel
+    shard = parallel.shard("llama-3-70b", 2)
+    step = llm.forward_step_time(shard, GPU, [128, 128] + [1] * 254, [0, 0] + [191] * 254,
+                                 "fp8", kv_dtype="fp8", compute_dtype="fp8")
+    comm = 161 * 510 * 8192 * 1 / 450e9
+    assert r["comm_s"] == pytest.approx(comm) and comm == pytest.approx(1.4947e-3, rel=1e-4)
+    assert r["limited_by"] == "max_num_seqs" and r["batch"] == 256
+    assert r["step_s"] == pytest.approx(step + comm, rel=1e-9)
+    assert r["tokens_per_s_per_gpu"] == pytest.approx(256 / (step + comm) / 2, rel=1e-9)
+    assert r["tokens_per_s"] == pytest.approx(2 * r["tokens_per_s_per_gpu"])
+
+
+def test_offline_batch_is_what_the_kv_cache_holds():
+    # Llama-3-8B fp8 weights on an H100 SXM (85,045,477,376 B). Weights: matmuls and LM
+    # head at 1 B (6,979,321,856 + 128,256 x 4,096 = 7,504,658,432), the embedding and 65
+    # norms in fp16 (2 x (525,336,576 + 266,240) = 1,051,205,632): 8,555,864,064 B. The
+    # ceiling's cache: all the rest, 76,489,613,312 B. fp8 KV: 2 x 32 x 1,024 x 1 B =
+    # 65,536 B a token. A 1,000 + 1,000-token sequence holds 1,000 + 999 / 2 = 1,499.5
+    # tokens on average: B = 76,489,613,312 / (65,536 x 1,499.5) = 778.4.
+    r = llm_serving.offline_throughput(MODEL, GPU, 1000, 1000, dtype="fp8", kv_dtype="fp8",
+                                       compute_dtype="fp8")
+    assert r["limited_by"] == "memory"
+    assert r["batch"] == pytest.approx(76_489_613_312 / (65_536 * 1499.5))
+    # A token budget a step caps it: B (1,000 + 999) / 1,000 <= 512 -> B = 256.1.
+    c = llm_serving.offline_throughput(MODEL, GPU, 1000, 1000, dtype="fp8", kv_dtype="fp8",
+                                       compute_dtype="fp8", max_num_batched_tokens=512)
+    assert c["limited_by"] == "max_num_batched_tokens"
+    assert c["batch"] == pytest.approx(512 * 1000 / 1999)
+    assert c["tokens_per_s"] < r["tokens_per_s"]
+    # The achievable model: vLLM's 0.9 of the card, whole blocks, derated steps.
+    a = llm_serving.offline_throughput(MODEL, GPU, 1000, 1000, dtype="fp8", kv_dtype="fp8",
+                                       compute_dtype="fp8", achievable=True)
+    assert a["batch"] < r["batch"] and a["tokens_per_s"] < r["tokens_per_s"]
+
+
+def test_offline_bad_inputs():
+    with pytest.raises(ValueError, match="ep=2"):
+        llm_serving.offline_throughput(MODEL, GPU, 128, 128, ep=2)
+    with pytest.raises(ValueError, match="input_tokens"):
+        llm_serving.offline_throughput(MODEL, GPU, 0, 128)
+    with pytest.raises(ValueError, match="cannot hold one sequence"):
+        llm_serving.offline_throughput("llama-3-70b", "H100 SXM", 128, 128, dtype="fp16")
+    with pytest.raises(ValueError):
+        llm_serving.offline_throughput(MODEL, GPU, 128, 128, tp=3)
+    with pytest.raises(ValueError, match="no peak"):
+        llm_serving.offline_throughput(MODEL, "T4", 128, 128, dtype="fp8", compute_dtype="fp8")
+
+
+def test_an_inter_token_objective_fails_a_stalled_request():
+    # Three requests meet TTFT (<= 1 s) and mean TPOT (<= 50 ms); their worst gaps are
+    # 40 ms, 300 ms (a prefill stalled it) and none (one token). With a 100 ms inter-token
+    # objective the second fails: 2 of 3.
+    df = pd.DataFrame({"ttft": [0.5, 0.5, 0.5], "tpot": [0.03, 0.035, np.nan],
+                       "max_gap": [0.04, 0.3, np.nan]})
+    assert llm_serving.slo_attainment(df, ttft_slo=1, tpot_slo=0.05) == 1.0
+    assert llm_serving.slo_attainment(df, ttft_slo=1, tpot_slo=0.05,
+                                      itl_slo=0.1) == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="itl_slo"):
+        llm_serving.slo_attainment(df, ttft_slo=1, tpot_slo=0.05, itl_slo=0)
+
+
+def test_paging_gain_is_less_than_the_batch_gain():
+    # Two sequences ending at 1,000 and 3,000 tokens; a cache of 100 x 8,192 tokens.
+    # Contiguous (8,192 reserved each): 100 sequences. Paged, blocks of 16: 63 and 188
+    # blocks (1,008 and 3,008 tokens), 2,008 on average: 819,200 / 2,008 = 407. Both
+    # batches decode at the mean length, 2,000: the throughput gain is
+    # (407 / t(407)) / (100 / t(100)), less than 4.07 (each sequence adds its KV reads).
+    g = llm_serving.paging_gain(MODEL, GPU, [1000, 3000], max_len=8192,
+                                kv_cache_bytes=100 * 8192 * KV)
+    assert (g["batch_contiguous"], g["batch_paged"]) == (100, 407)
+    t = {b: llm.decode_step_time(MODEL, GPU, b, 2000) for b in (100, 407)}
+    assert g["throughput_gain"] == pytest.approx((407 / t[407]) / (100 / t[100]), rel=1e-9)
+    assert 1 < g["throughput_gain"] < g["batch_ratio"]

@@ -1,5 +1,6 @@
 """Speculative decoding against Leviathan et al. (2023) and arithmetic written out by hand."""
 
+import functools
 import math
 
 import numpy as np
@@ -155,3 +156,66 @@ def test_round_breakdown_says_whether_both_models_and_caches_fit():
         r = spec.round_breakdown(TARGET, DRAFT, GPU, acceptance=0.8, k=4, batch=batch, context=8192)
         assert r["memory_bytes"] == pytest.approx(fixed + batch * per_seq)
         assert r["fits"] is want
+
+
+# --- priced on the achievable model; the variants engines ship (issue 22) -----------------
+
+def test_the_achievable_round_reduces_to_the_ceiling_and_is_slower_otherwise():
+    from gpuinfer import achievable as A
+
+    ones = A.Efficiency(matmul=1.0, bandwidth=1.0, attention=1.0, step_s=0.0,
+                        kernel_gap_s=0.0, attention_dtype=None)
+    kw = dict(acceptance=0.8, k=4, batch=8, context=512)
+    ceiling = speculative.round_breakdown("llama-3-8b", "llama-3.2-1b", "H100 SXM", **kw)
+    same = speculative.round_breakdown("llama-3-8b", "llama-3.2-1b", "H100 SXM",
+                                       achievable=ones, **kw)
+    for key in ("plain_step_s", "verify_s", "draft_s", "speedup"):
+        assert same[key] == pytest.approx(ceiling[key], rel=1e-12)
+    real = speculative.round_breakdown("llama-3-8b", "llama-3.2-1b", "H100 SXM",
+                                       achievable=True, **kw)
+    assert real["plain_step_s"] > ceiling["plain_step_s"]
+    assert real["draft_s"] > ceiling["draft_s"]
+
+
+def test_a_draft_step_pays_its_kernel_gaps_and_without_graphs_its_launches():
+    from gpuinfer import achievable as A
+
+    # Llama-3.2-1B: 16 layers x 13 kernels = 208. With every rate at its peak and a 0.5 us
+    # gap a kernel, each draft step is its roofline time + 208 x 0.5 us = 104 us; no step
+    # cost in a draft step (charged once a round, with the verify).
+    eff = A.Efficiency(matmul=1.0, bandwidth=1.0, attention=1.0, step_s=1e-3,
+                       kernel_gap_s=0.5e-6, attention_dtype=None)
+    r = speculative.round_breakdown("llama-3-8b", "llama-3.2-1b", "B200", acceptance=0.8,
+                                    k=3, achievable=eff)
+    roof = sum(llm.decode_step_time("llama-3.2-1b", "B200", 1, j) for j in range(3))
+    assert r["draft_s"] == pytest.approx(roof + 3 * 208 * 0.5e-6)
+    # Eager: the host launches 208 kernels at 3.8 us = 790.4 us a step, more than the
+    # B200 needs to read the 1B model (~0.32 ms at the datasheet rate): launch-bound.
+    eager = A.Efficiency(matmul=1.0, bandwidth=1.0, attention=1.0, step_s=0.0,
+                         kernel_gap_s=0.0, cuda_graphs=False, launch_s=3.8e-6,
+                         attention_dtype=None)
+    r = speculative.round_breakdown("llama-3-8b", "llama-3.2-1b", "B200", acceptance=0.8,
+                                    k=3, achievable=eager)
+    assert roof / 3 < 208 * 3.8e-6
+    assert r["draft_s"] == pytest.approx(3 * 208 * 3.8e-6)
+
+
+def test_cutoff_batch_is_where_speculation_stops_paying():
+    kw = dict(acceptance=0.8, k=4, context=512)
+    b = speculative.cutoff_batch("llama-3-8b", "llama-3.2-1b", "H100 SXM", **kw)
+    assert 1 < b < 4096
+    gain = functools.partial(speculative.decode_speedup, "llama-3-8b", "llama-3.2-1b",
+                             "H100 SXM", **kw)
+    assert gain(batch=b - 1) > 1 >= gain(batch=b)
+    assert speculative.cutoff_batch("llama-3-8b", "llama-3.2-1b", "H100 SXM",
+                                    acceptance=0.0, k=4) == 1
+
+
+def test_variants_cite_their_sources():
+    df = speculative.variants()
+    assert {"draft model", "Medusa", "EAGLE", "EAGLE-3", "MTP (DeepSeek-V3)",
+            "n-gram / prompt lookup"} <= set(df.index)
+    bib = open("references.bib", encoding="utf-8").read()
+    for key in df["source"]:
+        assert "{" + key + "," in bib
+    assert df["vllm_v1"].str.contains("v0.19.0").all()

@@ -262,3 +262,14 @@ def test_moe_layouts_dp_attention_wins_for_latent_attention_at_a_large_batch():
 def test_ep_bad_inputs(call, err, words):
     with pytest.raises(err, match=words):
         call()
+
+
+def test_routed_expert_weight_bytes_is_the_non_affine_part_of_a_step():
+    # Qwen3-30B-A3B, bf16, 1 token: 8 experts x 48 layers x 3 x 2048 x 768 x 2 bytes
+    # = 8 x 48 x 4,718,592 x 2 = 3,623,878,656
+    assert llm.routed_expert_weight_bytes("qwen3-30b-a3b", 1, "bf16") == pytest.approx(3_623_878_656)
+    assert llm.routed_expert_weight_bytes("llama-2-7b", 5) == 0
+    t = llm.decode_step_breakdown("qwen3-30b-a3b", "H100 SXM", 64, 0, "bf16")
+    acts = 64 * 8 * 48 * (2 * 2048 + 3 * 768) * 2
+    assert t.loc["experts", "bytes"] == pytest.approx(
+        llm.routed_expert_weight_bytes("qwen3-30b-a3b", 64, "bf16") + acts)

@@ -447,6 +447,19 @@ def step_weight_bytes(model, dtype="fp16", tokens=1):
     return _v.scalar_or_array(dense + router + routed)
 
 
+def routed_expert_weight_bytes(model, tokens, dtype="fp16"):
+    """Bytes of routed-expert weights a step of `tokens` tokens reads, over all MoE
+    layers: experts_touched x MoE layers x expert weights x bytes a weight (`dtype`, or
+    the shipped `expert_dtype` if narrower). The one term of a step's table that is not
+    affine in the step's token count (0 for a dense model). Vectorised over `tokens`."""
+    m = get(model)
+    if not m.is_moe:
+        return _v.scalar_or_array(np.zeros(np.shape(tokens)))
+    weight, _, _ = _dtypes.formats(dtype)
+    return _v.scalar_or_array(m.n_moe_layers * m.expert_params * _expert_bytes(m, weight)
+                              * np.asarray(experts_touched(m, tokens)))
+
+
 def experts_touched(model, tokens, *, touched=None):
     """Chapter *Mixtures of experts*: how many distinct routed experts one MoE layer
     reads for `tokens` routed tokens (a decode batch, or a prefill's prompt tokens).

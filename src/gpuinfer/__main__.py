@@ -533,7 +533,7 @@ def _value(value) -> str:
         return _cell(value)
     if value != value:
         return "n/a"
-    return f"{value:,.3g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
 def dry_run_report(env, labs, *, total_s, targets=(), clocks_line="") -> str:

@@ -171,3 +171,16 @@ def test_every_published_figure_cites_a_key_of_the_bibliography():
     keys = set(re.findall(r"^@\w+\{([^,]+),", bib, flags=re.M))
     missing = {p["source"] for p in reference.PUBLISHED} - keys
     assert not missing, f"PUBLISHED cites keys references.bib lacks: {missing}"
+
+
+def test_engine_measurements_are_the_achievable_models_table():
+    from gpuinfer import achievable, reference
+
+    df = reference.engine_measurements()
+    assert len(df) == len(achievable.measurements())
+    # gpt-fast's rows are the same figures as GPT_FAST_TOKENS_PER_S.
+    gf = df[df["engine"] == "gpt-fast"].set_index("weight_format")["tokens_per_s"]
+    assert gf["bf16"] == reference.GPT_FAST_TOKENS_PER_S["bf16"]
+    assert gf["int8"] == reference.GPT_FAST_TOKENS_PER_S["int8"]
+    assert gf["int4-g32-zp"] == reference.GPT_FAST_TOKENS_PER_S["int4"]
+    assert len(reference.engine_measurements("train")) == 6

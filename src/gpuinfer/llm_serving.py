@@ -258,8 +258,12 @@ class _StepCost:
             cb = np.linalg.lstsq(z, b, rcond=None)[0]
             for fit, seen in ((z @ cf, f), (z @ cb, b)):
                 if not np.allclose(fit, seen, rtol=1e-9, atol=1e-6):  # pragma: no cover
-                    raise RuntimeError("llm's step table is no longer affine in the step's "
-                                       "aggregates: llm_serving._StepCost must change")
+                    raise NotImplementedError(
+                        f"{m.name}: its step table is not affine in the step's aggregates "
+                        f"(a mixture-of-experts layer reads the experts its tokens touch, "
+                        f"a curve in the token count): simulate_llm and offline_throughput "
+                        f"time dense models only; use llm.forward_step_breakdown or "
+                        f"gpuinfer.achievable.step_seconds for one step")
             coef[with_logits] = (cf.T.copy(), cb.T.copy())
         return coef, list(table.index), list(table["dtype"])
 

@@ -334,6 +334,17 @@ def published(experiment=None) -> "pandas.DataFrame":
     return pd.DataFrame(rows)
 
 
+def engine_measurements(split=None) -> "pandas.DataFrame":
+    """Published serving-engine measurements (TensorRT-LLM's performance overview,
+    gpt-fast): the table the achievable model is calibrated on and the ceiling is
+    checked against, one cited row per figure. See `gpuinfer.achievable.measurements`
+    (`split`: "train" or "heldout") and `achievable.errors` for predicted against
+    measured."""
+    from . import achievable as _achievable
+
+    return _achievable.measurements(split)
+
+
 def speedup(run, baseline_kernel="dense") -> "pandas.DataFrame":
     """Quantised rows of a run beside its dense row at the same batch and context:
     measured speed-up and the bytes ratio (dense step bytes / quantised step bytes)."""

@@ -97,14 +97,14 @@ def _costs(link):
 
 
 def _ll_slip(n_bytes, n_devices, link, fraction=1.0):
-    """A single-protocol slip: LL's latency with `fraction` of the link's bandwidth (1:
-    the full link; 0.5: LL's half without NCCL's llMaxBw cap), over NCCL's fastest
+    """A single-protocol slip: LL's latency with `fraction` of NCCL's bandwidth for the
+    link (1: all of it; 0.5: LL's half without NCCL's llMaxBw cap), over NCCL's fastest
     protocol. Cheap (no table), so it can run when the module loads."""
     ic = hardware.get_interconnect(link)
     ll = ic.nccl("LL")
     steps, share = 2 * (n_devices - 1), 2 * (n_devices - 1) / n_devices
     slip = ll.base_latency_s + steps * ll.step_latency_s \
-        + share * n_bytes / (fraction * ic.bandwidth_bytes_per_s)
+        + share * n_bytes / (fraction * ic.nccl_bus_bandwidth_bytes_per_s)
     return slip / parallel.interconnect_allreduce_time(n_bytes, n_devices, link)
 
 
@@ -115,9 +115,10 @@ _LL_MAX_GBS = {arch: bw / 1e9 for arch, bw in hardware.NCCL_LL_MAX_BUS_BANDWIDTH
 @register("parallel-allreduce-batch64", where=WHERE,
           question="Time of one all-reduce of Llama-2-70B's fp16 activations at batch 64 "
           "([64, 8192] x 2 bytes = 1,048,576 B) across 8 H100 SXM on NVLink 4 (450 GB/s each "
-          "way), with NCCL's ring cost model: the fastest of its LL, LL128 and Simple "
+          "way on the datasheet, 370.8 GB/s in NCCL's topology: 18 links x 20.6), with "
+          "NCCL's ring cost model: the fastest of its LL, LL128 and Simple "
           "protocols. Seconds, three significant figures.", unit="seconds",
-          hint="Per protocol: base + 2(N-1) x step latency + 2(N-1)/N x bytes / (450e9 x "
+          hint="Per protocol: base + 2(N-1) x step latency + 2(N-1)/N x bytes / (370.8e9 x "
           f"fraction). {_costs('NVLink 4')}; on one node LL's bandwidth is also capped at "
           f"NCCL's llMaxBw, {_LL_MAX_GBS['hopper']:.0f} GB/s on Hopper. Take the smallest.",
           slips={_ll_slip(2**20, 8, "NVLink 4"):
@@ -125,7 +126,7 @@ _LL_MAX_GBS = {arch: bw / 1e9 for arch, bw in hardware.NCCL_LL_MAX_BUS_BANDWIDTH
                  "flag with every 4 bytes of data, so it reaches half of it at most, and on "
                  f"one Hopper node no more than {_LL_MAX_GBS['hopper']:.0f} GB/s.",
                  _ll_slip(2**20, 8, "NVLink 4", 0.5):
-                 "That is LL at half of NVLink's 450 GB/s: on one node NCCL caps LL at its "
+                 "That is LL at half of NCCL's 370.8 GB/s: on one node NCCL caps LL at its "
                  f"llMaxBw, {_LL_MAX_GBS['hopper']:.0f} GB/s for Hopper."})
 def _():
     m = llm.get(MODEL)

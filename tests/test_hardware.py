@@ -48,7 +48,7 @@ def test_catalogue_has_the_required_devices_with_sources(required):
 @pytest.mark.parametrize("torch_name, entry", [
     ("Tesla T4", "T4"), ("NVIDIA H100 80GB HBM3", "H100 SXM"),
     ("NVIDIA A100-SXM4-80GB", "A100 80GB"), ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
-    ("NVIDIA A100-PCIE-40GB", "A100 40GB"), ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"),
+    ("NVIDIA A100-PCIE-40GB", "A100 40GB PCIe"), ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"),
     ("NVIDIA L4", "L4"), ("NVIDIA H200", "H200"), ("h100", "H100 SXM"), ("t4", "T4"),
     ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H100 NVL", "H100 NVL"),
     ("NVIDIA H200 NVL", "H200 NVL"), ("NVIDIA GH200 480GB", "GH200"),

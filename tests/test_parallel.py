@@ -41,12 +41,13 @@ def test_allreduce_is_vectorised_over_sizes():
 
 def test_interconnect_allreduce_takes_nccls_fastest_protocol():
     # NCCL's ring on NVLink (tuning.cc): LL base 6.6 us + 0.6 us a step at half the link's
-    # 450 GB/s, but at most llMaxBw (141 GB/s on Hopper, one node); LL128 14 us + 1.9 us
-    # a step at 0.92; Simple 8.4 us + 3.4 us at the full link.
+    # bandwidth as NCCL's topology counts it (topo.h: 18 SM90 links x 20.6 GB/s = 370.8 GB/s,
+    # not the datasheet's 450), but at most llMaxBw (141 GB/s on Hopper, one node); LL128
+    # 14 us + 1.9 us a step at 0.92; Simple 8.4 us + 3.4 us at the full 370.8 GB/s.
     # 16 KB on 4 GPUs: 6 steps, 2 x 3/4 x 16384 B sent.
     ll = 6.6e-6 + 6 * 0.6e-6 + 1.5 * 16384 / 141e9
-    ll128 = 14e-6 + 6 * 1.9e-6 + 1.5 * 16384 / (0.92 * 450e9)
-    simple = 8.4e-6 + 6 * 3.4e-6 + 1.5 * 16384 / 450e9
+    ll128 = 14e-6 + 6 * 1.9e-6 + 1.5 * 16384 / (0.92 * 370.8e9)
+    simple = 8.4e-6 + 6 * 3.4e-6 + 1.5 * 16384 / 370.8e9
     table = parallel.allreduce_protocols(16384, 4, "NVLink 4")
     assert list(table.index.get_level_values("algorithm").unique()) == ["ring"]  # one node
     assert table.loc[("ring", "LL"), "seconds"] == pytest.approx(ll)
@@ -73,7 +74,7 @@ def test_past_the_nvlink_domain_the_ring_crosses_the_network():
     # steps of 2.7 us; 2 x 15/16 x 16384 B at 39 GB/s.
     ring_ll = 6.6e-6 + 28 * 1.0e-6 + 2 * 2.7e-6 + 2 * 15 / 16 * 16384 / 39e9
     # Tree LL (no net-overhead floor for a tree): 6.8 us + 2 x (7 NVLink steps of 0.6 us +
-    # log2(2) network steps of 5.0 us); its bandwidth min(450 x 0.92/3.8, 400 x 0.92/3.8,
+    # log2(2) network steps of 5.0 us); its bandwidth min(370.8 x 0.92/3.8, 400 x 0.92/3.8,
     # 39) GB/s = 39 GB/s, halved (up and down the tree).
     tree_ll = 6.8e-6 + 2 * (7 * 0.6e-6 + 1 * 5.0e-6) + 2 * 16384 / 39e9
     table = parallel.allreduce_protocols(16384, 16, "NVLink 4")
@@ -81,8 +82,8 @@ def test_past_the_nvlink_domain_the_ring_crosses_the_network():
     assert table.loc[("ring", "LL"), "seconds"] == pytest.approx(ring_ll)
     assert table.loc[("tree", "LL"), "seconds"] == pytest.approx(tree_ll)
     assert table.loc[("tree", "LL"), "fastest"]
-    # Simple's ring: 8.4 us + 28 x max(3.4, 3 x 1.0) us + 2 x 14 us, at min(450, 400) GB/s.
-    simple = 8.4e-6 + 28 * 3.4e-6 + 2 * 14e-6 + 2 * 15 / 16 * 16384 / 400e9
+    # Simple's ring: 8.4 us + 28 x max(3.4, 3 x 1.0) us + 2 x 14 us, at min(370.8, 400) GB/s.
+    simple = 8.4e-6 + 28 * 3.4e-6 + 2 * 14e-6 + 2 * 15 / 16 * 16384 / 370.8e9
     assert table.loc[("ring", "Simple"), "seconds"] == pytest.approx(simple)
     inside = parallel.interconnect_allreduce_time(16384, 8, "NVLink 4")
     assert parallel.interconnect_allreduce_time(16384, 16, "NVLink 4") == pytest.approx(tree_ll)
@@ -327,7 +328,7 @@ def test_launch_floor():
 def test_pipeline_latency_is_the_whole_model_and_throughput_scales():
     whole = llm.decode_step_time("llama-2-70b", "H100 SXM", 1, 0)
     pp = parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 4)
-    send = 8.4e-6 + 3.4e-6 + 16384 / 450e9   # NCCL's Simple protocol on NVLink 4
+    send = 8.4e-6 + 3.4e-6 + 16384 / 370.8e9   # NCCL's Simple protocol on NVLink 4 (topology bandwidth)
     assert pp["stage_s"] == pytest.approx(whole / 4)
     assert pp["send_s"] == pytest.approx(send)
     assert pp["latency_s"] == pytest.approx(whole + 3 * send)

@@ -10,6 +10,13 @@ operations table of `llm.forward_step_breakdown`, the sum `llm.step_timer` compu
 evaluated fast by `_StepCost`), admission bounded by a paged KV cache, preemption by
 recomputation when the cache runs out (vLLM's default). The request-level batcher
 (Triton's) is `gpuinfer.batching`.
+
+The configuration engines run: a compute format (`compute_dtype`: W8A8 fp8/int8, W4A4
+fp4 at that format's peak), tensor parallelism (`tp`: `parallel.shard` plus the step's
+all-reduces), and two numbers for everything: `achievable=False`, the ceiling (the
+roofline, an upper bound on throughput), or True, the calibrated achievable model
+(`gpuinfer.achievable`). `offline_throughput` answers what `trtllm-bench throughput` and
+`vllm bench throughput` report; `paging_gain` what paging the KV cache buys.
 """
 
 from __future__ import annotations

@@ -282,7 +282,9 @@ def test_a_tp2_offline_run_per_gpu_throughput_from_its_step_model():
     # prefills 256 / 128 = 2 prompts of 128 tokens and decodes 254 sequences at the mean
     # context 128 + (128 - 2) / 2 = 191, and yields 256 tokens. One GPU's shard runs that
     # step; the ceiling's all-reduces: 2 x 80 + 1 = 161 a step, each of 510 tokens x
-    # 8,192 x 1 B = 4,177,920 B over NVLink 4's 450 GB/s: 161 x 9.284 us = 1.4947 ms.
+    # 8,192 x 1 B = 4,177,920 B, each GPU sending it once at NCCL's bus bandwidth for
+    # NVLink 4 (topo.h: 18 SM90 links x 20.6 GB/s = 370.8 GB/s, not the datasheet's 450):
+    # 4,177,920 / 370.8e9 = 11.267 us, x 161 = 1.8140 ms.
     r = llm_serving.offline_throughput("llama-3-70b", GPU, 128, 128, dtype="fp8",
                                        kv_dtype="fp8", compute_dtype="fp8", tp=2,
                                        max_num_seqs=256)
@@ -290,8 +292,8 @@ def test_a_tp2_offline_run_per_gpu_throughput_from_its_step_model():
     shard = parallel.shard("llama-3-70b", 2)
     step = llm.forward_step_time(shard, GPU, [128, 128] + [1] * 254, [0, 0] + [191] * 254,
                                  "fp8", kv_dtype="fp8", compute_dtype="fp8")
-    comm = 161 * 510 * 8192 * 1 / 450e9
-    assert r["comm_s"] == pytest.approx(comm) and comm == pytest.approx(1.4947e-3, rel=1e-4)
+    comm = 161 * 510 * 8192 * 1 / (18 * 20.6e9)
+    assert r["comm_s"] == pytest.approx(comm) and comm == pytest.approx(1.8140e-3, rel=1e-4)
     assert r["limited_by"] == "max_num_seqs" and r["batch"] == 256
     assert r["step_s"] == pytest.approx(step + comm, rel=1e-9)
     assert r["tokens_per_s_per_gpu"] == pytest.approx(256 / (step + comm) / 2, rel=1e-9)
@@ -359,3 +361,133 @@ def test_paging_gain_is_less_than_the_batch_gain():
     t = {b: llm.decode_step_time(MODEL, GPU, b, 2000) for b in (100, 407)}
     assert g["throughput_gain"] == pytest.approx((407 / t[407]) / (100 / t[100]), rel=1e-9)
     assert 1 < g["throughput_gain"] < g["batch_ratio"]
+
+
+# --- the step cost in closed form; mixtures of experts (issues 21, 25) -------------------
+
+# (new tokens, context, logits) per step: a decode, a prompt, decodes beside a chunk that
+# does not end its prompt, a prompt beside two decodes, a chunk alone.
+STEPS = [([1], [0], [1]), ([512], [0], [1]),
+         ([1] * 32 + [300], [700] * 32 + [100], [1] * 32 + [0]),
+         ([200, 1, 1], [0, 50, 4000], [0, 1, 1]), ([64], [128], [0])]
+# What the least-squares fit from probe steps (the step cost before issue 25) gave for
+# them, recorded from that code: the closed form must give the same.
+OLD_FIT = {
+    ("llama-3-8b", "H100 SXM", "fp16", None, 1, False):
+        [0.00448204203940299, 0.007662726881270763, 0.005961872943865003,
+         0.004956137074618506, 0.004272242932532721],
+    ("llama-2-7b", "A100 80GB", "int4", None, 1, False):
+        [0.0018255778087297716, 0.02168984176060359, 0.019863753128583534,
+         0.009620646670489891, 0.0027396185673046057],
+    ("llama-3-8b", "H100 SXM", "fp8", "fp8", 1, True):
+        [0.00444451977102722, 0.00936673313807328, 0.007804666248935172,
+         0.005084278840598654, 0.004325595072165868],
+    ("llama-3-70b", "H100 SXM", "fp16", None, 4, True):
+        [0.015997886363416976, 0.04399417132844278, 0.03142351369147384,
+         0.021601642594177458, 0.017812235005112004],
+}
+
+
+def test_the_closed_form_step_cost_equals_the_old_fit():
+    from gpuinfer import achievable
+
+    for (model, gpu, dtype, compute, tp, ach), old in OLD_FIT.items():
+        eff = achievable.FITTED if ach else achievable.CEILING
+        t = llm_serving._StepCost(model, gpu, dtype, None, compute, tp=tp, efficiency=eff)
+        for (q, c, lg), want in zip(STEPS, old):
+            assert t(q, c, lg) == pytest.approx(want, rel=1e-9)
+    # Llama-3-70B fp8 TP2 on the ceiling: the old fit's steps less its all-reduces at the
+    # datasheet's 450 GB/s, plus the same at NCCL's 370.8 GB/s: 161 all-reduces of
+    # tokens x 8,192 x 1 B (tokens: 1, 512, 332, 202, 64 new tokens a step).
+    old = [0.010378648704212281, 0.01950836217861174, 0.013806179267357608,
+           0.011629362902793905, 0.010557995235542135]
+    t = llm_serving._StepCost("llama-3-70b", GPU, "fp8", None, "fp8", tp=2)
+    for (q, c, lg), want, n in zip(STEPS, old, (1, 512, 332, 202, 64)):
+        comm = 161 * n * 8192 * (1 / 370.8e9 - 1 / 450e9)
+        assert t(q, c, lg) == pytest.approx(want + comm, rel=1e-9)
+
+
+def test_the_closed_form_rows_are_the_step_models_rows():
+    # Each row's FLOPs, bytes and seconds, dense and MoE (DeepSeek-V3's MLA and shared
+    # expert, gpt-oss's MXFP4 experts), on random mixed steps, as forward_step_breakdown
+    # gives them.
+    rng = np.random.default_rng(7)
+    for model, gpu, dtype in [(MODEL, GPU, "fp16"), ("llama-2-7b", "A100 80GB", "int4"),
+                              ("mixtral-8x7b", GPU, "fp16"), ("deepseek-v3", "H200", "fp8"),
+                              ("gpt-oss-20b", GPU, "bf16"), ("qwen3-30b-a3b", "L4", "fp8")]:
+        t = llm_serving._StepCost(model, gpu, dtype)
+        for _ in range(20):
+            b = int(rng.integers(1, 40))
+            q = np.where(rng.random(b) < 0.2, rng.integers(1, 900, b), 1)
+            c = rng.integers(0, 4000, b)
+            lg = (rng.random(b) < 0.7).astype(float)
+            ref = llm.forward_step_breakdown(model, gpu, q, c, dtype, logits=lg)
+            z = llm_serving._aggregates(q.astype(float), c.astype(float), lg)[:, None]
+            f, by = t.flops_bytes(z)
+            assert t.names == list(ref.index)
+            np.testing.assert_allclose(f[:, 0], ref["flops"], rtol=1e-9)
+            np.testing.assert_allclose(by[:, 0], ref["bytes"], rtol=1e-9)
+            np.testing.assert_allclose(t.rows(z)[:, 0], ref["seconds"], rtol=1e-9)
+
+
+def test_an_moe_steps_bytes_grow_with_the_batch_as_experts_touched():
+    # Mixtral-8x7B fp16, decode at context 0: the experts row reads touched experts x 32
+    # layers x 3 x 4,096 x 14,336 x 2 B (352,321,536 B an expert a layer), touched = 8 (1 -
+    # (3/4)^b): 2 at batch 1, 8 (1 - 0.75^4) = 5.47 at 4, 7.9999 at 64; a dense model's
+    # weight bytes do not move.
+    m = "mixtral-8x7b"
+    t = llm_serving._StepCost(m, GPU, "fp16")
+    row = t.names.index("experts")
+    act = 2 * 32 * (2 * 4096 + 3 * 14336) * 2    # a token's k expert MLPs' activations
+    for b, touched in ((1, 2.0), (4, 8 * (1 - 0.75 ** 4)), (64, 8 * (1 - 0.75 ** 64))):
+        z = np.array([1.0, b, b, b, 0.0])[:, None]
+        experts = t.flops_bytes(z)[1][row, 0] - b * act
+        assert experts == pytest.approx(touched * 32 * 352_321_536, rel=1e-12)
+        assert experts == pytest.approx(32 * 352_321_536 * llm.experts_touched(m, b))
+    dense = llm_serving._StepCost(MODEL, GPU, "fp16")
+    lin = dense.names.index("linear")
+    w = [dense.flops_bytes(np.array([1.0, b, b, b, 0.0])[:, None])[1][lin, 0]
+         - b * dense.cb[lin, 1] for b in (1, 64)]
+    assert w[0] == w[1] == 2 * LINEAR_8B
+
+
+def test_an_moe_model_serves_in_the_simulator():
+    # A lone Mixtral request on 2 x H100 TP2: its TTFT is the shard's prefill step plus
+    # the step's 65 all-reduces (2 x 32 + 1), each of 1,000 x 4,096 x 2 B at 370.8 GB/s.
+    shard = __import__("gpuinfer.parallel", fromlist=["shard"]).shard("mixtral-8x7b", 2)
+    df = llm_serving.simulate_llm([0.0], [1000], [3], "mixtral-8x7b", GPU, max_batch=4, tp=2)
+    prefill = llm.forward_step_time(shard, GPU, [1000], [0])
+    assert df["ttft"].iloc[0] == pytest.approx(prefill + 65 * 1000 * 4096 * 2 / 370.8e9,
+                                               rel=1e-9)
+    # Its decodes: one token at 1,000 and 1,001 cached, reading k = 2 experts a layer.
+    decode = [llm.forward_step_time(shard, GPU, [1], [c]) + 65 * 4096 * 2 / 370.8e9
+              for c in (1000, 1001)]
+    assert df["tpot"].iloc[0] == pytest.approx(sum(decode) / 2, rel=1e-9)
+
+
+def test_an_moe_offline_run_from_its_step_model():
+    # Mixtral-8x7B fp16 on 2 x H100 SXM, TP2, 64 in / 4 out, at most 4 sequences. The
+    # average step prefills 4 / 4 = 1 prompt of 64 tokens and decodes 3 sequences at the
+    # mean context 64 + (4 - 2) / 2 = 65: 67 new tokens, 4 output tokens.
+    # By hand, one GPU's shard (1/2 of the heads, of each expert's width, of the vocab):
+    # - experts: 67 routed tokens touch 8 (1 - 0.75^67) = 8.0000 of 8 experts a layer,
+    #   32 x 8 x 3 x 4,096 x 7,168 x 2 B = 45,097,156,608 B;
+    # - attention projections: 32 x (4,096 x (2,048 + 2 x 512) + 2,048 x 4,096) x 2 B
+    #   = 1,342,177,280 B; LM head 16,000 x 4,096 x 2 B = 131,072,000 B;
+    # together 46,570,405,888 B / 3.35e12 B/s = 13.902 ms (every row memory-bound: the
+    # experts' 7.6e11 FLOPs take 0.76 ms at 989 TFLOP/s), plus the activations and cache
+    # (0.3 GB, 0.1 ms). All-reduces: 65 x 67 x 4,096 x 2 B / 370.8e9 = 96.2 us.
+    r = llm_serving.offline_throughput("mixtral-8x7b", GPU, 64, 4, tp=2, max_num_seqs=4)
+    from gpuinfer import parallel
+    shard = parallel.shard("mixtral-8x7b", 2)
+    comm = 65 * 67 * 4096 * 2 / 370.8e9
+    assert r["comm_s"] == pytest.approx(comm) and comm == pytest.approx(96.2e-6, rel=1e-3)
+    weights = 45_097_156_608 + 1_342_177_280 + 131_072_000
+    assert r["step_s"] == pytest.approx(weights / 3.35e12 + comm, rel=0.01)
+    step = llm.forward_step_time(shard, GPU, [64, 1, 1, 1], [0, 65, 65, 65])
+    assert r["step_s"] == pytest.approx(step + comm, rel=1e-9)
+    assert r["tokens_per_s_per_gpu"] == pytest.approx(4 / (step + comm) / 2, rel=1e-9)
+    # The achievable model serves it too, slower than the ceiling.
+    a = llm_serving.offline_throughput("mixtral-8x7b", GPU, 64, 4, tp=2, max_num_seqs=4,
+                                       achievable=True)
+    assert a["tokens_per_s"] < r["tokens_per_s"]

@@ -7,8 +7,9 @@ own traffic*. Times are seconds, rates requests/s, memory bytes.
 `simulate_llm` is a continuous-batching LLM server: prefill and decode in the same
 steps, each step timed by the per-operation roofline of its own mix of tokens (the
 operations table of `llm.forward_step_breakdown`, the sum `llm.step_timer` computes,
-evaluated fast by `_StepCost`), admission bounded by a paged KV cache, preemption by
-recomputation when the cache runs out (vLLM's default). The request-level batcher
+built in closed form from the step model's constants, `llm.step_constants`, by
+`_StepCost`; mixtures of experts included), admission bounded by a paged KV cache,
+preemption by recomputation when the cache runs out (vLLM's default). The request-level batcher
 (Triton's) is `gpuinfer.batching`.
 
 The configuration engines run: a compute format (`compute_dtype`: W8A8 fp8/int8, W4A4
@@ -161,7 +162,7 @@ def paging_gain(model, accelerator, lengths, *, max_len, block_size=DEFAULT_BLOC
     for k, b in batches.items():
         z = np.array([1.0, b, b, b * (c + 1), b * c])
         out[f"batch_{k}"] = b
-        out[f"tokens_per_s_{k}"] = b / float(timer.many(z[:, None], True)[0])
+        out[f"tokens_per_s_{k}"] = b / float(timer.many(z[:, None])[0])
     out["batch_ratio"] = out["batch_paged"] / out["batch_contiguous"]
     out["throughput_gain"] = out["tokens_per_s_paged"] / out["tokens_per_s_contiguous"]
     return out
@@ -175,32 +176,74 @@ def _aggregates(q, c, lg):
     return np.array([1.0, t, lg.sum(), q @ c + (q @ q + t) / 2, c.sum()])
 
 
-#: _StepCost's coefficients by (model, device, formats, TP): the calibration builds
-#: thousands of step models that differ only in their efficiencies.
+#: The step's features `_StepCost` prices: the five aggregates (`_aggregates`), then
+#: whether any sequence runs the LM head, and the routed-expert weight bytes.
+_FEATURES = ("one", "new_tokens", "logits_rows", "pairs", "cached_tokens", "head_runs",
+             "routed_expert_bytes")
+
+
+def _step_coefficients(m, dtype, kv_dtype, compute_dtype):
+    """The step table of `llm.forward_step_breakdown` in closed form, from the step
+    model's constants (`llm.step_constants`, the calculator's): for each row (in
+    `llm.operations` order), its FLOPs and bytes as coefficients of `_FEATURES`, so a
+    step's table is (rows x 7) @ features. Affine in the aggregates except two terms:
+    the LM head's weights are read only when some sequence needs logits, and an MoE
+    layer reads the experts its routed tokens touch (`llm.routed_expert_weight_bytes`,
+    experts_touched x expert bytes: a curve in the token count)."""
+    k = _llm.step_constants(m, dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype)
+    kv = k["kv_per_token"]
+    # (FLOPs, bytes) per row: {feature: coefficient}.
+    table = {
+        "embedding": ({}, {"new_tokens": k["embed_bytes_per_token"]}),
+        "linear": ({"new_tokens": k["linear_flops_per_token"]},
+                   {"one": k["linear_weight_bytes"],
+                    "new_tokens": k["linear_act_bytes_per_token"]}),
+        # the cache read, the new tokens' K and V written, Q/K/V in and O out
+        "attention": ({"pairs": k["attn_flops_per_pair"]},
+                      {"cached_tokens": kv, "new_tokens": kv + k["attn_act_bytes_per_token"]}),
+        "router": ({"new_tokens": k["router_flops_per_token"]},
+                   {"one": k["router_weight_bytes"],
+                    "new_tokens": k["router_act_bytes_per_token"]}),
+        "shared_experts": ({"new_tokens": k["shared_flops_per_token"]},
+                           {"one": k["shared_weight_bytes"],
+                            "new_tokens": k["shared_act_bytes_per_token"]}),
+        "experts": ({"new_tokens": k["expert_flops_per_token"]},
+                    {"routed_expert_bytes": 1.0,
+                     "new_tokens": k["expert_act_bytes_per_token"]}),
+        "lm_head": ({"logits_rows": k["head_flops_per_row"]},
+                    {"head_runs": k["head_weight_bytes"],
+                     "logits_rows": k["head_act_bytes_per_row"]}),
+    }
+    names = list(_llm.operations(m))
+    col = {f: j for j, f in enumerate(_FEATURES)}
+    cf, cb = np.zeros((len(names), len(col))), np.zeros((len(names), len(col)))
+    for i, name in enumerate(names):
+        for coef, terms in ((cf, table[name][0]), (cb, table[name][1])):
+            for f, x in terms.items():
+                coef[i, col[f]] = x
+    return cf, cb, names, [k["compute_dtype"]] * len(names)
+
+
+#: _StepCost's coefficients by (model, formats, TP): the calibration builds thousands of
+#: step models that differ only in their efficiencies.
 _COEF_CACHE = {}
 
 
 class _StepCost:
     """Seconds of a forward step, the sum of its operations' rooflines, fast enough for
-    a simulator that times tens of thousands of steps. Each operation's FLOPs and bytes
-    in `llm.forward_step_breakdown` are affine in the step's aggregates (`_aggregates`;
-    the LM head's bytes drop to zero when no sequence needs logits), so the table is
-    read at a few probe steps once, its coefficients solved for exactly (checked), and
-    every step is then one matrix product and `roofline`'s formula over the rows.
+    a simulator that times tens of thousands of steps. The step's table
+    (`llm.forward_step_breakdown`) is built in closed form from the step model's
+    constants (`_step_coefficients`), so every step is one matrix product and
+    `roofline`'s formula over the rows: dense and mixture-of-experts models alike.
 
     `compute_dtype` (W8A8: "fp8"/"int8"; W4A4: "fp4") sets the peak the matmuls run at;
-    `tp` > 1 times one device's shard (`parallel.shard`) and adds its 2 x layers + 1
-    all-reduces of [tokens, d_model] (the ceiling: in-switch reduction, each GPU sending
-    and receiving the message once over its link, no latency; the achievable model:
-    NCCL's fastest ring, `parallel.interconnect_allreduce_time`). `efficiency` (an
-    `achievable.Efficiency`; default the ceiling) derates each row's peak and bandwidth
-    and adds the step's overheads (`achievable.overheads`)."""
-
-    # (new tokens, context, logits) per probe: with logits, then without.
-    _PROBES = {True: [([1], [0], [1]), ([1], [5], [1]), ([4], [0], [1]), ([1, 1], [0, 0], [1, 1]),
-                      ([3, 2], [7, 0], [1, 0]), ([2, 1], [3, 9], [1, 1])],
-               False: [([1], [0], [0]), ([1], [5], [0]), ([4], [0], [0]),
-                       ([3, 2], [7, 0], [0, 0]), ([2, 2], [1, 4], [0, 0])]}
+    `tp` > 1 times one device's shard (`parallel.shard`: an MoE model's experts split
+    1/N in width) and adds its 2 x layers + 1 all-reduces of [tokens, d_model] (the
+    ceiling: in-switch reduction, each GPU sending and receiving the message once at
+    NCCL's bus bandwidth for the link, `Interconnect.nccl_bus_bandwidth_bytes_per_s`, no
+    latency; the achievable model: NCCL's fastest ring, `parallel.interconnect_allreduce_time`).
+    `efficiency` (an `achievable.Efficiency`; default the ceiling) derates each row's
+    peak and bandwidth and adds the step's overheads (`achievable.overheads`)."""
 
     def __init__(self, model, accelerator, dtype="fp16", kv_dtype=None, compute_dtype=None,
                  tp=1, efficiency=None, interconnect=None):
@@ -210,17 +253,18 @@ class _StepCost:
         m = _llm.get(model)
         acc = _hardware.get(accelerator)
         self.tp = _parallel.check_tp_degree(m, tp)
-        key = (m, acc.name, repr(acc), dtype, kv_dtype, compute_dtype, self.tp)
+        part = _parallel.shard(m, self.tp) if self.tp > 1 else m
+        key = (m, dtype, kv_dtype, compute_dtype, self.tp)
         if key not in _COEF_CACHE:
             if len(_COEF_CACHE) > 256:
                 _COEF_CACHE.clear()
-            _COEF_CACHE[key] = self._coefficients(m, acc, dtype, kv_dtype, compute_dtype,
-                                                  self.tp)
-        self.coef, names, dtypes_ = _COEF_CACHE[key]
+            _COEF_CACHE[key] = _step_coefficients(part, dtype, kv_dtype, compute_dtype)
+        self.cf, self.cb, self.names, dtypes_ = _COEF_CACHE[key]
+        self.part, self.dtype = part, dtype
         self.eff = _achievable.CEILING if efficiency is None else efficiency
         weight, _, compute = _dtypes.formats(dtype, kv_dtype, compute_dtype)
-        does_arithmetic = np.abs(self.coef[True][0]).sum(axis=1)
-        rows = list(zip(names, does_arithmetic, dtypes_))
+        does_arithmetic = np.abs(self.cf).sum(axis=1)
+        rows = list(zip(self.names, does_arithmetic, dtypes_))
         self.peaks, self.bw = _achievable.row_rates(rows, acc, self.eff, weight)
         self.n_layers = m.n_layers
         self._overheads = _achievable.overheads
@@ -240,39 +284,21 @@ class _StepCost:
             def one(tokens):
                 s = tokens * self.message_per_token
                 if ceiling:
-                    return s / ic.bandwidth_bytes_per_s
+                    return s / ic.nccl_bus_bandwidth_bytes_per_s
                 return _parallel.interconnect_allreduce_time(s, self.tp, ic)
             self._one = one
 
-    @classmethod
-    def _coefficients(cls, m, acc, dtype, kv_dtype, compute_dtype, tp):
-        from . import parallel as _parallel
+    def features(self, z):
+        """`_FEATURES` (7 x k) of steps with aggregates `z` (5 x k)."""
+        z = np.asarray(z, dtype=float)
+        routed = (np.asarray(_llm.routed_expert_weight_bytes(self.part, z[1], self.dtype),
+                             dtype=float) if self.part.is_moe else np.zeros(z.shape[1:]))
+        return np.vstack([z, (z[2] > 0).astype(float)[None], np.reshape(routed, (1, -1))])
 
-        part = _parallel.shard(m, tp) if tp > 1 else m
-        coef = {}
-        for with_logits, probes in cls._PROBES.items():
-            z, f, b = [], [], []
-            for q, c, lg in probes:
-                table = _llm.forward_step_breakdown(part, acc, q, c, dtype, logits=lg,
-                                                    kv_dtype=kv_dtype,
-                                                    compute_dtype=compute_dtype)
-                z.append(_aggregates(np.array(q, float), np.array(c, float),
-                                     np.array(lg, float)))
-                f.append(table["flops"].to_numpy(dtype=float))
-                b.append(table["bytes"].to_numpy(dtype=float))
-            z, f, b = np.array(z), np.array(f), np.array(b)
-            cf = np.linalg.lstsq(z, f, rcond=None)[0]
-            cb = np.linalg.lstsq(z, b, rcond=None)[0]
-            for fit, seen in ((z @ cf, f), (z @ cb, b)):
-                if not np.allclose(fit, seen, rtol=1e-9, atol=1e-6):  # pragma: no cover
-                    raise NotImplementedError(
-                        f"{m.name}: its step table is not affine in the step's aggregates "
-                        f"(a mixture-of-experts layer reads the experts its tokens touch, "
-                        f"a curve in the token count): simulate_llm and offline_throughput "
-                        f"time dense models only; use llm.forward_step_breakdown or "
-                        f"gpuinfer.achievable.step_seconds for one step")
-            coef[with_logits] = (cf.T.copy(), cb.T.copy())
-        return coef, list(table.index), list(table["dtype"])
+    def flops_bytes(self, z):
+        """(FLOPs, bytes) of each row (rows x k) of steps with aggregates `z` (5 x k)."""
+        x = self.features(z)
+        return self.cf @ x, self.cb @ x
 
     def comm_seconds(self, tokens):
         """Seconds of one step's all-reduces for steps of `tokens` new tokens (array)."""
@@ -286,22 +312,22 @@ class _StepCost:
             out[i] = self._comm[x]
         return out
 
-    def rows(self, z, with_logits):
+    def rows(self, z):
         """Per-row seconds (rows x steps) of steps with aggregates `z` (5 x k)."""
-        cf, cb = self.coef[bool(with_logits)]
-        return _roofline._seconds(cf @ z, cb @ z, self.peaks[:, None], self.bw[:, None])
+        f, b = self.flops_bytes(z)
+        return _roofline._seconds(f, b, self.peaks[:, None], self.bw[:, None])
 
-    def many(self, z, with_logits):
+    def many(self, z):
         """Seconds of several steps at once: `z` holds one step's aggregates per column
-        (5 x k); every step has logits (`with_logits`) or none."""
+        (5 x k)."""
         z = np.asarray(z, dtype=float)
-        device = self.rows(z, with_logits).sum(axis=0) + self.comm_seconds(z[1])
+        device = self.rows(z).sum(axis=0) + self.comm_seconds(z[1])
         return self._overheads(device, self.n_layers, self.eff)
 
     def __call__(self, q, c, lg):
         z = _aggregates(np.asarray(q, dtype=float), np.asarray(c, dtype=float),
                         np.asarray(lg, dtype=float))
-        return float(self.many(z[:, None], z[2] > 0)[0])
+        return float(self.many(z[:, None])[0])
 
 
 class _LLMServer:
@@ -507,7 +533,7 @@ class _LLMServer:
             cp = float(done[prompt]) + chunk * j
             z[3] += chunk * cp + chunk * (chunk + 1) / 2
             z[4] += cp
-        dt = self.timer.many(z, B > 0)
+        dt = self.timer.many(z)
         ends = t + np.cumsum(dt)
         if arrival < math.inf:  # the per-step loop would admit it at the first step
             starts = ends - dt  # boundary at or after it: stop there
@@ -730,8 +756,9 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
     I + (O - 2) / 2, and yields B output tokens. Its time is `simulate_llm`'s step model
     (`_StepCost`: the per-operation roofline of the shard, the all-reduces, and with
     `achievable` the derated rates and overheads) at those average aggregates. For the
-    ceiling this is a lower bound on the mean step: by convexity of the roofline's max,
-    no schedule of uneven steps is faster on average than the averaged step.
+    ceiling of a dense model this is a lower bound on the mean step: by convexity of the
+    roofline's max, no schedule of uneven steps is faster on average than the averaged
+    step.
 
     B is the largest batch the KV cache holds: a sequence holds I + (O - 1) / 2 tokens on
     average over its life (rounded up to `block_size` blocks in the achievable model),
@@ -744,8 +771,13 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
     so the largest B that fits is the best.
 
     `compute_dtype`: W8A8 ("fp8", "int8") or W4A4 ("fp4") runs the matmuls at that
-    format's peak; `ep` > 1 (expert parallelism) applies only to a mixture-of-experts
-    model and is not modelled yet (ValueError). Returns a dict: `batch`, `step_s`,
+    format's peak. A mixture-of-experts model runs too (its average step reads the
+    experts its routed tokens touch, `llm.experts_touched`; under `tp` each expert is
+    split 1/tp in width, vLLM's default); as that count is concave in the step's tokens,
+    the averaged step's experts are an upper bound on the mean step's, by at most what
+    a few more touched experts read once the batch touches most of them. `ep` > 1
+    (expert parallelism across a serving run) is not modelled: ValueError pointing to
+    `parallel.ep_decode_breakdown`, which prices one step of it. Returns a dict: `batch`, `step_s`,
     `tokens_per_s` (the group's output tokens/s), `tokens_per_s_per_gpu`,
     `requests_per_s`, `limited_by` ("memory", "max_num_seqs" or
     "max_num_batched_tokens"), `prefill_tokens_per_step`, `decode_tokens_per_step`,
@@ -755,8 +787,12 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
     o = _v.count("output_tokens", output_tokens, maximum=MAX_TOKENS)
     e = _v.count("ep", ep, maximum=1 << 16)
     if e != 1:
-        raise ValueError(f"ep={e}: expert parallelism applies to a mixture-of-experts model "
-                         f"and is not modelled here; {m.name} runs with ep=1 (use tp)")
+        what = ("a dense model has no experts to spread" if not m.is_moe else
+                "expert parallelism is modelled for one decode or prefill step "
+                "(parallel.ep_decode_breakdown, parallel.moe_layouts), not for a "
+                "serving run")
+        raise ValueError(f"ep={e}: {what}; {m.name} runs here with ep=1 (use tp, which "
+                         f"splits each expert's width: parallel.shard)")
     eff = _efficiency(achievable)
     part = _shard(m, tp)
     n = _v.count("tp", tp, maximum=1 << 16)
@@ -790,7 +826,7 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
     context = i + (o - 2) / 2
     z = np.array([1.0, prefills * i + decodes, b,
                   prefills * i * (i + 1) / 2 + decodes * (context + 1), decodes * context])
-    step = float(timer.many(z[:, None], True)[0])
+    step = float(timer.many(z[:, None])[0])
     if not math.isfinite(step):
         raise ValueError(f"{acc.name} has no peak for {dtype} (compute "
                          f"{_dtypes.formats(dtype, kv_dtype, compute_dtype)[2]}) in the "

@@ -61,6 +61,22 @@ def test_ops_by_hand():
     assert list(tabular.mlp_ops(3, 10, (5,), 2, fused=True).index) == ["linear0", "linear1"]
 
 
+def test_overlapped_seconds_by_hand():
+    # Chapter 6's host-overlap model. 7 kernels, 5 us of host time each, 20 us of device
+    # time: the host's 7 x 5 = 35 us outlast the device's 5 + 20 = 25 us: 35 us.
+    assert tabular.overlapped_seconds(7, 5e-6, 20e-6) == pytest.approx(35e-6)
+    # 100 us on the device: 5 + 100 = 105 us > 35 us, the device sets it.
+    assert tabular.overlapped_seconds(7, 5e-6, 100e-6) == pytest.approx(105e-6)
+    # Without overlap the two add: 35 + 100 = 135 us.
+    assert tabular.overlapped_seconds(7, 5e-6, 100e-6, overlap=False) == pytest.approx(135e-6)
+    np.testing.assert_allclose(tabular.overlapped_seconds(7, 5e-6, np.array([20e-6, 100e-6])),
+                               [35e-6, 105e-6])
+    with pytest.raises(ValueError, match="launch_s"):
+        tabular.overlapped_seconds(7, -1.0, 1e-6)
+    with pytest.raises(TypeError, match="overlap"):
+        tabular.overlapped_seconds(7, 1e-6, 1e-6, overlap="yes")
+
+
 def test_predicted_latency_by_hand():
     acc = hardware.get("T4")   # 65e12 FLOP/s fp16, 320e9 B/s
     # Batch 1, fp16: every kernel is memory-bound: 13.6 us of device time for 7 kernels.

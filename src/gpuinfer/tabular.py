@@ -169,6 +169,26 @@ def host_copy_s(n_bytes, link, latency_s=HOST_COPY_LATENCY_S):
     return _v.scalar_or_array(lat + nbytes / ic.bandwidth_bytes_per_s)
 
 
+def overlapped_seconds(kernels, launch_s, device_s, *, overlap=True):
+    """Chapter *CPU or GPU?*'s host-overlap model: seconds for `kernels` kernels that
+    each cost the host `launch_s` (dispatch and launch) and together take the device
+    `device_s` (their sum).
+    - overlap (CUDA's asynchronous launches): max(kernels x launch_s, launch_s +
+      device_s): the host launches ahead while the device works, so the slower of the
+      two streams sets the pace, and the first launch is always paid;
+    - no overlap (a CPU runs the framework's dispatch, then the kernel):
+      kernels x launch_s + device_s.
+    Vectorised over `device_s`."""
+    n = _v.non_negative("kernels", kernels)
+    launch = _v.non_negative("launch_s", launch_s)
+    device = _v.non_negative("device_s", device_s, array=True)
+    if not isinstance(overlap, bool):
+        raise TypeError(f"overlap must be True or False, got {overlap!r}")
+    host = n * launch
+    t = np.maximum(host, launch + device) if overlap else host + device
+    return _v.scalar_or_array(t)
+
+
 def predicted_latency_s(batch, accelerator, overhead_per_kernel_s, *,
                         n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN,
                         n_outputs=DEFAULT_OUTPUTS, dtype="fp32", fused=False,
@@ -181,7 +201,7 @@ def predicted_latency_s(batch, accelerator, overhead_per_kernel_s, *,
 
     `overlap` (default: True on a GPU, False on a CPU) says whether the host's dispatch
     of the next kernel overlaps the device's run of this one, as CUDA's asynchronous
-    launches do:
+    launches do (`overlapped_seconds`, the host-overlap model):
     - no overlap (a CPU runs the framework's dispatch, then the kernel):
       copies + kernels x overhead + sum of the kernels' times;
     - overlap: copies + max(kernels x overhead, overhead + sum of the kernels' times):
@@ -205,8 +225,7 @@ def predicted_latency_s(batch, accelerator, overhead_per_kernel_s, *,
         ops = _roofline.evaluate(mlp_ops(int(b), n_features, hidden, n_outputs, dtype,
                                          fused=fused), acc)
         device = float(np.maximum(ops["seconds"].to_numpy(), floor).sum())
-        host = len(ops) * overhead
-        t = max(host, overhead + device) if overlap else host + device
+        t = overlapped_seconds(len(ops), overhead, device, overlap=overlap)
         if host_link is not None:
             t += (host_copy_s(int(b) * n_features * bpe, host_link)
                   + host_copy_s(int(b) * n_outputs * bpe, host_link))

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpuinfer import hardware, llm
+from gpuinfer import hardware, llm, roofline
 
 # Published parameter totals (Hugging Face model cards / safetensors metadata).
 PUBLISHED = {"llama-2-7b": 6_738_415_616, "llama-2-13b": 13_015_864_320,
@@ -295,14 +295,22 @@ def test_a_speed_at_the_memory_bound_ceiling_has_mbu_one():
     assert llm.mbu("llama-3-8b", "H200", t, batch=4, context=2048) == pytest.approx(1.0)
 
 
-def test_a_gpu_without_peaks_gives_nan_not_a_number():
+def test_a_gpu_without_peaks_is_refused_not_a_number():
+    # Issue 25: a device with no catalogue peak for the compute format used to give NaN
+    # (and compute_bound_batch inf); the Python API now says which peak is missing.
+    # (roofline.evaluate(..., missing="nan") keeps the NaN/"unknown" table: test_roofline.)
     import dataclasses
 
     blank = dataclasses.replace(hardware.get("H100 SXM"), name="mystery", peaks={})
-    assert math.isnan(llm.decode_step_time("llama-2-7b", blank, 1, 0))
-    d = llm.decode_step_breakdown("llama-2-7b", blank)
-    assert (d["bound"] == "unknown").all()
-    assert llm.compute_bound_batch("llama-2-7b", blank) == math.inf
+    for call in (lambda: llm.decode_step_time("llama-2-7b", blank, 1, 0),
+                 lambda: llm.decode_step_breakdown("llama-2-7b", blank),
+                 lambda: llm.compute_bound_batch("llama-2-7b", blank),
+                 lambda: llm.decode_step_time("llama-2-7b", "T4", 1, 0, "bf16"),
+                 lambda: llm.decode_step_time("llama-2-7b", "T4", 1, 0, compute_dtype="int4"),
+                 lambda: llm.mfu("llama-2-7b", "T4", 50, dtype="bf16"),
+                 lambda: llm.step_timer("llama-2-7b", "T4", "bf16")):
+        with pytest.raises(roofline.MissingPeak, match=r"(mystery|T4) has no \w+ peak"):
+            call()
 
 
 @pytest.mark.parametrize("call, error, words", [

@@ -75,7 +75,10 @@ def test_evaluate_puts_each_operation_on_the_roof_and_sums():
     ops = {"matmul": {"flops": 2e12, "bytes": 1e9, "dtype": "fp16"},   # 2000 FLOP/B
            "gemv": {"flops": 2e9, "bytes": 1e9, "dtype": "fp16"},      # 2 FLOP/B
            "bf16": {"flops": 1e9, "bytes": 1e6, "dtype": "bf16"}}
-    out = roofline.evaluate(ops, "T4")   # 65e12 fp16, 320e9 B/s, no bf16 peak
+    # 65e12 fp16, 320e9 B/s, no bf16 peak: refused, unless NaN is asked for
+    with pytest.raises(roofline.MissingPeak, match=r"T4 has no bf16 peak"):
+        roofline.evaluate(ops, "T4")
+    out = roofline.evaluate(ops, "T4", missing="nan")
     assert out.loc["matmul", "seconds"] == pytest.approx(2e12 / 65e12)
     assert out.loc["matmul", "bound"] == "compute"
     assert out.loc["gemv", "seconds"] == pytest.approx(1e9 / 320e9)
@@ -87,6 +90,10 @@ def test_evaluate_puts_each_operation_on_the_roof_and_sums():
     # The vectorised form agrees.
     terms = {k: (v["flops"], v["bytes"], v["dtype"]) for k, v in two.items()}
     assert roofline.step_seconds(terms, "T4") == pytest.approx(roofline.total_seconds(two, "T4"))
+    with pytest.raises(roofline.MissingPeak, match="T4 has no bf16"):
+        roofline.step_seconds({**terms, "bf16": (1e9, 1e6, "bf16")}, "T4")
+    assert np.isnan(roofline.step_seconds({**terms, "bf16": (1e9, 1e6, "bf16")}, "T4",
+                                          missing="nan"))
 
 
 @pytest.mark.parametrize("ops, error", [

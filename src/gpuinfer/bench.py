@@ -257,6 +257,28 @@ def _block_plan(call_s, min_run_time, min_blocks):
     return number, min(blocks, MAX_BLOCKS)
 
 
+def _threads(name, value):
+    """A CPU thread count; None means torch's current one."""
+    import torch
+
+    return _validate.count(name, torch.get_num_threads() if value is None else value,
+                           maximum=4096)
+
+
+#: `time_fn`'s argument checks (`validate.checked`), kept out of the body a chapter prints.
+_TIME_FN_ARGS = dict(
+    fn=_validate.callable_,
+    warmup=_validate.rule(_validate.count, minimum=0, maximum=MAX_WARMUP,
+                          why_maximum="more warm-up calls than any measurement needs"),
+    min_run_time=_validate.optional(_validate.rule(
+        _validate.number, lo=0, lo_open=True, hi=MAX_RUN_TIME_S,
+        expected=f"seconds > 0 and <= {MAX_RUN_TIME_S:g}")),
+    device=lambda name, value: _device(value, name),
+    num_threads=_threads,
+    min_blocks=_validate.rule(_validate.count, maximum=MAX_BLOCKS))
+
+
+@_validate.checked(**_TIME_FN_ARGS)
 def time_fn(fn, *, warmup=3, min_run_time=None, device=None, num_threads=None,
             min_blocks=MIN_BLOCKS) -> Timing:
     """Time `fn()` with `torch.utils.benchmark.Timer`: `warmup` untimed calls, one timed
@@ -277,21 +299,10 @@ def time_fn(fn, *, warmup=3, min_run_time=None, device=None, num_threads=None,
     CPU work). `num_threads` (CPU threads) defaults to torch.get_num_threads(); 1
     reproduces the Timer's own default. Blocks run with the garbage collector off, as
     timeit does."""
-    import torch
     import torch.utils.benchmark as tbench
 
-    _validate.callable_("fn", fn)
-    device = _device(device)
-    warmup = _validate.count("warmup", warmup, minimum=0, maximum=MAX_WARMUP,
-                             why_maximum="more warm-up calls than any measurement needs")
     if min_run_time is None:
         min_run_time = GPU_MIN_RUN_TIME_S if device.type == "cuda" else CPU_MIN_RUN_TIME_S
-    min_run_time = _validate.number("min_run_time", min_run_time, lo=0, lo_open=True,
-                                    hi=MAX_RUN_TIME_S,
-                                    expected=f"seconds > 0 and <= {MAX_RUN_TIME_S:g}")
-    num_threads = _validate.count("num_threads", torch.get_num_threads()
-                                  if num_threads is None else num_threads, maximum=4096)
-    min_blocks = _validate.count("min_blocks", min_blocks, maximum=MAX_BLOCKS)
     timer = tbench.Timer(stmt="fn()", globals={"fn": fn}, num_threads=num_threads,
                          timer=_clock(device))
     for _ in range(warmup):

@@ -571,7 +571,8 @@ def matrix_chain_step(d_model, n_matrices, batch=1, dtype=None, device=None, *,
                        min_run_time=min_run_time, device=device)
     weight_bytes, flops = n_params * bpe, 2.0 * n_params * batch
     on_roof = _roofline.evaluate({"chain": {"flops": flops, "bytes": weight_bytes,
-                                            "dtype": dtype}}, acc).iloc[0]
+                                            "dtype": dtype}}, acc,
+                                 missing="nan").iloc[0]  # a measured row: NaN ceiling
     return step_row(device=acc.name, model=f"{n_matrices} x [{d_model}, {d_model}] matrices",
                     kernel="dense", dtype=dtype, weight_format=dtype, n_layers=n_matrices,
                     d_model=d_model, batch=batch, context=0, weight_bytes=weight_bytes,

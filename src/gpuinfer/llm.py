@@ -796,8 +796,8 @@ def decode_step_time_overlapped(model, accelerator, batch=1, context=0, dtype="f
     terms = sm.decode_terms(b, c)
     flops = sum(f for f, _, _ in terms.values())
     nbytes = sum(x for _, x, _ in terms.values())
-    return _roofline.op_seconds(flops, nbytes, _roofline.peak_or_nan(acc, sm.compute),
-                                _roofline.bandwidth_or_nan(acc))
+    return _roofline.op_seconds(flops, nbytes, _roofline.peak(acc, sm.compute),
+                                _roofline.bandwidth(acc))
 
 
 def decode_step_bytes(model, batch=1, context=0, dtype="fp16", kv_dtype=None):
@@ -840,8 +840,8 @@ def compute_bound_batch(model, accelerator, dtype="fp16", *, kv_dtype=None,
     compute-bound: about the ridge point for fp16 weights, half of it for int8 and a
     quarter for int4 weight-only formats (each weight byte then serves 2 or 4 times the
     FLOPs). Finite, and the same at every context: attention, whose intensity stays near
-    n_heads / n_kv_heads FLOP per byte, never turns compute-bound at decode. math.inf if
-    the device's peaks are unknown.
+    n_heads / n_kv_heads FLOP per byte, never turns compute-bound at decode.
+    `roofline.MissingPeak` if the device has no peak for the compute format.
 
     For an MoE model the routed experts decide it, at about ridge x E / k: a batch of B
     tokens sends B x k / E tokens to each expert (uniform routing), and once the batch
@@ -854,10 +854,8 @@ def compute_bound_batch(model, accelerator, dtype="fp16", *, kv_dtype=None,
     and before the batch touches every expert it reads fewer bytes.""" 
     acc = _hardware.get(accelerator)
     sm = _StepModel(model, dtype, kv_dtype, compute_dtype)
-    peak = _roofline.peak_or_nan(acc, sm.compute)
-    bw = _roofline.bandwidth_or_nan(acc)
-    if math.isnan(peak) or math.isnan(bw):
-        return math.inf
+    peak = _roofline.peak(acc, sm.compute)
+    bw = _roofline.bandwidth(acc)
     worst = 0.0
     # The router (d_model x E, E of 8 to 256 outputs) is left out: its activations, not
     # its weights, are most of its bytes at a large batch, so like attention it stays
@@ -1011,8 +1009,8 @@ def step_timer(model, accelerator, dtype="fp16", *, kv_dtype=None, compute_dtype
     steps. The model, device and formats are fixed when it is made."""
     acc = _hardware.get(accelerator)
     sm = _StepModel(model, dtype, kv_dtype, compute_dtype, flash)
-    bw = _roofline.bandwidth_or_nan(acc)
-    peak = _roofline.peak_or_nan(acc, sm.compute)
+    bw = _roofline.bandwidth(acc)
+    peak = _roofline.peak(acc, sm.compute)
 
     def seconds(new_tokens, context, logits=None):
         q = np.asarray(new_tokens, dtype=float)
@@ -1046,6 +1044,8 @@ def prefill_time(model, accelerator, prompt_tokens, batch=1, dtype="fp16", *,
 
 # --- how much of the machine a measurement used ---------------------------------------------
 
+@_v.checked(tokens_per_s=_v.rule(_v.positive, array=True), batch=_v.rule(
+    _v.positive, integer=True, array=True), returns=_v.scalar_or_array)
 def mbu(model, accelerator, tokens_per_s, batch=1, context=0, dtype="fp16", *,
         kv_dtype=None):
     """Chapter *Decoding is a weight read*: model bandwidth utilisation, the fraction of
@@ -1055,11 +1055,9 @@ def mbu(model, accelerator, tokens_per_s, batch=1, context=0, dtype="fp16", *,
     tokens_per_s / batch, and each step moves `decode_step_bytes` (the weights, every
     sequence's KV cache, the activations). Result: a fraction (0.69, not 69%).
     """
-    acc = _hardware.get(accelerator)
-    t = _v.positive("tokens_per_s", tokens_per_s, array=True)
-    b, _ = _decode_args(batch, context)
-    step_bytes = np.asarray(decode_step_bytes(model, batch, context, dtype, kv_dtype))
-    return _v.scalar_or_array(step_bytes * t / b / _roofline.bandwidth_or_nan(acc))
+    steps_per_s = tokens_per_s / batch
+    bytes_per_s = steps_per_s * decode_step_bytes(model, batch, context, dtype, kv_dtype)
+    return bytes_per_s / _roofline.bandwidth(accelerator)
 
 
 def mfu(model, accelerator, tokens_per_s, batch=1, context=0, dtype="fp16", *,
@@ -1074,4 +1072,4 @@ def mfu(model, accelerator, tokens_per_s, batch=1, context=0, dtype="fp16", *,
     t = _v.positive("tokens_per_s", tokens_per_s, array=True)
     b, _ = _decode_args(batch, context)
     flops_per_token = np.asarray(decode_step_flops(model, batch, context)) / b
-    return _v.scalar_or_array(flops_per_token * t / _roofline.peak_or_nan(acc, compute))
+    return _v.scalar_or_array(flops_per_token * t / _roofline.peak(acc, compute))

@@ -14,8 +14,9 @@ it computes in; `evaluate` puts every row on a device's roofline, and the step t
 *sum* of the rows' times, because the kernels run one after another (Pope et al. 2023;
 the JAX scaling book's inference chapter; per-layer tools such as LLM-Viewer). Every
 model in the package (`llm`, `parallel`, `tabular`, `serving`) builds its operations and
-asks `evaluate`. A device without a catalogue peak (or bandwidth) for a format gets NaN
-times, never a made-up number (`peak_or_nan`).
+asks `evaluate`. A device without a catalogue peak (or bandwidth) for a format raises
+`MissingPeak` naming both, never a made-up number (`missing="nan"` gives NaN times, for a
+table that shows every device).
 """
 
 from __future__ import annotations
@@ -32,45 +33,43 @@ from . import validate as _v
 OP_COLUMNS = ("flops", "bytes", "dtype")
 
 
+#: How the roofline's arguments are checked (`validate.checked`), so the bodies below
+#: are the formulas alone: amounts (FLOP, bytes, FLOP/byte) are numbers or arrays >= 0;
+#: rates (FLOP/s, bytes/s) are > 0, and in `op_seconds` NaN means "unknown".
+_amount = _v.rule(_v.non_negative, array=True)
+_rate = _v.rule(_v.positive, array=True)
+_rate_or_nan = _v.positive_or_nan
+
+
+@_v.checked(intensity=_amount, peak_flops=_rate, bandwidth=_rate, returns=_v.scalar_or_array)
 def attainable_flops(intensity, peak_flops, bandwidth):
     """Roofline FLOP/s at `intensity` (FLOP/byte; scalar or array), given the peak
     (FLOP/s) and the memory bandwidth (bytes/s). Vectorised over numpy arrays."""
-    intensity = _v.non_negative("intensity", intensity, array=True)
-    peak = _v.positive("peak_flops", peak_flops, array=True)
-    bw = _v.positive("bandwidth", bandwidth, array=True)
-    return _v.scalar_or_array(np.minimum(peak, bw * intensity))
+    return np.minimum(peak_flops, bandwidth * intensity)
 
 
+@_v.checked(flops=_amount, bytes_=_amount, peak_flops=_rate_or_nan, bandwidth=_rate_or_nan,
+            returns=_v.scalar_or_array)
 def op_seconds(flops, bytes_, peak_flops, bandwidth):
     """Seconds for an operation on the roofline: max(bytes / bandwidth, flops / peak).
     Vectorised; a NaN peak or bandwidth (unknown) gives NaN, not a number."""
-    flops = _v.non_negative("flops", flops, array=True)
-    bytes_ = _v.non_negative("bytes", bytes_, array=True)
-    peak = _positive_or_nan("peak_flops", peak_flops)
-    bw = _positive_or_nan("bandwidth", bandwidth)
-    return _v.scalar_or_array(_seconds(flops, bytes_, peak, bw))
+    return np.maximum(bytes_ / bandwidth, flops / peak_flops)
 
 
-def _seconds(flops, nbytes, peak, bandwidth):
-    """The roofline, unchecked: for callers that built their arguments themselves."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.maximum(nbytes / bandwidth, flops / peak)
+#: The roofline without the argument checks, for callers that built their arrays
+#: themselves (a simulator timing thousands of steps).
+_seconds = op_seconds.__wrapped__
 
 
-def _positive_or_nan(name, value):
-    """A positive number or array; NaN passes (it means "unknown" and gives NaN times)."""
-    if value is None or isinstance(value, (str, bool)):
-        raise TypeError(f"{name} must be a positive number (or NaN: unknown), got {value!r}")
-    arr = np.asarray(value, dtype=float)
-    known = arr[~np.isnan(arr)]
-    if np.any(known <= 0) or np.any(np.isinf(known)):
-        raise ValueError(f"{name} must be positive and finite (or NaN: unknown), got {value!r}")
-    return arr
+class MissingPeak(ValueError):
+    """The catalogue has no peak FLOP/s (or no bandwidth) for this device and format, so
+    the roofline has no answer: the error names both (a ValueError)."""
 
 
 def peak_or_nan(accelerator, dtype) -> float:
     """The device's dense peak FLOP/s for `dtype`, or NaN when the catalogue has none
-    (a T4 has no bf16 peak; a GPU missing from the catalogue has no peaks at all)."""
+    (a T4 has no bf16 peak; a GPU missing from the catalogue has no peaks at all).
+    `peak` raises instead."""
     acc = _hardware.get(accelerator)
     peak = _dtypes.peak_dtype(dtype)  # an unknown format is an error, not a NaN
     try:
@@ -80,20 +79,54 @@ def peak_or_nan(accelerator, dtype) -> float:
 
 
 def bandwidth_or_nan(accelerator) -> float:
+    """The device's DRAM bandwidth (bytes/s), or NaN when the catalogue has none."""
     acc = _hardware.get(accelerator)
     bw = acc.bandwidth
     return float(bw) if bw and bw > 0 and math.isfinite(bw) else math.nan
 
 
-def evaluate(ops, accelerator):
+def peak(accelerator, dtype) -> float:
+    """The device's dense peak FLOP/s for `dtype`; `MissingPeak` naming the device and the
+    format when the catalogue has none (a T4 computes no bf16)."""
+    acc = _hardware.get(accelerator)
+    value = peak_or_nan(acc, dtype)
+    if math.isnan(value):
+        have = ", ".join(acc.peaks) or "none"
+        raise MissingPeak(f"{acc.name} has no {_dtypes.peak_dtype(dtype)} peak in the "
+                          f"catalogue (dtype/compute_dtype={dtype!r}), so no roofline time: "
+                          f"pick a format it has a peak for ({have})")
+    return value
+
+
+def bandwidth(accelerator) -> float:
+    """The device's DRAM bandwidth (bytes/s); `MissingPeak` when the catalogue has none."""
+    acc = _hardware.get(accelerator)
+    value = bandwidth_or_nan(acc)
+    if math.isnan(value):
+        raise MissingPeak(f"{acc.name} has no memory bandwidth in the catalogue, so no "
+                          f"roofline time")
+    return value
+
+
+def _roofs(acc, formats, missing):
+    """(bandwidth, peaks for each format): NaN where unknown (`missing="nan"`), or
+    `MissingPeak` (`missing="raise"`)."""
+    _v.choice("missing", missing, ("raise", "nan"))
+    if missing == "nan":
+        return bandwidth_or_nan(acc), [peak_or_nan(acc, d) for d in formats]
+    return bandwidth(acc), [peak(acc, d) for d in formats]
+
+
+def evaluate(ops, accelerator, *, missing="raise"):
     """Put each operation of a table on `accelerator`'s roofline.
 
     `ops`: a DataFrame (or a mapping {name: {"flops", "bytes", "dtype"}}) with one row per
     operation: `flops` (FLOP), `bytes` (bytes moved to or from DRAM), `dtype` (the format
     the operation computes in: its peak). Returns a copy with `intensity` (FLOP/byte),
     `memory_s`, `compute_s`, `seconds` = max of the two, and `bound` ("memory" or
-    "compute"; "unknown" where the device lacks the peak). The step's time is
-    `seconds.sum()`: operations run one after another.
+    "compute"). The step's time is `seconds.sum()`: operations run one after another.
+    A device without a catalogue peak for a row's format raises `MissingPeak`; with
+    `missing="nan"` its times are NaN and its bound "unknown" instead.
     """
     import pandas as pd
 
@@ -103,15 +136,15 @@ def evaluate(ops, accelerator):
     if not isinstance(ops, pd.DataFrame):
         raise TypeError(f"ops must be a DataFrame (or a mapping of rows) with columns "
                         f"{', '.join(OP_COLUMNS)}, got {type(ops).__name__}")
-    missing = [c for c in OP_COLUMNS if c not in ops.columns]
-    if missing:
-        raise ValueError(f"ops lacks the columns {missing}; each operation needs "
+    missing_columns = [c for c in OP_COLUMNS if c not in ops.columns]
+    if missing_columns:
+        raise ValueError(f"ops lacks the columns {missing_columns}; each operation needs "
                          f"{', '.join(OP_COLUMNS)}")
     out = ops.copy()
-    flops = _v.non_negative("ops['flops']", out["flops"].to_numpy(dtype=float), array=True)
-    nbytes = _v.non_negative("ops['bytes']", out["bytes"].to_numpy(dtype=float), array=True)
-    bw = bandwidth_or_nan(acc)
-    peaks = np.array([peak_or_nan(acc, d) for d in out["dtype"]], dtype=float)
+    flops = _v.non_negative("ops['flops']", _column(out, "flops"), array=True)
+    nbytes = _v.non_negative("ops['bytes']", _column(out, "bytes"), array=True)
+    bw, peaks = _roofs(acc, out["dtype"], missing)
+    peaks = np.array(peaks, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
         out["intensity"] = flops / nbytes
         out["memory_s"] = nbytes / bw
@@ -123,21 +156,34 @@ def evaluate(ops, accelerator):
     return out
 
 
-def total_seconds(ops, accelerator) -> float:
+def _column(df, name):
+    """A numeric column as floats; TypeError naming it when it holds text."""
+    try:
+        return df[name].to_numpy(dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"ops['{name}'] must hold numbers, got "
+                        f"{df[name].tolist()[:3]!r}") from None
+
+
+def total_seconds(ops, accelerator, *, missing="raise") -> float:
     """The step time of an operations table: the sum of its rows' roofline times."""
-    return float(evaluate(ops, accelerator)["seconds"].sum())
+    return float(evaluate(ops, accelerator, missing=missing)["seconds"].sum())
 
 
-def step_seconds(terms, accelerator):
+def step_seconds(terms, accelerator, *, missing="raise"):
     """Vectorised form of `total_seconds` for tables whose FLOPs and bytes are arrays
     (a sweep over batch or context): `terms` maps an operation name to (flops, bytes,
-    dtype); returns sum over operations of `op_seconds`, broadcast over the arrays."""
+    dtype); returns sum over operations of `op_seconds`, broadcast over the arrays.
+    `missing`: as in `evaluate`."""
     acc = _hardware.get(accelerator)
-    bw = bandwidth_or_nan(acc)
+    if not isinstance(terms, dict):
+        raise TypeError(f"terms must be a mapping {{operation: (flops, bytes, "
+                        f"dtype)}}, got {terms!r:.80}")
+    bw, peaks = _roofs(acc, [t[2] for t in terms.values()], missing)
     total = 0.0
-    for flops, nbytes, dtype in terms.values():
-        total = total + _seconds(np.asarray(flops, dtype=float), np.asarray(nbytes, dtype=float),
-                                 peak_or_nan(acc, dtype), bw)
+    for (flops, nbytes, _), peak_flops in zip(terms.values(), peaks):
+        total = total + _seconds(np.asarray(flops, dtype=float),
+                                 np.asarray(nbytes, dtype=float), peak_flops, bw)
     return _v.scalar_or_array(total)
 
 

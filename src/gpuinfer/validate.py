@@ -19,6 +19,8 @@ Chapter: none; every module uses it. Units are whatever the caller's parameter s
 from __future__ import annotations
 
 import difflib
+import functools
+import inspect
 import math
 import numbers
 from typing import Iterable
@@ -26,7 +28,8 @@ from typing import Iterable
 import numpy as np
 
 __all__ = ["UnknownName", "number", "positive", "non_negative", "count", "fraction", "choice",
-           "same_shape", "scalar_or_array", "is_number", "callable_", "ensure"]
+           "same_shape", "scalar_or_array", "is_number", "callable_", "ensure", "checked",
+           "rule", "optional", "positive_or_nan"]
 
 
 class UnknownName(KeyError, ValueError):
@@ -223,3 +226,66 @@ def ensure(condition, message, exc=ValueError):
     """Raise `exc(message)` unless `condition`: for checks between arguments."""
     if not condition:
         raise exc(message)
+
+
+def positive_or_nan(name, value, *, array=True):
+    """A positive, finite number or array in which NaN may stand for "unknown" (a peak
+    the catalogue lacks): NaN passes and gives NaN results; 0, negatives, inf do not."""
+    expected = "a positive, finite number (or NaN: unknown)"
+    if not array and not is_number(value):
+        raise TypeError(f"{name} must be {expected}, got {_show(value)}")
+    arr = _as_float_array(name, value, expected)
+    known = arr[~np.isnan(arr)]
+    if np.any(known <= 0) or np.any(np.isinf(known)):
+        raise ValueError(f"{name} must be {expected}, got {_show(value)}")
+    return arr if array else float(arr)
+
+
+def rule(check, **options):
+    """A check for `checked`: `check(name, value, **options)`, e.g.
+    `rule(non_negative, array=True)` for FLOPs given as a number or an array."""
+    def apply(name, value):
+        return check(name, value, **options)
+
+    apply.__name__ = getattr(check, "__name__", "check")
+    return apply
+
+
+def optional(check):
+    """A check for `checked` that lets None (a default decided later) through."""
+    def apply(name, value):
+        return None if value is None else check(name, value)
+
+    apply.__name__ = f"optional {getattr(check, '__name__', 'check')}"
+    return apply
+
+
+def checked(*, returns=None, **checks):
+    """Decorator: check a function's arguments before its body runs, so the body is the
+    formula alone (the pages print it with `inspect.getsource`).
+
+    `checks`: {parameter: check}, a check being called as `check(name, value)` and
+    returning the value the body gets (`positive`, `count`, ... or a `rule`). `returns`:
+    applied to the body's result (`scalar_or_array` gives a float for number inputs).
+    The unchecked body is the wrapper's `__wrapped__`."""
+    def decorate(fn):
+        signature = inspect.signature(fn)
+        unknown = set(checks) - set(signature.parameters)
+        if unknown:
+            raise TypeError(f"checked: {fn.__name__} has no parameter {sorted(unknown)}")
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as e:
+                raise TypeError(f"{fn.__name__}(): {e}") from None
+            bound.apply_defaults()
+            for name, check in checks.items():
+                bound.arguments[name] = check(name, bound.arguments[name])
+            result = fn(*bound.args, **bound.kwargs)
+            return result if returns is None else returns(result)
+
+        return wrapper
+
+    return decorate

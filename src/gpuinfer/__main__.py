@@ -397,6 +397,14 @@ def _repo_root() -> pathlib.Path | None:
 #: What the dry-run report reads from each lab once it has run: (row label, expression
 #: evaluated in the lab's own namespace, unit). Labels are stable: the instructor notes
 #: quote them. A lab that did not reach a number reports why in its row.
+def _lab10_ms(rows, tokens) -> str:
+    """Lab 10's measured milliseconds for one layer kind at a token count (an expression)."""
+    return f"float(sweep.query(\"{rows} and tokens == {tokens}\")['measured ms'].iloc[0])"
+
+
+_MIXTRAL_MOE = "kind == 'MoE' and layer == 'Mixtral-8x7B layer'"
+_MIXTRAL_DENSE = "kind == 'dense' and layer == 'Mixtral-8x7B layer'"
+
 LAB_KEY_NUMBERS = {
     "01_weight_reads": [
         ("weight read, largest, cache flushed", "measured_bandwidth / 1e9", "GB/s"),
@@ -449,6 +457,16 @@ LAB_KEY_NUMBERS = {
     "09_compile_fuse_calibrate": [
         ("fp32 ONNX Runtime, batch 256", "fp32.median_s * 1e3", "ms"),
         ("int8, best speed-up", "best", "x"),
+    ],
+    "10_moe_experts": [
+        ("MoE layer (Mixtral shape), 1 token",
+         _lab10_ms(_MIXTRAL_MOE, 1), "ms"),
+        ("MoE layer (Mixtral shape), 16 tokens",
+         _lab10_ms(_MIXTRAL_MOE, 16), "ms"),
+        ("dense twin (Mixtral shape), 16 tokens",
+         _lab10_ms(_MIXTRAL_DENSE, 16), "ms"),
+        ("MoE layer, best fraction of its roofline",
+         "float(sweep[sweep.kind == 'MoE']['of ceiling'].max())", "fraction"),
     ],
 }
 _KEY_MARK = "@@gpuinfer-key-numbers@@"

@@ -1,6 +1,10 @@
 """Exercises of the chapter *Batching, latency and SLOs* and the lab *Batching under load*."""
 
+import numpy as np
+
+from .. import achievable as _achievable
 from .. import batching
+from .. import validate
 from . import register
 
 WHERE = "chapters/03_batching"
@@ -18,10 +22,30 @@ def _ratio(wrong, right) -> float:
     return float(wrong) / float(right)
 
 
-def service():
-    """Seconds of a batch of b embedding requests, from the per-operation roofline."""
-    return batching.roofline_service_time(MODEL, GPU, tokens_per_request=QUERY_TOKENS,
-                                          lm_head=False)
+def service(achievable=False):
+    """Seconds of a batch of b embedding requests (batch -> seconds, vectorised): from the
+    per-operation roofline (the ceiling), or with `achievable=True` from the achievable
+    model (`achievable.step_seconds`: the same forward pass on derated rates, plus the
+    fitted fixed cost of a step), what an engine would take."""
+    if achievable is False:
+        return batching.roofline_service_time(MODEL, GPU, tokens_per_request=QUERY_TOKENS,
+                                              lm_head=False)
+    cache: dict[int, float] = {}
+
+    def one(b):
+        if b not in cache:
+            cache[b] = _achievable.step_seconds(
+                MODEL, GPU, np.full(b, QUERY_TOKENS), np.zeros(b, dtype=int), "fp16",
+                logits=np.zeros(b), achievable=achievable)
+        return cache[b]
+
+    def timed(batch):
+        b = validate.positive("batch", batch, integer=True, array=True)
+        out = np.array([one(int(x)) for x in np.ravel(b)]).reshape(np.shape(b))
+        return validate.scalar_or_array(out)
+
+    one(1)  # a bad `achievable` fails here, not at the first call
+    return timed
 
 
 @register("batching-md1-wait", where=WHERE,

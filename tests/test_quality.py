@@ -181,10 +181,59 @@ def test_exercise_decision_rests_on_model_quality():
     # int4 g128 passes the quality budget (>= 97%) but not the speed one at batch 256.
     assert t.loc["W4A16 int4 g128", "recovery (low)"] >= 0.97
     assert t.loc["W4A16 int4 g128", "speed-up"] < 1.3
+    assert t.loc["W4A16 int4 g128", "ceiling speed-up"] < 1.3
     assert qx.decision_choice() == "W8A8 fp8"
     expect = llm.decode_ceiling("llama-3-8b", "H100 SXM", 256, 256, "fp8_e4m3",
                                 compute_dtype="fp8")
-    assert exercises.get("quant-decision-format").answer() == pytest.approx(expect)
+    assert t.loc["W8A8 fp8", "ceiling tokens/s"] == pytest.approx(expect)
+
+
+def test_exercise_decision_on_the_achievable_model_by_hand():
+    # Llama-3-8B (config.json): 32 layers, d_model 4096, 8 KV heads of 128, MLP 14336,
+    # vocabulary 128256. Batch 256, context 256. achievable.FITTED on an H100 SXM:
+    #   bandwidth 0.85 x 3.35e12 = 2.8475e12 B/s;
+    #   bf16 matmuls 0.70 x 794.5e12 (Bekman's MAMF bf16) = 556.15e12 FLOP/s;
+    #   fp8 matmuls  0.70 x 1402.6e12 (MAMF fp8)           = 981.82e12 FLOP/s;
+    #   attention 0.75 x 989e12 in 16 bits (memory-bound here: reading the KV cache).
+    # Matmul weights a layer: q, o 4096^2 each; k, v 4096 x 1024 each; gate, up, down
+    #   3 x 4096 x 14336: 218,103,808; x 32 = 6,979,321,856. LM head 4096 x 128256.
+    # linear FLOPs 2 x 256 x 6,979,321,856 = 3.5734e12; LM head 2 x 256 x 525,336,576
+    #   = 2.6897e11. Both compute-bound at batch 256 in either format (bf16 linear reads
+    #   15.10e9 B: 5.30 ms < 6.43 ms of arithmetic).
+    #   bf16: 3.5734e12 / 556.15e12 = 6.4253 ms; LM head 0.4836 ms.
+    #   fp8:  3.5734e12 / 981.82e12 = 3.6396 ms; LM head 0.2740 ms.
+    # Attention: the fp16 KV cache, 256 x 256 tokens x 32 layers x 2 x 1024 x 2 B = 8.59e9
+    #   B plus activations (llm counts them: 8.79e9 B with bf16, 8.71e9 with fp8
+    #   activations): 3.087 ms and 3.058 ms at 2.8475e12 B/s; embedding ~1 us.
+    # Overheads: 32 layers x 13 kernels x 0.5 us = 0.208 ms, plus 1.6 ms a step.
+    #   bf16: 6.4253 + 0.4836 + 3.0874 + 0.0015 + 1.808 = 11.806 ms -> 256 / that = 21,684
+    #   fp8:  3.6396 + 0.2740 + 3.0579 + 0.0011 + 1.808 =  8.781 ms -> 29,155 tokens/s
+    #   speed-up 11.806 / 8.781 = 1.345 >= 1.3 (the ceiling: 1.49x); W4A16's 16-bit
+    #   matmuls are compute-bound like bf16's: 1.00x (the ceiling 1.15x), too slow.
+    from gpuinfer.exercises import quant as qx
+
+    layer = 2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336
+    assert layer == 218_103_808
+    lin_flops, head_flops = 2 * 256 * 32 * layer, 2 * 256 * 4096 * 128256
+    kv_read = 256 * 256 * 32 * 2 * 1024 * 2
+    attn = {"bf16": 8.7913e9, "fp8": 8.7074e9}          # KV read + activations (llm)
+    assert kv_read < attn["fp8"] < attn["bf16"] < 1.03 * kv_read
+    bw, overhead = 0.85 * 3.35e12, 32 * 13 * 0.5e-6 + 1.6e-3
+    step = {f: lin_flops / (0.70 * peak) + head_flops / (0.70 * peak) + attn[f] / bw + overhead
+            for f, peak in (("bf16", 794.5e12), ("fp8", 1402.6e12))}
+    t = qx.decision_table()
+    assert t.loc["bf16", "tokens/s"] == pytest.approx(256 / step["bf16"], rel=2e-3)
+    assert t.loc["W8A8 fp8", "tokens/s"] == pytest.approx(256 / step["fp8"], rel=2e-3)
+    assert exercises.get("quant-decision-format").answer() == pytest.approx(256 / step["fp8"],
+                                                                            rel=2e-3)
+    assert step["bf16"] / step["fp8"] == pytest.approx(1.345, abs=0.005)
+    assert t.loc["W4A16 int4 g128", "speed-up"] == pytest.approx(1.0, abs=0.01)
+    # The ceiling is higher than the achievable everywhere; the slip names it.
+    assert (t["ceiling tokens/s"] > t["tokens/s"]).all()
+    ratio = t.loc["W8A8 fp8", "ceiling tokens/s"] / t.loc["W8A8 fp8", "tokens/s"]
+    assert ratio == pytest.approx(1.749, rel=0.005)
+    assert "ceiling" in repr(exercises.check("quant-decision-format",
+                                             t.loc["W8A8 fp8", "ceiling tokens/s"]))
 
 
 def test_int4_factor_is_one_number():

@@ -56,3 +56,49 @@ def test_t4_tp_degree_by_hand():
 def test_t4_tp_degree_slips(given, words):
     result = exercises.check("lab-tp-t4-fewest-for-tpot", given)
     assert not result and words in repr(result)
+
+
+def test_t4_format_for_speed_by_hand():
+    """Exercise 5: 8 users at 4,096 tokens on a T4, each wanting 25 tokens/s. The step's
+    bytes come from llm.decode_step_breakdown (tested in test_llm); the achievable model's
+    arithmetic is done here: bytes at 0.85 x 320 GB/s, weight-only matmuls at a further
+    0.83 (int8) or 0.74 (int4), 32 x 13 kernel gaps of 0.5 us, 1.6 ms a step."""
+    from gpuinfer import llm
+    from gpuinfer.exercises import labs_parallel
+
+    def per_user(fmt, weight_only):
+        t = llm.decode_step_breakdown("mistral-7b", "T4", 8, 4096, fmt, kv_dtype="fp16")
+        matmul = t.loc["linear", "bytes"] + t.loc["lm_head", "bytes"]
+        rest = t.loc["embedding", "bytes"] + t.loc["attention", "bytes"]
+        # the KV cache read: 8 x 4,096 tokens x 131,072 bytes = 4,294,967,296
+        assert rest == pytest.approx(8 * 4096 * 131_072, rel=2e-3)
+        s = (matmul / (0.85 * weight_only * 320e9) + rest / (0.85 * 320e9)
+             + 32 * 13 * 0.5e-6 + 1.6e-3)
+        return 8 / s / 8
+
+    # int4: 4.036e9 B / 201.3 GB/s = 20.05 ms + 4.301e9 B / 272 GB/s = 15.81 ms
+    # + 0.21 + 1.6 ms = 37.67 ms -> 212.4 tokens/s, 26.5 a user.
+    int8, int4 = per_user("int8", 0.83), per_user("int4", 0.74)
+    assert int4 == pytest.approx(26.54, abs=0.01) and int8 < 25 < int4
+    # int8's ceiling (27.95 a user) would pass: the ceiling picks int8, the achievable int4.
+    assert labs_parallel.t4_tokens_per_user("int8", False) > 25
+    assert labs_parallel.t4_speed_choice(False) == "int8"
+    assert labs_parallel.t4_speed_choice() == "int4"
+    assert labs_parallel.t4_tokens_per_user("int8") == pytest.approx(int8, rel=1e-3)
+    assert exercises.get("lab-quant-t4-format-speed").answer() == pytest.approx(int4, rel=1e-3)
+    assert exercises.check("lab-quant-t4-format-speed", 26.5)
+
+
+@pytest.mark.parametrize("fmt, achievable, words", [
+    ("int8", True, "misses 25"), ("int8", False, "int8's ceiling"),
+    ("int4", False, "int4's ceiling")])
+def test_t4_format_for_speed_slips(fmt, achievable, words):
+    from gpuinfer.exercises import labs_parallel
+
+    given = labs_parallel.t4_tokens_per_user(fmt, achievable)
+    result = exercises.check("lab-quant-t4-format-speed", given)
+    assert not result and words in repr(result)
+    # one fraction for every format: 0.68 x int4's ceiling (38.38) = 26.1, not 26.5
+    one = exercises.check("lab-quant-t4-format-speed",
+                          0.68 * labs_parallel.t4_tokens_per_user("int4", False))
+    assert not one and "own fraction" in repr(one)

@@ -97,3 +97,52 @@ def test_int8_speedup_blames_the_row_that_spread():
 def test_bad_input_names_the_parameter(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+def test_decode_stack_is_two_gib_or_an_eighth_of_memory():
+    # A T4: 15,843,721,216 / 8 = 1,980,465,152 bytes < 2 GiB; an H100 80GB: 2 GiB.
+    assert verdicts.decode_stack_bytes("T4") == 15_843_721_216 / 8
+    assert verdicts.decode_stack_bytes("H100 SXM") == 2 * 2**30
+    # The T4's floor: 1.98e9 B / 320 GB/s = 6.19 ms (a 2 GiB stack would be 6.71 ms).
+    t4 = verdicts.stack_step_seconds(1_980_465_152, 118, 320e9, achievable=False)
+    assert t4 == pytest.approx(6.189e-3, rel=1e-3)
+
+
+def test_stack_step_on_the_achievable_model_by_hand():
+    # 1 GB over 100 kernels at 1 TB/s: ceiling 1 ms; achievable 1 / 0.85 = 1.1765 ms
+    # + 100 x 0.5 us = 1.2265 ms; an engine adds 1.6 ms: 2.8265 ms.
+    assert verdicts.stack_step_seconds(1e9, 100, 1e12, achievable=False) == pytest.approx(1e-3)
+    assert verdicts.stack_step_seconds(1e9, 100, 1e12) == pytest.approx(1.2265e-3, rel=1e-4)
+    assert verdicts.stack_step_seconds(1e9, 100, 1e12, engine=True) == pytest.approx(
+        2.8265e-3, rel=1e-4)
+    assert verdicts.LOOP.step_s == 0 and verdicts.LOOP.bandwidth == 0.85
+    with pytest.raises(ValueError, match="weight_bytes"):
+        verdicts.stack_step_seconds(-1, 100, 1e12)
+
+
+def test_against_achievable_branches_on_the_run():
+    assert "for its shape" in verdicts.against_achievable(0.5, 0.6, on_gpu=False)
+    assert "Above the ceiling" in verdicts.against_achievable(1.2, 1.4, on_gpu=True)
+    assert "as well as an engine" in verdicts.against_achievable(0.8, 0.95, on_gpu=True)
+    assert "in reach" in verdicts.against_achievable(0.6, 0.7, on_gpu=True)
+    assert "Far below" in verdicts.against_achievable(0.2, 0.25, on_gpu=True)
+
+
+def test_kernel_failure_says_oom_or_names_the_error():
+    import torch
+
+    oom = verdicts.kernel_failure("int8-dequant", torch.cuda.OutOfMemoryError("CUDA out of memory"))
+    assert "out of GPU memory" in oom and "carry on" in oom
+    bug = verdicts.kernel_failure("int4-unpack", RuntimeError("operation not permitted\n"
+                                                              "when stream is capturing"))
+    assert bug.startswith("int4-unpack: FAILED (RuntimeError: operation not permitted when")
+    assert "out of" not in bug
+
+
+def test_knee_batch_where_batching_stops_being_free():
+    # Mistral-7B at context 256: each sequence keeps 80% of its batch-1 speed to batch 64
+    # on a T4, on the ceiling and on the achievable model alike (powers of two).
+    assert verdicts.knee_batch("mistral-7b", "T4", 256, achievable=False) == 64
+    assert verdicts.knee_batch("mistral-7b", "T4", 256) == 64
+    # share 1.0: any slow-down stops it at batch 1
+    assert verdicts.knee_batch("mistral-7b", "T4", 256, share=1.0) == 1

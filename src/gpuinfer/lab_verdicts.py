@@ -9,8 +9,10 @@ torch. (`gpuinfer.verdicts` does the same for the chapters' sentences.)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+from . import achievable as _achievable
 from . import validate as _v
 
 #: A timing whose interquartile range is over this fraction of its median is noisy.
@@ -18,6 +20,99 @@ NOISY_SPREAD = 0.25
 #: A fusion removes one elementwise pass (or a scalar multiply) next to matrix products:
 #: a saving above this fraction of the step says the machine's load changed, not the graph.
 TOO_LARGE_FOR_ONE_FUSION = 0.25
+
+
+#: Lab 1's decode stack on a GPU: 2 GiB of weights, or an eighth of a smaller GPU's memory.
+GPU_DECODE_STACK_BYTES = 2 * 2**30
+
+#: The achievable model for a lab's bare loop (`achievable.FITTED` less its fixed
+#: `step_s`): the fitted kernels' bandwidth and the gaps between them, but no scheduler,
+#: no sampling, no host bookkeeping, which an engine pays every step and a lab's loop
+#: of matmuls does not. The labs grade their loop against this and the ceiling, and show
+#: the engine's (`achievable.FITTED`) beside them.
+LOOP = dataclasses.replace(_achievable.FITTED, step_s=0.0)
+
+
+def decode_stack_bytes(accelerator) -> float:
+    """Lab 1: the bytes of fp16 weights its GPU decode stack aims at: 2 GiB, or an eighth
+    of the device's memory if that is less (a T4's 15.84 GB: 1.98 GB)."""
+    from . import hardware as _hardware
+
+    acc = accelerator if hasattr(accelerator, "memory_bytes") else _hardware.get(accelerator)
+    return float(min(GPU_DECODE_STACK_BYTES, acc.memory_bytes / 8))
+
+
+def stack_step_seconds(weight_bytes, n_kernels, bandwidth_bytes_per_s, *, achievable=True,
+                       engine=False) -> float:
+    """Lab 1: seconds of a step that reads `weight_bytes` through `n_kernels` kernels at a
+    datasheet bandwidth. `achievable=False`: the ceiling, bytes / bandwidth. Otherwise the
+    achievable model (`achievable.FITTED`): bytes at its `bandwidth` fraction, plus its
+    `kernel_gap_s` a kernel (a replayed graph); `engine=True` adds its fixed `step_s`
+    (scheduler, sampling), which an engine pays and the lab's loop does not."""
+    b = _v.positive("weight_bytes", weight_bytes)
+    n = _v.count("n_kernels", n_kernels, minimum=1, maximum=1 << 20)
+    bw = _v.positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
+    if not achievable:
+        return b / bw
+    eff = _achievable.FITTED
+    return (b / (eff.bandwidth * bw) + n * eff.kernel_gap_s
+            + (eff.step_s if engine else 0.0))
+
+
+def against_achievable(of_ceiling, of_achievable, *, on_gpu) -> str:
+    """Labs 1 and 3: what a measured step's fractions of the ceiling (`of_ceiling`) and of
+    the achievable model for a bare loop (`of_achievable`, `LOOP`) say. The achievable
+    model is fitted on GPU engines: on a CPU it shows the shape, not a target."""
+    _v.positive("of_ceiling", of_ceiling)
+    a = _v.positive("of_achievable", of_achievable)
+    if not on_gpu:
+        return ("On a CPU the achievable model is a GPU engine's derating (fitted on "
+                "published GPU\nruns), shown for its shape: grade this run by the ceiling "
+                "and by the read it measured.")
+    if of_ceiling > 1.05:
+        return ("Above the ceiling: a cache held part of the weights, or the catalogue "
+                "entry is not this GPU.")
+    if a >= 0.9:
+        return ("At what a tuned engine's kernels reach for these bytes: this loop streams "
+                "its weights\nas well as an engine would (before the engine's own "
+                "per-step costs).")
+    if a >= 0.6:
+        return ("Short of what a tuned engine's kernels reach for these bytes, but in "
+                "reach: launches\nor a kernel that does not stream at full speed.")
+    return ("Far below what a tuned engine's kernels reach for these bytes: launch "
+            "overhead (try the\nCUDA-graph step) or throttled clocks (the clocks line).")
+
+
+def knee_batch(model, accelerator, context=0, dtype="fp16", *, achievable=True,
+               share=0.8, max_batch=4096) -> int:
+    """Lab 3: the largest power-of-two batch (up to `max_batch`) at which each sequence
+    still decodes at `share` of its batch-1 tokens/s, on the achievable model (an
+    engine: `achievable.FITTED`) or the ceiling (`achievable=False`): how far batching is
+    almost free."""
+    share = _v.fraction("share", share)
+    top = _v.count("max_batch", max_batch, maximum=1 << 20)
+
+    def per_sequence(b):
+        return _achievable.decode_tokens_per_s(model, accelerator, b, context, dtype,
+                                               achievable=achievable) / b
+
+    base, knee, b = per_sequence(1), 1, 2
+    while b <= top and per_sequence(b) >= share * base:
+        knee, b = b, 2 * b
+    return knee
+
+
+def kernel_failure(kernel, exc) -> str:
+    """Lab 4: one line for a kernel whose measurement raised `exc`, as `python -m
+    gpuinfer bench` reports it: out of memory said as such, anything else named with its
+    error, and the other kernels carry on."""
+    from . import bench as _bench
+
+    if _bench._is_oom(exc):
+        return (f"{kernel}: out of GPU memory for a second copy of the weights; skipped, "
+                f"the other kernels carry on.")
+    text = " ".join(str(exc).split())[:300]
+    return f"{kernel}: FAILED ({type(exc).__name__}: {text}); the other kernels carry on."
 
 
 def read_share(share, *, on_gpu) -> str:

@@ -3,6 +3,7 @@ weight format, or how many GPUs, meets a target. The numbers are the package's m
 of catalogue devices (not the learner's measurements), so that everyone gets the same
 answer; each question states its units and rounding."""
 
+from .. import achievable as _achievable
 from .. import llm, parallel
 from . import register
 
@@ -61,6 +62,56 @@ def t4_choice():
           })
 def _():
     return t4_batches()[t4_choice()]
+
+
+#: Exercise 5: the same users each want this many tokens/s (decode, per sequence).
+T4_TOKENS_PER_USER = 25.0
+
+
+def t4_tokens_per_user(fmt, achievable=True) -> float:
+    """Per-sequence decode tokens/s of `T4_USERS` Mistral-7B sequences at `T4_CONTEXT`
+    tokens on one T4, weights in `fmt`, the KV cache in fp16: on the achievable model
+    (each format at its own efficiency: int8 and int4 weight-only matmuls stream slower
+    than dense ones), or at the ceiling (`achievable=False`). A T4 has no calibration
+    row: an extrapolation."""
+    return _achievable.decode_tokens_per_s(T4_MODEL, "T4", T4_USERS, T4_CONTEXT, fmt,
+                                           kv_dtype="fp16", achievable=achievable) / T4_USERS
+
+
+def t4_speed_choice(achievable=True):
+    """The format with the most bits that holds `T4_USERS` sequences and gives each
+    `T4_TOKENS_PER_USER` tokens/s (None if none does)."""
+    batches = t4_batches()
+    return next((f for f in T4_FORMATS if batches[f] >= T4_USERS
+                 and t4_tokens_per_user(f, achievable) >= T4_TOKENS_PER_USER), None)
+
+
+@register("lab-quant-t4-format-speed", where=LAB_QUANT,
+          question="The same 8 Mistral-7B users on one T4 (4,096 tokens of context each, the "
+          "KV cache in fp16) each want 25 tokens/s. On the achievable model "
+          "(achievable.decode_tokens_per_s at batch 8, each format at its own efficiency; "
+          "a T4 has no calibration row, so it is an extrapolation), take the format with "
+          "the most bits that holds the 8 and meets 25 tokens/s each, and give the tokens/s "
+          "each user gets.", unit="tokens/s per user (3 significant figures)",
+          hint="achievable.decode_tokens_per_s('mistral-7b', 'T4', 8, 4096, fmt, "
+          "kv_dtype='fp16') / 8 for each format that fits; achievable=False gives the "
+          "ceiling beside it. Go from the most bits down.",
+          rel_tol=0.01,
+          slips={
+              # int8 achievable: 20.3 a user (misses 25); int4 achievable: 26.5
+              t4_tokens_per_user("int8") / t4_tokens_per_user("int4"): "That is int8's: on "
+              "the achievable model it misses 25 tokens/s a user (its ceiling would pass).",
+              t4_tokens_per_user("int8", False) / t4_tokens_per_user("int4"): "That is "
+              "int8's ceiling: an engine does not reach it. Decide on the achievable number.",
+              t4_tokens_per_user("int4", False) / t4_tokens_per_user("int4"): "That is "
+              "int4's ceiling; give what the achievable model says a user gets.",
+              # one fraction for every format: gpt-fast's bf16 0.68 of int4's ceiling
+              0.68 * t4_tokens_per_user("int4", False) / t4_tokens_per_user("int4"): "That "
+              "applies bf16's fraction (0.68) to int4: each format reaches its own fraction "
+              "(int4's weight-only kernels stream slower).",
+          })
+def _():
+    return t4_tokens_per_user(t4_speed_choice())
 
 
 # --- lab 7: the fewest T4s that meet a time per output token over PCIe ------------------

@@ -77,3 +77,61 @@ def test_a_quantised_embedding_is_named_among_the_slips():
     # Lab 4, exercise 4, with the embedding table in int8 too: Mistral-7B's 7.24e9
     # parameters at 1 byte; (15.84e9 - 1.07e9 - 7.24e9) / 536.9e6 = 14.0 -> 14.
     assert "embedding table" in repr(exercises.check("lab-quant-t4-format-batch", 14))
+
+
+def test_chunk_budget_on_the_achievable_model_by_hand():
+    # Chapter 9's chunk-budget decision, now on the achievable model (achievable.FITTED:
+    # matmuls at 0.70 x the MAMF fraction, bytes at 0.85 x 3.35 TB/s, attention at 0.75 x
+    # 989 TFLOP/s, 32 layers x 13 kernels x 0.5 us of gaps, 1.6 ms a step). Budget 320 =
+    # 32 decodes + a 288-token chunk; from llm.forward_step_breakdown's rows:
+    #   linear   4.467e12 FLOP / (989e12 x 0.803 x 0.70 = 556e12) = 8.03 ms
+    #            (its 15.38 GB / 2.85 TB/s = 5.40 ms is hidden under it)
+    #   attention 9.34 GB / 2.8475 TB/s = 3.28 ms (its 0.63 TFLOP take 0.85 ms)
+    #   lm_head  1.06 GB / 2.8475 TB/s = 0.37 ms; embedding 5.2 MB: 0.002 ms
+    #   + 32 x 13 x 0.5 us = 0.21 ms + 1.6 ms  ->  13.49 ms <= 15 ms.
+    # Budget 384 (a 352-token chunk) adds 64 tokens of matmul FLOPs: > 15 ms.
+    from gpuinfer import achievable, hardware, llm
+
+    h100 = hardware.get("H100 SXM")
+    mm = 989e12 * achievable.matmul_fraction(h100, "fp16") * 0.70
+    bw, att = 3.35e12 * 0.85, 989e12 * 0.75
+
+    def step_s(budget):
+        chunk = budget - 32
+        t = llm.forward_step_breakdown("llama-3-8b", h100, [1] * 32 + [chunk],
+                                       [2048] * 32 + [4096 - chunk])
+        rows = sum(max(r.bytes / bw, r.flops / (att if name == "attention" else mm))
+                   for name, r in t.iterrows())
+        return rows + 32 * 13 * 0.5e-6 + 1.6e-3
+
+    assert math.isclose(step_s(320), 13.49e-3, rel_tol=0.005)
+    assert step_s(320) <= 0.015 < step_s(384)
+    assert exercises.get("llm-chunk-budget").answer() == 320
+    # On the ceiling (llm.forward_step_time) the budget would be 832: its own slip.
+    assert "ceiling" in repr(exercises.check("llm-chunk-budget", 832))
+
+
+def test_speculation_cutoff_on_the_achievable_model_by_another_route():
+    # Chapter 9's speculation decision (Llama-3.2-1B drafting 4 tokens for Llama-3-8B,
+    # acceptance 0.6, 256 tokens of context, H100 SXM) on the achievable model: a round
+    # yields (1 - 0.6^5) / (1 - 0.6) = 0.92224 / 0.4 = 2.3056 tokens; speculation pays
+    # while 2.3056 x plain step > verify + 4 draft steps. speculative.cutoff_batch (its
+    # own bisection over 1..4096) and the plain step from achievable.decode_step_seconds.
+    from gpuinfer import achievable, speculative
+
+    e = (1 - 0.6 ** 5) / (1 - 0.6)
+    assert math.isclose(e, 2.3056)
+    kw = dict(acceptance=0.6, k=4, context=256)
+    cut = speculative.cutoff_batch("llama-3-8b", speculative.LLAMA_3_2_1B, "H100 SXM",
+                                   achievable=True, **kw)
+    assert cut == exercises.get("llm-spec-batch").answer() == 82
+    for b, pays in [(cut - 1, True), (cut, False)]:
+        r = speculative.round_breakdown("llama-3-8b", speculative.LLAMA_3_2_1B, "H100 SXM",
+                                        batch=b, achievable=True, **kw)
+        plain = achievable.decode_step_seconds("llama-3-8b", "H100 SXM", b, 256)
+        assert math.isclose(r["plain_step_s"], plain, rel_tol=1e-9)
+        assert (e * plain > r["verify_s"] + r["draft_s"]) is pays
+    # On the ceiling the cut-off is batch 103: its own slip.
+    assert speculative.cutoff_batch("llama-3-8b", speculative.LLAMA_3_2_1B, "H100 SXM",
+                                    **kw) == 103
+    assert "ceiling" in repr(exercises.check("llm-spec-batch", 103))

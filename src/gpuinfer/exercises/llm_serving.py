@@ -2,7 +2,7 @@
 
 import functools
 
-from .. import hardware, llm, llm_serving, speculative
+from .. import achievable, hardware, llm, llm_serving, speculative
 from . import register
 
 WHERE = "chapters/09_llm_serving"
@@ -35,20 +35,23 @@ MLA_LAYERS, MLA_LATENT, MLA_ROPE, MLA_HEADS, MLA_HEAD_DIM = (
 MLA_V2_LAYERS = 60
 
 
-def step_with_chunk_s(budget) -> float:
+def step_with_chunk_s(budget, achievable_=True) -> float:
     """Seconds of one chunked-prefill step: the decodes plus the rest of the budget as
-    the last chunk of the prompt (on top of the prompt's earlier tokens)."""
+    the last chunk of the prompt (on top of the prompt's earlier tokens), on the
+    achievable model (`achievable_=False`: the ceiling, `llm.forward_step_time`)."""
     chunk = budget - DECODES
-    return llm.forward_step_time(MODEL, GPU, [1] * DECODES + [chunk],
-                                 [DECODE_CONTEXT] * DECODES + [PROMPT - chunk])
+    return achievable.step_seconds(MODEL, GPU, [1] * DECODES + [chunk],
+                                   [DECODE_CONTEXT] * DECODES + [PROMPT - chunk],
+                                   achievable=achievable_)
 
 
 @functools.lru_cache(maxsize=None)
-def largest_budget() -> int:
-    """The largest token budget (a multiple of 64) whose steps meet the objective."""
+def largest_budget(achievable_=True) -> int:
+    """The largest token budget (a multiple of 64) whose steps meet the objective, on
+    the achievable model (`achievable_=False`: on the ceiling)."""
     best = 0
     for budget in range(BUDGET_STEP, PROMPT + DECODES + 1, BUDGET_STEP):
-        if budget > DECODES and step_with_chunk_s(budget) <= STEP_SLO_S:
+        if budget > DECODES and step_with_chunk_s(budget, achievable_) <= STEP_SLO_S:
             best = budget
     return best
 
@@ -67,13 +70,14 @@ def mla_kv_bytes_per_token(layers=MLA_LAYERS) -> float:
 
 
 @functools.lru_cache(maxsize=None)
-def speculation_stops_paying() -> int:
+def speculation_stops_paying(achievable_=True) -> int:
     """The smallest batch at which drafting 4 tokens no longer speeds decoding up (it
-    must fit in memory: at most llm.max_batch at this context)."""
+    must fit in memory: at most llm.max_batch at this context), on the achievable model
+    (`achievable_=False`: on the ceiling)."""
     def gain(b):
         return speculative.decode_speedup(MODEL, speculative.LLAMA_3_2_1B, GPU,
                                           acceptance=SPEC_ACCEPTANCE, k=SPEC_K, batch=b,
-                                          context=SPEC_CONTEXT)
+                                          context=SPEC_CONTEXT, achievable=achievable_)
     lo, hi = 1, llm.max_batch(MODEL, GPU, SPEC_CONTEXT)
     if gain(hi) > 1:
         raise ValueError("speculation pays at every batch that fits: no decision to make")
@@ -126,11 +130,17 @@ def _():
           f"prompt, as if it ended the prompt (the most context a chunk of that size can "
           f"have, whether or not it divides {PROMPT:,}). A larger budget means fewer steps per "
           f"prompt (a shorter TTFT, fewer weight reads). What is the largest budget, a "
-          f"multiple of {BUDGET_STEP} tokens, that meets the objective?", unit="tokens",
-          hint="Time one step with llm.forward_step_time: new_tokens = 32 ones and the "
-          "chunk (budget - 32); context = 32 x 2,048 and 4,096 - chunk. Try budgets in "
-          "steps of 64 and keep the largest within 15 ms. The budget counts the 32 decode "
-          "tokens too.", rel_tol=0.0)
+          f"multiple of {BUDGET_STEP} tokens, that meets the objective on the achievable "
+          f"model (gpuinfer.achievable)?", unit="tokens",
+          hint="Time one step with achievable.step_seconds (achievable=True): new_tokens = "
+          "32 ones and the chunk (budget - 32); context = 32 x 2,048 and 4,096 - chunk. Try "
+          "budgets in steps of 64 and keep the largest within 15 ms. The budget counts the "
+          "32 decode tokens too, and the step pays its fixed cost whatever its size.",
+          rel_tol=0.0,
+          slips={largest_budget(False) / largest_budget():
+                 "That is the budget on the ceiling (llm.forward_step_time): an engine's "
+                 "step is slower (derated matmuls and bandwidth, a fixed cost a step). "
+                 "Decide on the achievable model."})
 def _():
     return largest_budget()
 
@@ -179,11 +189,15 @@ def _():
           question=f"Decision. Llama-3-8B (fp16, H100 SXM) decodes with Llama-3.2-1B as its "
           f"draft: acceptance {SPEC_ACCEPTANCE}, {SPEC_K} drafted tokens per round, "
           f"{SPEC_CONTEXT:,} tokens of context (a short chat). From which batch on should the server turn "
-          f"speculation off, because speculative.decode_speedup is 1 or less? A whole "
-          f"number of sequences.", unit="sequences",
+          f"speculation off, because speculative.decode_speedup on the achievable model "
+          f"(achievable=True) is 1 or less? A whole number of sequences.",
+          unit="sequences",
           hint="decode_speedup falls as the batch grows: verifying 5 tokens a sequence costs "
           "about one step while the matmuls are memory-bound and about 5 once they are "
-          "compute-bound. Bisect over the batch for the first one at or below 1.",
-          rel_tol=0.02)
+          "compute-bound. Bisect over the batch for the first one at or below 1, with "
+          "achievable=True.", rel_tol=0.02,
+          slips={speculation_stops_paying(False) / speculation_stops_paying():
+                 "That is the cut-off on the ceiling: on the achievable model the matmuls "
+                 "turn compute-bound at a smaller batch. Pass achievable=True."})
 def _():
     return float(speculation_stops_paying())

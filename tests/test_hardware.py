@@ -1,12 +1,13 @@
 """The accelerator catalogue: dense peaks, the memory cards really have, validation, MIG
 profiles and achievable ceilings. Expected values are written out from the sources cited
-in gpuinfer/hardware.py."""
+in gpuinfer/hardware/."""
 
 import math
 
 import pytest
 
 from gpuinfer import dtypes, hardware
+from gpuinfer.hardware import detection
 
 MiB, GiB = 2**20, 2**30
 
@@ -381,13 +382,13 @@ def test_derated_uses_published_measurements():
 
 def test_cpu_cache_from_sysfs(monkeypatch, tmp_path):
     # sysconf without cache names (this VM's Python): Linux's sysfs, highest level wins.
-    monkeypatch.setattr(hardware.os, "sysconf", lambda key: (_ for _ in ()).throw(ValueError(key)))
+    monkeypatch.setattr(detection.os, "sysconf", lambda key: (_ for _ in ()).throw(ValueError(key)))
     for i, (level, size) in enumerate([(1, "32K"), (2, "512K"), (3, "32768K")]):
         d = tmp_path / f"index{i}"
         d.mkdir()
         (d / "level").write_text(f"{level}\n")
         (d / "size").write_text(f"{size}\n")
-    monkeypatch.setattr(hardware, "_SYSFS_CACHE", str(tmp_path))
-    assert hardware._cpu_cache_bytes() == 32 * 2**20
-    monkeypatch.setattr(hardware, "_SYSFS_CACHE", str(tmp_path / "none"))
-    assert hardware._cpu_cache_bytes() is None
+    monkeypatch.setattr(detection, "SYSFS_CACHE", str(tmp_path))
+    assert hardware.cpu().cache_bytes == 32 * 2**20   # level 3, 32768 KiB
+    monkeypatch.setattr(detection, "SYSFS_CACHE", str(tmp_path / "none"))
+    assert hardware.cpu().cache_bytes is None   # the reference row has no cache figure

@@ -184,7 +184,7 @@ def test_a_pcie_card_never_maps_to_an_sxm_entry(torch_name):
 
 
 @pytest.mark.parametrize("torch_name, entry, bandwidth_gb, tdp_w", [
-    # A100 datasheet (hardware._A100_DATASHEET): PCIe 80GB 1,935 GB/s at 300 W; PCIe
+    # A100 datasheet (hardware.devices.A100_DATASHEET): PCIe 80GB 1,935 GB/s at 300 W; PCIe
     # 40GB 1,555 GB/s at 250 W; both 312 TFLOP/s dense fp16, PCIe Gen4.
     ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe", 1935, 300),
     ("NVIDIA A100-PCIE-40GB", "A100 40GB PCIe", 1555, 250),

@@ -235,3 +235,18 @@ def test_interconnect_lookups_refuse_what_is_not_a_name(bad):
         hardware.get_interconnect(bad)
     with pytest.raises(TypeError, match="accelerator"):
         hardware.interconnect_for(bad)
+
+
+def test_nccl_protocols_has_its_docstring():
+    # It was built by concatenation (an expression, not a docstring): __doc__ was None.
+    doc = hardware.nccl_protocols.__doc__
+    assert doc is not None and "https://github.com/NVIDIA/nccl/issues/786" in doc
+
+
+def test_the_package_keeps_one_idea_a_module_and_the_same_names():
+    # hardware.py became a package; `from gpuinfer import hardware` sees the same names.
+    from gpuinfer.hardware import detection, devices, links, measured, mig
+    assert hardware.get is not None and hardware.Accelerator is devices.Accelerator
+    assert hardware.interconnect_for is links.interconnect_for
+    assert hardware.achievable is measured.achievable and hardware.mig_slice is mig.mig_slice
+    assert hardware.detect is detection.detect

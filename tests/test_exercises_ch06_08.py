@@ -1,0 +1,75 @@
+"""Decision exercises of chapters 6 and 8 on the achievable model, reached by hand."""
+
+import numpy as np
+import pytest
+
+from gpuinfer import achievable, exercises, llm, parallel
+from gpuinfer.exercises import parallel as px
+
+# --- chapter 8: the GPU and TP degree -----------------------------------------------------
+
+# Llama-2-70B (config.json): 80 layers, d_model 8192, 64 query heads and 8 KV heads of
+# 128, MLP 28672, vocabulary 32000. A TP4 shard holds 16 query heads, 2 KV heads, an MLP
+# of 7168 and 8000 rows of the LM head.
+LAYER_WEIGHTS = 2 * 8192**2 + 2 * 8192 * 1024 + 3 * 8192 * 28672      # q, o; k, v; MLP
+
+
+def test_tp4_h200_step_at_113_sequences_by_hand():
+    # Shard weights: 80 x 855,638,016 / 4 x 2 B = 34,225,520,640 B.
+    # Activations a token and layer (llm counts each matmul's input and output): QKV 8192
+    #   in, 2048 + 2 x 256 out; O 2048 in, 8192 out; gate/up 8192 in, 2 x 7168 out; down
+    #   7168 in, 8192 out: 58,880 elements; attention 5,120 more (query, output, new K, V).
+    # KV cache read: 113 x 4096 tokens x 80 layers x 2 (K, V) x 2 heads x 128 x 2 B.
+    # LM head: 8000 x 8192 x 2 B, plus 113 x (8192 in + 8000 out) x 2 B.
+    # Embedding: 113 x 8192 x 2 x 2 B (read a row, write it).
+    b = 113
+    weights = 80 * LAYER_WEIGHTS // 4 * 2
+    assert weights == 34_225_520_640
+    linear = weights + b * 80 * 58_880 * 2
+    attention = b * 4096 * 80 * 2 * 2 * 128 * 2 + b * 80 * 5_120 * 2
+    head = 8000 * 8192 * 2 + b * (8192 + 8000) * 2
+    embedding = b * 8192 * 2 * 2
+    # achievable.FITTED: 0.85 x the H200's 4.8e12 B/s = 4.08e12 B/s; every row memory-bound
+    # (the linear rows' 3.87e12 FLOPs at 0.70 x 794.5e12 take 6.95 ms < 8.65 ms of bytes).
+    rows_s = (linear + attention + head + embedding) / (0.85 * 4.8e12)
+    flops = 2 * b * 80 * LAYER_WEIGHTS / 4
+    assert flops / (0.70 * 794.5e12) < linear / (0.85 * 4.8e12)
+    # 161 all-reduces of [113, 8192] fp16 = 1,851,392 B on 4 GPUs, NCCL's ring LL: 6.6 us
+    # + 2 x 3 steps x 0.6 us + 2 x 3/4 x 1,851,392 B / 141 GB/s (LL capped at llMaxBw).
+    one = 6.6e-6 + 6 * 0.6e-6 + 1.5 * b * 8192 * 2 / 141e9
+    comm_s = 161 * one
+    # Overheads: 80 layers x 13 kernels x 0.5 us (CUDA graphs) + 1.6 ms a step.
+    step = rows_s + comm_s + 80 * 13 * 0.5e-6 + 1.6e-3       # 17.999 + 4.813 + 2.12 ms
+    assert step == pytest.approx(24.93e-3, abs=0.01e-3)
+    assert px.tp_decode_step_s("llama-2-70b", "H200", 4, b, 4096) == pytest.approx(step, rel=1e-3)
+    # 113 meets 25 ms; 114 does not (each sequence adds ~0.1 ms): the largest batch.
+    assert px.largest_tp_batch_within("llama-2-70b", "H200", 4, 4096, 0.025) == b
+    # Cost: 4 GPUs x 5.4075 USD / (3600 x 113 / 24.93 ms) x 1e6 = 1.326 USD a million.
+    usd = 4 * px.price_per_gpu_hour("H200") / (3600 * b / step) * 1e6
+    assert exercises.get("parallel-decision-gpu-tp").answer() == pytest.approx(usd, rel=2e-3)
+    assert usd == pytest.approx(1.326, abs=0.002)
+
+
+def test_tp_step_is_the_serving_simulators_and_reduces_to_the_ceiling():
+    from gpuinfer import llm_serving
+
+    for n, batch in [(8, 1), (16, 1), (4, 64)]:
+        ceiling = px.tp_decode_step_s("llama-2-70b", "H100 SXM", n, batch, 4096,
+                                      achievable=False)
+        assert ceiling == parallel.tp_decode_step_time("llama-2-70b", "H100 SXM", n, batch, 4096)
+        got = px.tp_decode_step_s("llama-2-70b", "H100 SXM", n, batch, 4096)
+        timer = llm_serving._StepCost("llama-2-70b", "H100 SXM", tp=n,
+                                      efficiency=achievable.FITTED)
+        ones = np.ones(batch)
+        assert got == pytest.approx(float(np.squeeze(timer(ones, 4096 * ones, ones))), rel=1e-9)
+        assert got > ceiling
+
+
+def test_decision_on_the_achievable_model_keeps_h200_tp4_and_names_the_ceiling_slip():
+    a, c = px.decision_table(), px.decision_table(achievable=False)
+    assert (a.iloc[0].GPU, a.iloc[0].N) == (c.iloc[0].GPU, c.iloc[0].N) == ("H200", 4)
+    assert a.iloc[0].batch < c.iloc[0].batch                  # 113 against 164
+    ratio = c.usd_per_million.iloc[0] / a.usd_per_million.iloc[0]
+    assert ratio == pytest.approx(0.6899, rel=0.005)          # the slip's factor
+    assert "ceiling" in repr(exercises.check("parallel-decision-gpu-tp",
+                                             c.usd_per_million.iloc[0]))

@@ -122,6 +122,31 @@ def test_slips_get_their_hints():
     assert not r and "dense" in repr(r)
 
 
+def _sig(x, n):
+    return round(x, n - 1 - math.floor(math.log10(abs(x))))
+
+
+@pytest.mark.parametrize("name, rounded", [
+    ("moe-active-fraction-deepseek", lambda a: _sig(a, 3)),
+    ("moe-experts-touched-deepseek-64", lambda a: round(a, 1)),
+    ("moe-step-gb-deepseek-64", lambda a: _sig(a, 3)),
+    ("moe-compute-bound-mixtral-h100", round),
+    ("moe-dispatch-bytes-ep32", lambda a: a),
+    ("moe-decision-qwen3-235b", lambda a: _sig(a, 2)),
+    ("lab-moe-touched-mixtral-16", lambda a: round(a, 2)),
+    ("lab-moe-bytes-growth-qwen3", lambda a: _sig(a, 2)),
+    ("lab-moe-half-experts-tokens", round),
+])
+def test_answer_rounded_as_the_question_asks_is_accepted(name, rounded):
+    # Each question states its rounding; an answer rounded that way must pass check().
+    assert exercises.check(name, rounded(exercises.get(name).answer()))
+
+
+def test_decision_question_states_the_fp8_matmul_peak():
+    q = exercises.get("moe-decision-qwen3-235b").question
+    assert "16-bit peak" in q and "1 GiB reserve" in q
+
+
 BAD = [
     (moe.price_per_gpu_hour, ("T4",), validate.UnknownName),
     (moe.largest_batch_within, ("qwen3-235b-a22b", "H200", 8, 4096, "fp8", "EP", 0.03),

@@ -180,9 +180,10 @@ def _():
           "roofline with NCCL's all-reduces or the all-to-all ceiling; parallel.moe_layouts"
           "). Choose the GPU (H100 SXM at "
           f"{price_per_gpu_hour('H100 SXM'):g} or H200 at {price_per_gpu_hour('H200'):g} "
-          "USD per GPU-hour), the weight format (fp16 or fp8) and the layout (TP, EP + TP "
-          "attention, EP + DP attention); run the largest batch that fits (memory less the "
-          "1 GiB reserve) and meets 30 ms, fully busy. What do a million output tokens cost "
+          "USD per GPU-hour), the weight format (fp16, or fp8 weights with the matmuls at "
+          "the 16-bit peak) and the layout (TP, EP + TP attention, EP + DP attention); run "
+          "the largest batch that fits (memory less the 1 GiB reserve) and meets 30 ms, "
+          "fully busy. What do a million output tokens cost "
           "with the cheapest choice? USD per million tokens, two significant figures.",
           unit="USD per million tokens", rel_tol=0.03,
           hint="For each of the 12 choices: the largest batch B with fits and ms_per_step <= "

@@ -392,3 +392,18 @@ def test_cpu_cache_from_sysfs(monkeypatch, tmp_path):
     assert hardware.cpu().cache_bytes == 32 * 2**20   # level 3, 32768 KiB
     monkeypatch.setattr(detection, "SYSFS_CACHE", str(tmp_path / "none"))
     assert hardware.cpu().cache_bytes is None   # the reference row has no cache figure
+
+
+def test_t4_clocks_are_in_the_table_and_give_its_datasheet_peak():
+    t4 = hardware.get("T4")
+    assert (t4.boost_clock_hz, t4.base_clock_hz) == (1590e6, 585e6)
+    assert t4.clock_source.startswith("https://")
+    # T4 datasheet: 320 Turing tensor cores; each does a 4x4x4 matrix FMA a clock (64 FMA
+    # = 128 FLOP, Volta/Turing whitepapers): 320 x 128 x 1590e6 = 65.13e12, the 65 TFLOP/s.
+    assert 320 * 128 * t4.boost_clock_hz == pytest.approx(t4.peak_flops("fp16"), rel=0.005)
+    # No source read for the other rows' clocks: None on the row, NaN in the frame.
+    assert hardware.get("H100 SXM").boost_clock_hz is None
+    df = hardware.catalogue().set_index("name")
+    assert df.loc["T4", "base_clock_hz"] == 585e6 and math.isnan(df.loc["H100 SXM", "boost_clock_hz"])
+    with pytest.raises(ValueError, match="base_clock_hz"):
+        hardware.Accelerator("x", 1e9, 1e9, base_clock_hz=2e9, boost_clock_hz=1e9)

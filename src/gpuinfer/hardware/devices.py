@@ -62,7 +62,9 @@ class Accelerator:
     decimal figure is `memory_marketing_bytes`, and `memory_source` says where
     `memory_bytes` comes from. `bandwidth`: DRAM bytes/s (datasheet peak). `peaks` maps a
     peak name (`dtypes.PEAKS`: "fp16", "fp8", ...) to dense FLOP/s (ops/s for integer
-    formats). `cache_bytes` is the last-level cache (L2 on a GPU, L3 on a CPU), or None if
+    formats). `boost_clock_hz`/`base_clock_hz`: the SM clocks (Hz) the peaks are quoted at
+    and the card guarantees, cited in `clock_source` (None where no source was read).
+    `cache_bytes` is the last-level cache (L2 on a GPU, L3 on a CPU), or None if
     unknown. `estimated` marks an entry built from what a device reports (torch, NVML)
     rather than from a datasheet. Everything is checked on construction: a negative, NaN
     or infinite number, or a peak for a format the package does not know, is refused. The
@@ -84,6 +86,9 @@ class Accelerator:
     memory_source: str = ""
     estimated: bool = False
     cores: int | None = None  # CPU cores the peaks count (None for a GPU)
+    boost_clock_hz: float | None = None  # SM clock the datasheet's peaks are quoted at
+    base_clock_hz: float | None = None  # SM clock the card guarantees under load
+    clock_source: str = ""
 
     def __post_init__(self):
         name = check_text("name", self.name)
@@ -109,10 +114,15 @@ class Accelerator:
                 raise ValueError(f"{err} (bytes/s; NaN, 'unknown', is allowed only for an "
                                  f"entry with no peaks, as detect() builds for an unknown "
                                  f"GPU)") from None
-        for attr in ("tdp_w", "cache_bytes", "memory_marketing_bytes"):
+        for attr in ("tdp_w", "cache_bytes", "memory_marketing_bytes", "boost_clock_hz",
+                     "base_clock_hz"):
             object.__setattr__(self, attr, _optional_positive(attr, getattr(self, attr)))
-        for attr in ("source", "note", "memory_source"):
+        for attr in ("source", "note", "memory_source", "clock_source"):
             check_text(attr, getattr(self, attr))
+        if (self.base_clock_hz is not None and self.boost_clock_hz is not None
+                and self.base_clock_hz > self.boost_clock_hz):
+            raise ValueError(f"base_clock_hz={self.base_clock_hz!r} is above boost_clock_hz="
+                             f"{self.boost_clock_hz!r}; the base clock is the lower one")
         aliases = self.aliases
         if isinstance(aliases, str) or not isinstance(aliases, (tuple, list)):
             raise TypeError(f"aliases must be a tuple of names, got {aliases!r}")
@@ -194,15 +204,19 @@ _TORCH_FP32_ACCUMULATE = ("torch's fp16 matmul accumulates in fp32 (cuBLAS CUDA_
 
 
 def _gpu(name, memory_bytes, bandwidth_gb, peaks, *, marketing_gb, memory_source, source,
-         note="", aliases=(), tdp_w=None, cache_bytes=None):
+         note="", aliases=(), tdp_w=None, cache_bytes=None, clocks_mhz=None, clock_source=""):
+    """A GPU row; `clocks_mhz`: (boost, base) SM clocks in MHz, with `clock_source`."""
+    boost, base = (None, None) if clocks_mhz is None else (c * 1e6 for c in clocks_mhz)
     return Accelerator(name, memory_bytes, bandwidth_gb * GB, peaks, tdp_w=tdp_w,
                        cache_bytes=cache_bytes, source=source, note=note, aliases=aliases,
-                       memory_marketing_bytes=marketing_gb * GB, memory_source=memory_source)
+                       memory_marketing_bytes=marketing_gb * GB, memory_source=memory_source,
+                       boost_clock_hz=boost, base_clock_hz=base, clock_source=clock_source)
 
 
 _ENTRIES = [
     _gpu("T4", 15_843_721_216, 320, _peaks(fp16=65, int8=130, fp32=8.1), tdp_w=70,
          cache_bytes=4 * MiB, marketing_gb=16, aliases=("tesla t4", "nvidia t4"),
+         clocks_mhz=(1590, 585), clock_source="https://sysrqmts.com/en/gpus/nvidia/tesla/t4",
          memory_source="deviceQuery 15110 MiB (15,843,721,216 B), "
                        "https://chiemon.github.io/2024/12/25/%E6%98%BE%E5%8D%A1%E4%BF%A1%E6%81%AF.html; "
                        "ECC is on by default (PNY/NVIDIA T4 user guide, https://manualmachine.com/"
@@ -582,7 +596,8 @@ def closest(name, n=5) -> list[str]:
 
 def catalogue():
     """The catalogue as a pandas DataFrame: one row per device, SI units, with sources.
-    `memory_bytes` is what the card has for CUDA; `memory_marketing_bytes` the datasheet's."""
+    `memory_bytes` is what the card has for CUDA; `memory_marketing_bytes` the datasheet's;
+    `boost_clock_hz`/`base_clock_hz` NaN where no source was read."""
     import pandas as pd
 
     all_peaks = [d for d in _dtypes.PEAKS if any(d in a.peaks for a in _ENTRIES)]
@@ -594,6 +609,9 @@ def catalogue():
         for d in all_peaks:
             row[f"peak_{d}_flops"] = a.peaks.get(d, math.nan)
         row.update({"tdp_w": a.tdp_w, "cache_bytes": a.cache_bytes,
+                    "boost_clock_hz": a.boost_clock_hz or math.nan,
+                    "base_clock_hz": a.base_clock_hz or math.nan,
+                    "clock_source": a.clock_source,
                     "estimated": a.estimated, "source": a.source,
                     "memory_source": a.memory_source, "note": a.note})
         rows.append(row)

@@ -7,7 +7,6 @@ cannot drift from the package; on Colab, where myst-nb is not installed, it does
 from __future__ import annotations
 
 import math
-import sys
 
 _PREFIXES = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
 
@@ -53,6 +52,3 @@ def number(value: float, digits: int = 3) -> str:
         return f"{value:,.0f}"
     return f"{value:.{digits}g}"
 
-
-def in_colab() -> bool:
-    return "google.colab" in sys.modules

@@ -200,3 +200,17 @@ def test_batching_achievable_service_is_the_step_on_the_achievable_model():
     assert np.allclose(s(np.array([1, 8])), [s(1), s(8)])
     with pytest.raises(TypeError, match="achievable"):
         batching_exercises.service(achievable="yes")
+
+
+def test_batching_decision_rests_on_the_achievable_model():
+    from gpuinfer import batching
+    from gpuinfer.exercises import batching as be
+    ach = batching.sweep(be.service(achievable=True), be.DECISION_BATCHES, [0.0],
+                         slo=be.DECISION_SLO_S, n=2000)
+    ceil = batching.sweep(be.service(), be.DECISION_BATCHES, [0.0], slo=be.DECISION_SLO_S,
+                          n=2000)
+    answer = exercises.get("batching-decision-max-batch").answer()
+    assert answer == float(batching.best_policy(ach, within=0.02)["max_batch"])
+    # The same limit on the ceiling, at a higher capacity the engine would not reach.
+    assert answer == float(batching.best_policy(ceil, within=0.02)["max_batch"])
+    assert ach["capacity_per_s"].max() < ceil["capacity_per_s"].max()

@@ -43,6 +43,9 @@ COLUMNS = ["arrival", "start", "finish", "latency", "batch_size"]
 MAX_REQUESTS = 10_000_000
 #: Largest batch limit accepted (no GPU runs a million sequences in one step).
 MAX_BATCH = 1 << 20
+#: Largest batch limit `capacity` (and `sweep`) search over: each rate it tries simulates
+#: at least 200 full batches, about 20 s of simulation at this size on one core.
+CAPACITY_MAX_BATCH = 4096
 #: Largest prompt or output length accepted, in tokens.
 MAX_TOKENS = 1 << 24
 #: Iterations after which a rate search stops (each halves the bracket at least).
@@ -416,6 +419,21 @@ def _frame_with(df, columns, what):
         raise ValueError("df has no requests")
 
 
+def _times_in_order(df):
+    """ValueError naming the column unless every time is finite and each request
+    arrives, starts and finishes in that order, its latency finish - arrival >= 0."""
+    for col in ("arrival", "start", "finish", "latency", "batch_size"):
+        _v.number(f"df[{col!r}]", df[col].to_numpy(), array=True,
+                  lo=0 if col in ("latency", "batch_size") else None,
+                  expected="finite numbers" + (" >= 0" if col in ("latency", "batch_size")
+                                               else ""))
+    for first, then in (("arrival", "start"), ("start", "finish")):
+        late = df[first].to_numpy() > df[then].to_numpy()
+        if late.any():
+            raise ValueError(f"df[{then!r}] must not precede df[{first!r}]: "
+                             f"{int(late.sum())} request(s) do")
+
+
 def summarize(df, slo=None) -> dict:
     """Latency percentiles (s), throughput (requests/s), mean batch size, the GPU's busy
     fraction, and, with an `slo` (s), the fraction of requests within it
@@ -423,6 +441,7 @@ def summarize(df, slo=None) -> dict:
     the first arrival to the last finish. (Goodput in DistServe's sense is not this
     rate: it is the highest arrival rate at which the SLO is still met, `capacity`.)"""
     _frame_with(df, COLUMNS, "simulate")
+    _times_in_order(df)
     span = float(df["finish"].max() - df["arrival"].min())
     if not span > 0:
         raise ValueError("the requests span no time (first arrival == last finish)")
@@ -515,6 +534,10 @@ def capacity(service_time, max_batch, max_queue_delay=0.0, *, slo, quantile=99.0
     rel_tol = _rel_tol(rel_tol)
     n = _n("n", n)
     max_batch, delay, pref = _policy(max_batch, max_queue_delay, preferred_batch_sizes)
+    _v.count("max_batch", max_batch, maximum=CAPACITY_MAX_BATCH,
+             why_maximum=f"capacity simulates at least 200 full batches at each of ~10 "
+                         f"rates ({200 * CAPACITY_MAX_BATCH:,} requests at the largest): "
+                         f"a larger batch would run for many minutes")
     service = _service_array(service_time, max_batch)
     unit = poisson_arrivals(1.0, min(max(n, 200 * max_batch), MAX_REQUESTS), seed)
 

@@ -650,6 +650,9 @@ def clock_scaled_peak(peak_flops, state) -> float:
     """A datasheet peak (FLOP/s, quoted at the maximum SM clock) scaled to the SM clock a
     `clocks()` reading saw: what the same tensor cores can do at the clock the GPU held
     (a T4 at its 70 W cap runs well below its 1,590 MHz boost). NaN if not read."""
+    peak_flops = _validate.positive_or_nan("peak_flops", peak_flops, array=False)
+    if not isinstance(state, dict):
+        raise TypeError(f"state must be the dict clocks() returns, got {state!r:.80}")
     sm, top = state.get("sm_clock_mhz", math.nan), state.get("sm_clock_max_mhz", math.nan)
     if not (_finite_positive(peak_flops) and _finite_positive(sm) and _finite_positive(top)):
         return math.nan
@@ -827,9 +830,14 @@ def _sweep(items, measure, desc, progress=True, estimate_s=None):
 def timing_estimate_s(call_s, min_run_time, *, warmup=3, min_blocks=MIN_BLOCKS) -> float:
     """Seconds `time_fn` spends on a function that takes `call_s` a call, by its own rule
     (`_block_plan`): `warmup` calls, the sizing call, then the blocks, which last
-    max(min_run_time, min_blocks calls). Set-up (allocation, capture) not included."""
-    if not (call_s >= 0 and math.isfinite(call_s)):
+    max(min_run_time, min_blocks calls). Set-up (allocation, capture) not included.
+    A NaN `call_s` (no roofline time for a device without catalogue peaks) gives NaN."""
+    if _validate.is_number(call_s) and math.isnan(call_s):
         return math.nan
+    call_s = _validate.non_negative("call_s", call_s)
+    min_run_time = _validate.positive("min_run_time", min_run_time)
+    warmup = _validate.count("warmup", warmup, minimum=0, maximum=MAX_WARMUP)
+    min_blocks = _validate.count("min_blocks", min_blocks, maximum=MAX_BLOCKS)
     number, blocks = _block_plan(call_s, min_run_time, min_blocks)
     return (warmup + 1) * call_s + blocks * number * call_s
 
@@ -964,6 +972,7 @@ def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_ca
     sizes = default_read_sizes(device) if sizes_bytes is None else _sizes("sizes_bytes",
                                                                          sizes_bytes)
     sizes = [_validate.positive("sizes_bytes", s) for s in sizes]
+    _TIME_FN_ARGS["min_run_time"]("min_run_time", min_run_time)  # refused before any work
     if not isinstance(flush_cache, bool):
         raise TypeError(f"flush_cache must be True or False, got {flush_cache!r}")
     on_gpu = device.type == "cuda"
@@ -1099,6 +1108,7 @@ def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
     peak = _peak(acc, dtype)
     shapes = (default_matmul_shapes(device) if shapes is None
               else [_shape(s) for s in _sizes("shapes", shapes)])
+    _TIME_FN_ARGS["min_run_time"]("min_run_time", min_run_time)  # refused before any work
     if not isinstance(flush_cache, bool):
         raise TypeError(f"flush_cache must be True or False, got {flush_cache!r}")
 
@@ -1193,6 +1203,13 @@ def measured_roofline(rows) -> dict:
     if missing:
         raise ValueError(f"matmul rows need columns flops, bytes, seconds; missing: "
                          f"{', '.join(sorted(missing))}")
+    for col in ("flops", "bytes", "seconds"):  # NaN seconds: a shape that did not run
+        values = pd.to_numeric(df[col], errors="coerce")
+        bad = values.isna() & ~(df[col].isna() & (col == "seconds")) | (values < 0) \
+            | np.isinf(values)
+        if bad.any():
+            raise ValueError(f"rows[{col!r}] must be finite numbers >= 0, got "
+                             f"{df.loc[bad, col].tolist()[:3]!r}")
     df = df[(df["seconds"] > 0) & df["seconds"].notna()]
     if df.empty:
         raise ValueError("no timed matmul rows (every row has no positive seconds)")

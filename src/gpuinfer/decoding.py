@@ -318,12 +318,14 @@ class DecodeStack:
 
     def kv_cache_bytes(self, batch, context) -> float:
         """Bytes of the KV cache this stack reads for `batch` sequences of `context`."""
+        batch, context = _batch_context(batch, context)
         return batch * context * _llm.kv_cache_bytes_per_token(self.spec, self.dtype)
 
     def step_flops(self, batch, context) -> float:
         """FLOPs of one step, counted from the stack's shapes: 2 per weight per sequence,
         plus attention's scores and weighted values (2 x 2 x head_dim per query head and
         cached token)."""
+        batch, context = _batch_context(batch, context)
         m = self.spec
         return float(batch * (2 * self.n_params + 4 * m.n_layers * m.n_heads * m.head_dim
                               * context))
@@ -459,9 +461,18 @@ def sweep_estimate_s(model, accelerator, batches, context, weight_format, dtype,
     """Seconds of timing `DecodeStack.sweep` takes on `accelerator`, each step at the
     roofline's time (`llm.decode_step_time`; NaN if a peak is unknown). Set-up (building
     the KV cache, capturing graphs) not included."""
+    min_run_time = _validate.positive("min_run_time", min_run_time)
+    for b in batches:  # bad sizes or formats are errors; only an unknown peak is NaN
+        _llm.decode_step_bytes(model, b, context, weight_format, dtype)
     return sum(_bench.timing_estimate_s(_call_or_nan(
         _llm.decode_step_time, model, accelerator, b, context, weight_format,
         kv_dtype=dtype, compute_dtype=dtype), min_run_time) for b in batches)
+
+
+def _batch_context(batch, context):
+    """(batch, context) checked: a whole batch >= 1 and a whole context >= 0."""
+    return (_validate.count("batch", batch, maximum=1 << 24),
+            _validate.count("context", context, minimum=0, maximum=1 << 24))
 
 
 def _call_or_nan(fn, *args, **kwargs) -> float:

@@ -86,14 +86,15 @@ DTYPES = tuple(FORMATS)
 PEAKS = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4", "int4")
 
 
-def get(dtype) -> Format:
+def get(dtype, *, name="dtype") -> Format:
     """The Format for a name ("fp16", "int4", "int4-g128", "nvfp4"), an alias ("half",
     "fp8") or a torch dtype. Unknown names raise an error that is both a KeyError and a
-    ValueError, naming the known formats."""
+    ValueError, naming the known formats (and the parameter, `name`)."""
+    label = name
     if isinstance(dtype, Format):
         return dtype
     if dtype is None or isinstance(dtype, (bool, int, float)):
-        raise TypeError(f"dtype must be a format name such as 'fp16', got {dtype!r}")
+        raise TypeError(f"{label} must be a format name such as 'fp16', got {dtype!r}")
     if not isinstance(dtype, str):
         dtype = str(dtype).removeprefix("torch.")  # torch.float16 -> "float16"
     name = dtype.strip().lower()
@@ -109,12 +110,12 @@ def get(dtype) -> Format:
                           note=f"group-wise, an fp16 scale and an fp16 zero point per {group}")
         return Format(f"int4-g{group}", 4, "int", "int4", block_size=group, scale_bits=16,
                       quantised=True, note=f"group-wise, an fp16 scale per {group} values")
-    return FORMATS[_v.choice("dtype", name, list(FORMATS))]
+    return FORMATS[_v.choice(label, name, list(FORMATS))]
 
 
-def canonical(dtype) -> str:
+def canonical(dtype, *, name="dtype") -> str:
     """The course's name for a dtype ("fp16"), from a name, an alias or a torch dtype."""
-    return get(dtype).name
+    return get(dtype, name=name).name
 
 
 def bytes_per_element(dtype) -> float:
@@ -140,8 +141,9 @@ def formats(dtype, kv_dtype=None, compute_dtype=None) -> tuple[str, str, str]:
     itself. `kv_dtype`/`compute_dtype` override (e.g. FP8 W8A8: compute_dtype="fp8")."""
     weight = get(dtype)
     default = "fp16" if weight.quantised else weight.name
-    kv = canonical(kv_dtype) if kv_dtype is not None else default
-    compute = canonical(compute_dtype) if compute_dtype is not None else default
+    kv = canonical(kv_dtype, name="kv_dtype") if kv_dtype is not None else default
+    compute = (canonical(compute_dtype, name="compute_dtype") if compute_dtype is not None
+               else default)
     return weight.name, kv, compute
 
 

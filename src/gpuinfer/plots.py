@@ -12,13 +12,22 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from . import validate as _validate
+
 # Series styles: (marker, line style). Marker *and* dash differ, so greyscale works.
 _STYLES = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", "-"), ("P", "--")]
 
 
-def _frame(rows, required, what):
+def _frame(rows, required, what, positive=()):
+    """`rows` as a DataFrame with the `required` columns; the `positive` ones must hold
+    numbers > 0 (a log axis; NaN, a missing measurement, is left out of the line)."""
     import pandas as pd
 
+    if rows is None or isinstance(rows, (str, bytes, int, float, dict)):
+        raise TypeError(f"rows must be a DataFrame or a list of dicts ({what}), "
+                        f"got {rows!r:.80}")
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     if df.empty:
         raise ValueError(f"{what}: no rows to plot (was every size out of memory?)")
@@ -26,16 +35,18 @@ def _frame(rows, required, what):
     if missing:
         raise ValueError(f"{what}: rows lack the column(s) {', '.join(missing)}; "
                          f"they have {', '.join(map(str, df.columns))}")
+    for col in positive:
+        values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
+        known = values[~pd.isna(df[col]).to_numpy()]
+        if np.isnan(known).any() or (known <= 0).any() or np.isinf(known).any():
+            raise ValueError(f"{what}: rows[{col!r}] must be positive, finite numbers "
+                             f"(NaN: not measured), got {df[col].tolist()[:6]!r}")
     return df
 
 
 def _optional_positive(name, value):
-    if value is None:
-        return None
-    value = float(value)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be positive and finite (or None), got {value!r}")
-    return value
+    """None, or a positive finite number (checked by `validate`)."""
+    return None if value is None else _validate.positive(name, value)
 
 
 def _axes(ax):
@@ -76,7 +87,8 @@ def bandwidth_vs_size(rows, bandwidth_bytes_per_s=None, cache_bytes=None, ax=Non
     `rows`: `bench.weight_read_bandwidth` output (columns `bytes`, `achieved_gb_per_s`,
     optionally `flush_cache`), or several such frames concatenated.
     """
-    df = _frame(rows, ["bytes", "achieved_gb_per_s"], "bandwidth_vs_size")
+    df = _frame(rows, ["bytes", "achieved_gb_per_s"], "bandwidth_vs_size",
+                positive=["bytes", "achieved_gb_per_s"])
     peak = _optional_positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
     cache = _optional_positive("cache_bytes", cache_bytes)
     ax = _axes(ax)
@@ -114,7 +126,8 @@ def step_time_vs_batch(rows, floor_s=None, ax=None, *, floor_label="weight-read 
     `rows`: `bench.decode_step` rows (columns `batch`, `seconds`, optionally
     `cuda_graph`, one series per value).
     """
-    df = _frame(rows, ["batch", "seconds"], "step_time_vs_batch")
+    df = _frame(rows, ["batch", "seconds"], "step_time_vs_batch",
+                positive=["batch", "seconds"])
     floor = _optional_positive("floor_s", floor_s)
     ax = _axes(ax)
     groups = df.groupby("cuda_graph", sort=True) if "cuda_graph" in df.columns else [(None, df)]
@@ -144,7 +157,8 @@ def room_fractions(sheet, ax=None):
     """The workshop's debrief plot: each row of the room's results sheet
     (`reference.SHEET_COLUMNS`) as the percentage of its own device's ceiling reached,
     against the lab, one marker shape per catalogue entry, a line at 100%."""
-    df = _frame(sheet, ["lab", "catalogue_entry", "fraction_of_ceiling"], "room_fractions")
+    df = _frame(sheet, ["lab", "catalogue_entry", "fraction_of_ceiling"], "room_fractions",
+                positive=["fraction_of_ceiling"])
     ax = _axes(ax)
     df = df.dropna(subset=["fraction_of_ceiling"])
     markers = dict(zip(sorted(df.catalogue_entry.unique()), "osD^vP*X"))

@@ -502,7 +502,8 @@ def pack_int4(q):
         raise ValueError(f"q must be a non-empty array of 4-bit integers, got shape "
                          f"{arr.shape}")
     if arr.shape[-1] % 2:
-        raise ValueError(f"the last dimension ({arr.shape[-1]}) must be even to pack pairs")
+        raise ValueError(f"q must have an even last dimension to pack pairs, got shape "
+                         f"{arr.shape}: pad it with a zero")
     lo, hi = int(arr.min()), int(arr.max())
     if lo < -8 or hi > 15 or (lo < 0 and hi > 7):
         raise ValueError(f"values must fit in 4 bits: all in -8..7 (signed) or all in "

@@ -244,7 +244,9 @@ def plot(accelerator, dtype="fp16", points=None, ax=None, *, label=None,
     ridge = acc.ridge_point(dtype)
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
-    lo, hi = intensity_range
+    lo, hi = (_v.positive("intensity_range", x) for x in intensity_range)
+    _v.ensure(lo < hi, f"intensity_range must be (low, high) with low < high, got "
+                       f"{intensity_range!r}")
     x = np.logspace(np.log10(lo), np.log10(hi), 400)
     line, = ax.loglog(x, attainable_flops(x, peak, acc.bandwidth) / 1e12, lw=2,
                       label=label or f"{acc.name} {_dtypes.canonical(dtype)} roofline")
@@ -271,7 +273,12 @@ def _place_points(ax, points, peak, bandwidth):
     else:
         rows = list(points)
     for i, row in enumerate(rows):
-        intensity = row["intensity"]
-        flops = row.get("flops", attainable_flops(intensity, peak, bandwidth))
+        if not isinstance(row, dict) or "intensity" not in row:
+            raise TypeError(f"points must be {{label: intensity}} or rows with an "
+                            f"'intensity' (and optionally 'flops'), got {row!r:.80}")
+        where = f"points[{row.get('label', i)!r}]"
+        intensity = _v.positive(f"{where}['intensity'] (FLOP/byte)", row["intensity"])
+        flops = _v.positive(f"{where}['flops'] (FLOP/s)", row["flops"]) if "flops" in row \
+            else attainable_flops(intensity, peak, bandwidth)
         ax.loglog([intensity], [flops / 1e12], _MARKERS[i % len(_MARKERS)], ms=7,
                   mfc="none" if "flops" not in row else None, label=row.get("label"))

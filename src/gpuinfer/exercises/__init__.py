@@ -106,6 +106,9 @@ def register(name, *, question, unit, hint, where, rel_tol=0.02, abs_tol=0.0, sl
                          ("hint", hint), ("where", where)):
         if not isinstance(value, str) or not value.strip():
             raise TypeError(f"exercise {label} must be a non-empty string, got {value!r}")
+    if name in _REGISTRY:  # refused now, not only when the function is decorated
+        raise ValueError(f"exercise name={name!r} is registered already (in "
+                         f"{_REGISTRY[name].where}); pick another name")
     rel_tol = _v.non_negative("rel_tol", rel_tol)
     abs_tol = _v.non_negative("abs_tol", abs_tol)
     slips = dict(slips or {})

@@ -3,6 +3,7 @@ import pytest
 pytest.importorskip("torch")
 
 from gpuinfer import __main__ as cli  # noqa: E402
+from gpuinfer import bench_suite, gpu_check  # noqa: E402
 from gpuinfer import reference  # noqa: E402
 
 
@@ -29,12 +30,12 @@ def test_bench_plan_sizes():
     import torch
 
     cpu = torch.device("cpu")
-    quick, full = cli.bench_plan(cpu, "quick"), cli.bench_plan(cpu, "full")
+    quick, full = bench_suite.bench_plan(cpu, "quick"), bench_suite.bench_plan(cpu, "full")
     assert len(quick["matmul_shapes"]) < len(full["matmul_shapes"])
     assert len(quick["batches"]) < len(full["batches"])
     assert quick["flush_cache"] and quick["model"].d_model == full["model"].d_model
     with pytest.raises(ValueError, match="sizes"):
-        cli.bench_plan(cpu, "huge")
+        bench_suite.bench_plan(cpu, "huge")
 
 
 def test_bench_rejects_unknown_sizes():
@@ -63,7 +64,7 @@ def test_gpu_check_estimate_for_an_h200_fits_its_budget(capsys):
     lines = capsys.readouterr().out.splitlines()
     total = next(line for line in lines if line.strip().startswith("total"))
     seconds = float(total.split("points")[1].split("s")[0])
-    assert 0 < seconds < cli.GPU_CHECK_BUDGET_S
+    assert 0 < seconds < gpu_check.GPU_CHECK_BUDGET_S
     stages = {line.split()[0] for line in lines[1:-1]}
     assert stages == {"weight", "matmul", "decode", "quantised"}
 
@@ -71,7 +72,7 @@ def test_gpu_check_estimate_for_an_h200_fits_its_budget(capsys):
 def test_the_targets_from_hand_rows():
     import pandas as pd
 
-    S = cli.Stage
+    S = bench_suite.Stage
     stages = {
         "weight_read": S(pd.DataFrame({"bytes": [1e6, 2e9], "flush_cache": [True, True],
                                        "fraction_of_peak": [0.5, 0.88]}), 1.0, {}),
@@ -82,11 +83,11 @@ def test_the_targets_from_hand_rows():
                                   "model": ["m"] * 3,
                                   "fraction_of_weight_read_ceiling": [0.3, 0.66, 0.9]}), 1.0, {}),
     }
-    got = {t["target"]: (t["measured"], t["met"]) for t in cli.check_targets(stages)}
+    got = {t["target"]: (t["measured"], t["met"]) for t in gpu_check.check_targets(stages)}
     assert got["weight read, largest"] == (0.88, True)            # the 2 GB read
     assert got["fp16 matmul, largest square"] == (0.70, False)    # 8192^3: 70% < 75%
     assert got["decode batch 1 (CUDA graph), of weight-read ceiling"] == (0.66, True)
-    text = cli._format_check(cli.check_targets(stages),
+    text = gpu_check._format_check(gpu_check.check_targets(stages),
                              [{"lab": "01_weight_reads.ipynb", "passed": True, "seconds": 42}],
                              500)
     assert "MISSED" in text and "OVER BUDGET" in text and "01_weight_reads.ipynb" in text
@@ -105,7 +106,7 @@ def test_a_failing_kernel_is_reported_and_the_others_still_run(monkeypatch, caps
     monkeypatch.setattr(decoding.Int4UnpackWeight, "__call__", broken)
     monkeypatch.setattr(decoding, "kernel_available", lambda k, d=None: True)
     cpu = torch.device("cpu")
-    stages = cli.measure_plan(cli.bench_plan(cpu, "tiny"), cpu, progress=False)
+    stages = bench_suite.measure_plan(bench_suite.bench_plan(cpu, "tiny"), cpu, progress=False)
     q = stages["quantised"]
     assert set(q.rows["kernel"]) == {"dense", "int8-dequant", "int8-pack"}
     assert list(q.failures) == ["int4-unpack"] and "stream is capturing" in q.failures["int4-unpack"]
@@ -128,11 +129,11 @@ def test_the_dry_run_report_lists_every_lab_its_numbers_and_failures():
          "numbers": [("speed-up, int4-unpack", "not reached (NameError: speed)", "x")],
          "failures": ["cell 13: RuntimeError: a | b failed"]},
     ]
-    text = cli.dry_run_report(ENV, labs, total_s=15.5, clocks_line="n/a (a CPU)")
+    text = gpu_check.dry_run_report(ENV, labs, total_s=15.5, clocks_line="n/a (a CPU)")
     # Included by the instructor notes: no top-level heading of its own
     assert not any(line.startswith("# ") for line in text.splitlines())
-    assert text.startswith("## Dry run: CPU run") and cli.CPU_REPORT_NOTE in text
-    got = cli.read_report(text)
+    assert text.startswith("## Dry run: CPU run") and gpu_check.CPU_REPORT_NOTE in text
+    got = gpu_check.read_report(text)
     assert list(got) == ["01_weight_reads", "04_quantised_weights"]
     assert got["01_weight_reads"]["wall time"] == ("12.3", "s")
     assert got["01_weight_reads"]["weight read, largest, cache flushed"] == ("9.87", "GB/s")
@@ -160,8 +161,8 @@ def test_gpu_check_report_on_a_cpu_runs_the_labs_and_writes_the_report(tmp_path,
     import torch
 
     _tiny_lab(tmp_path / "labs")
-    monkeypatch.setattr(cli, "_repo_root", lambda: tmp_path)
-    monkeypatch.setitem(cli.LAB_KEY_NUMBERS, "99_tiny", [
+    monkeypatch.setattr(gpu_check, "repo_root", lambda: tmp_path)
+    monkeypatch.setitem(gpu_check.LAB_KEY_NUMBERS, "99_tiny", [
         ("x", "x", "units"), ("y after the failure", "y", "units"), ("z", "z", "units")])
     report = tmp_path / "workshop" / "dry_run.md"
     threads = torch.get_num_threads()
@@ -173,8 +174,8 @@ def test_gpu_check_report_on_a_cpu_runs_the_labs_and_writes_the_report(tmp_path,
     assert code == 1  # a lab failed
     assert "99_tiny.ipynb: FAILED" in capsys.readouterr().out
     text = report.read_text()
-    assert cli.CPU_REPORT_NOTE in text
-    lab = cli.read_report(text)["99_tiny"]
+    assert gpu_check.CPU_REPORT_NOTE in text
+    lab = gpu_check.read_report(text)["99_tiny"]
     assert float(lab["wall time"][0]) > 0 and lab["result"][0] == "FAILED"
     assert lab["x"] == ("2.5", "units") and lab["y after the failure"] == ("10", "units")
     assert lab["z"][0].startswith("not reached (NameError")
@@ -182,11 +183,11 @@ def test_gpu_check_report_on_a_cpu_runs_the_labs_and_writes_the_report(tmp_path,
 
 
 def test_every_lab_has_key_numbers_for_the_report():
-    root = cli._repo_root()
+    root = gpu_check.repo_root()
     if root is None:
         pytest.skip("not a checkout")
     labs = {p.stem for p in (root / "labs").glob("*.ipynb")}
-    assert labs and labs <= set(cli.LAB_KEY_NUMBERS)
-    for stem, keys in cli.LAB_KEY_NUMBERS.items():
+    assert labs and labs <= set(gpu_check.LAB_KEY_NUMBERS)
+    for stem, keys in gpu_check.LAB_KEY_NUMBERS.items():
         labels = [k[0] for k in keys]
         assert len(labels) == len(set(labels)) and all(unit for _, _, unit in keys), stem

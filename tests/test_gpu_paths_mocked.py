@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuinfer import __main__ as cli  # noqa: E402
+from gpuinfer import bench_suite  # noqa: E402
 from gpuinfer import bench, decoding, hardware, llm, reference  # noqa: E402
 
 MiB = 2**20
@@ -131,9 +131,9 @@ def test_planning_entry_points_on_any_gpu(fake_gpus, gpu):
         warnings.simplefilter("ignore")  # an unknown GPU is announced with a warning
         acc = bench.accelerator_for("cuda")
         sizes = bench.default_read_sizes("cuda")
-        plan = cli.bench_plan(torch.device("cuda"), "full")
+        plan = bench_suite.bench_plan(torch.device("cuda"), "full")
         spec = decoding.lab_model(decoding.LAB_MODEL, "cuda")
-        estimate = cli.plan_estimate(plan, acc)
+        estimate = bench_suite.plan_estimate(plan, acc)
     assert sizes[0] < gpu["L2_cache_size"] < sizes[-1]
     assert sizes[-1] <= min(2 * 1024 * MiB, gpu["total_memory"] / 8)
     # the stack's fp16 weights take at most 40% of what torch reports (or one layer)
@@ -160,13 +160,13 @@ def test_an_unknown_gpu_has_no_ceilings_but_its_rows_tidy_and_summarise(monkeypa
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # steadier on a small shared machine
     try:
-        df = cli.run_bench("tiny", "cpu", progress=False)
+        df = bench_suite.run_bench("tiny", "cpu", progress=False)
     finally:
         torch.set_num_threads(threads)
     assert set(df["experiment"]) == {"weight_read", "matmul", "decode", "quantised"}
     assert (df["value"] > 0).all() and df["ceiling"].isna().all()
     assert set(df["catalogue_entry"]) == {"NVIDIA Future GPU 9000"}
-    text = cli.summary(df)
+    text = bench_suite.summary(df)
     assert "n/a" in text and "nan" not in text
 
 
@@ -499,7 +499,7 @@ def test_bad_arguments_are_refused_before_any_work():
     with pytest.raises(TypeError, match="shape"):
         bench.matmul_tflops([(4, 4)], device="cpu", progress=False)
     with pytest.raises(KeyError, match="sizes"):
-        cli.bench_plan(torch.device("cpu"), "huge")
+        bench_suite.bench_plan(torch.device("cpu"), "huge")
 
 
 def test_clocks_are_sampled_while_the_work_runs(fake_gpus, monkeypatch):

@@ -1,0 +1,405 @@
+"""gpu-check: everything a lent GPU should run, in one go, and the dry-run report.
+
+On a machine with an NVIDIA GPU, `run` measures `bench` (full) into the package's reference
+runs, runs every lab (each in a fresh kernel, `run_labs`), checks the targets
+(`check_targets`: weight reads >= 85% of the datasheet bandwidth, large fp16 matmuls >= 75%
+of the dense peak, batch-1 decode >= 65% of its weight-read ceiling) and writes the dry-run
+report (`dry_run_report`, read back by `read_report`: each lab's wall time, the key
+numbers `LAB_KEY_NUMBERS` names, and failures). Without a GPU: the tiny plan on the CPU;
+with a report asked for, every lab on the CPU too, the report headed as a CPU run."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import time
+
+from .bench_suite import (bench_plan, measure_plan, print_device, print_estimate, summary,
+                          tidy_stages)
+
+#: The whole check must fit in 8 minutes on an H200.
+GPU_CHECK_BUDGET_S = 480
+#: What a good run reaches (fractions): large reads of the datasheet bandwidth (copies
+#: reach 75-90% of it), large fp16 matmuls of the dense peak (MAMF: 78-87% on NVIDIA
+#: data-centre GPUs), batch-1 decode of its weight-read ceiling (gpt-fast: ~69%).
+TARGETS = {"weight read, largest": 0.85, "fp16 matmul, largest square": 0.75,
+           "decode batch 1 (CUDA graph), of weight-read ceiling": 0.65}
+#: Per-lab limit under nbval, seconds: a lab that takes longer has a problem worth seeing.
+LAB_TIMEOUT_S = 300
+
+
+def check_targets(stages) -> list[dict]:
+    """The targets against a bench run's raw stages: one dict per target with the measured
+    fraction, the target, and whether it was met (None when the run has no such row)."""
+    out = []
+
+    def add(name, value, what):
+        target = TARGETS[name]
+        ok = None if value is None or value != value else bool(value >= target)
+        out.append({"target": name, "measured": value, "goal": target, "met": ok, "row": what})
+
+    reads = stages["weight_read"].rows if "weight_read" in stages else None
+    if reads is not None and len(reads):
+        flushed = reads[reads["flush_cache"]] if "flush_cache" in reads else reads
+        row = flushed.loc[flushed["bytes"].idxmax()] if len(flushed) else None
+        add("weight read, largest", None if row is None else float(row["fraction_of_peak"]),
+            "" if row is None else f"{row['bytes'] / 1e9:.2f} GB")
+    mm = stages["matmul"].rows if "matmul" in stages else None
+    if mm is not None and len(mm):
+        sq = mm[(mm["m"] == mm["n"]) & (mm["n"] == mm["k"]) & (mm["dtype"] == "fp16")]
+        row = sq.loc[sq["flops"].idxmax()] if len(sq) else None
+        add("fp16 matmul, largest square", None if row is None else float(row["fraction_of_peak"]),
+            "" if row is None else f"{int(row['m'])}^3")
+    dec = stages["decode"].rows if "decode" in stages else None
+    if dec is not None and len(dec):
+        b1 = dec[(dec["batch"] == 1) & dec["cuda_graph"]]
+        row = b1.iloc[0] if len(b1) else None
+        add("decode batch 1 (CUDA graph), of weight-read ceiling",
+            None if row is None else float(row["fraction_of_weight_read_ceiling"]),
+            "" if row is None else str(row["model"]))
+    return out
+
+
+def repo_root() -> pathlib.Path | None:
+    """The checkout this package runs from (labs/ beside src/), if it is one."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    return root if (root / "labs").is_dir() else None
+
+
+#: What the dry-run report reads from each lab once it has run: (row label, expression
+#: evaluated in the lab's own namespace, unit). Labels are stable: the instructor notes
+#: quote them. A lab that did not reach a number reports why in its row.
+def _lab10_ms(rows, tokens) -> str:
+    """Lab 10's measured milliseconds for one layer kind at a token count (an expression)."""
+    return f"float(sweep.query(\"{rows} and tokens == {tokens}\")['measured ms'].iloc[0])"
+
+
+_MIXTRAL_MOE = "kind == 'MoE' and layer == 'Mixtral-8x7B layer'"
+_MIXTRAL_DENSE = "kind == 'dense' and layer == 'Mixtral-8x7B layer'"
+
+LAB_KEY_NUMBERS = {
+    "01_weight_reads": [
+        ("weight read, largest, cache flushed", "measured_bandwidth / 1e9", "GB/s"),
+        ("weight read, fraction of the ceiling", "share", "fraction"),
+        ("decode chain, batch 1", "step['tokens_per_s']", "tokens/s"),
+        ("decode chain, batch 1, of the measured read's ceiling", "reached", "fraction"),
+    ],
+    "02_matmul_roofline": [
+        ("matmul, best measured", "measured['peak_flops'] / 1e12", "TFLOP/s"),
+        ("matmul, fraction of the dense peak", "peak_share", "fraction"),
+        ("ridge, measured", "measured['ridge']", "FLOP/byte"),
+        ("ridge, datasheet", "acc.ridge_point(dtype)", "FLOP/byte"),
+        ("median SM clock during the sweep", "sampled.summary()['sm_clock_mhz']", "MHz"),
+    ],
+    "03_decode_batching": [
+        ("decode, batch 1", "float(sweep['tokens_per_s'].iloc[0])", "tokens/s"),
+        ("decode, largest batch", "float(sweep['tokens_per_s'].iloc[-1])", "tokens/s"),
+        ("largest batch", "int(sweep['batch'].iloc[-1])", "sequences"),
+        ("batch 1, of the achievable ceiling", "reached", "fraction"),
+    ],
+    "04_quantised_weights": [
+        ("dense step, batch 1", "speed.loc['dense', 'ms']", "ms"),
+        ("speed-up, int8-dequant", "speed.loc['int8-dequant', 'speedup']", "x"),
+        ("speed-up, int8-pack", "speed.loc['int8-pack', 'speedup']", "x"),
+        ("speed-up, int4-unpack", "speed.loc['int4-unpack', 'speedup']", "x"),
+    ],
+    "05_cpu_vs_gpu": [
+        ("CPU, batch 1", "cpu_b1 * 1e3", "ms"),
+        ("CPU, best throughput", "cpu_best", "predictions/s"),
+        ("GPU, best throughput",
+         "sweep[sweep.device == 'cuda'].predictions_per_s.max()", "predictions/s"),
+    ],
+    "06_batching_under_load": [
+        ("decode step, batch 1", "first.seconds * 1e3", "ms"),
+        ("decode step, largest batch", "int(last.batch)", "sequences"),
+        ("throughput gain, largest batch over batch 1", "gain", "x"),
+        ("best policy's capacity", "float(best['capacity_per_s'])", "requests/s"),
+    ],
+    "07_tensor_parallel": [
+        ("all-reduce latency (fit)", "fit_lat * 1e6", "us"),
+        ("all-reduce bandwidth (fit)", "fit_bw / 1e9", "GB/s"),
+        ("sharded step, speed-up at the largest N",
+         "float(step_table['speed-up vs N = 1'].iloc[-1])", "x"),
+    ],
+    "08_triton_dynamic_batching": [
+        ("served through Triton", "int(SERVED)", "1 = yes"),
+        ("service time, batch 1", "float(table['seconds'].iloc[0]) * 1e3", "ms"),
+        ("service time, batch 32", "float(table['seconds'].iloc[-1]) * 1e3", "ms"),
+    ],
+    "09_compile_fuse_calibrate": [
+        ("fp32 ONNX Runtime, batch 256", "fp32.median_s * 1e3", "ms"),
+        ("int8, best speed-up", "best", "x"),
+    ],
+    "10_moe_experts": [
+        ("MoE layer (Mixtral shape), 1 token",
+         _lab10_ms(_MIXTRAL_MOE, 1), "ms"),
+        ("MoE layer (Mixtral shape), 16 tokens",
+         _lab10_ms(_MIXTRAL_MOE, 16), "ms"),
+        ("dense twin (Mixtral shape), 16 tokens",
+         _lab10_ms(_MIXTRAL_DENSE, 16), "ms"),
+        ("MoE layer, best fraction of its roofline",
+         "float(sweep[sweep.kind == 'MoE']['of ceiling'].max())", "fraction"),
+    ],
+}
+_KEY_MARK = "@@gpuinfer-key-numbers@@"
+
+
+def _collector_source(keys) -> str:
+    """A cell that evaluates each key expression in the lab's namespace and prints them."""
+    return ("import json as _gj\n_gk = {}\n"
+            f"for _gl, _ge in {[(label, expr) for label, expr, _ in keys]!r}:\n"
+            "    try:\n        _gk[_gl] = float(eval(_ge))\n"
+            "    except Exception as _gx:\n"
+            "        _gk[_gl] = f'not reached ({type(_gx).__name__}: {_gx})'\n"
+            f"print({_KEY_MARK!r} + _gj.dumps(_gk))\n")
+
+
+def run_lab(path, timeout_s=LAB_TIMEOUT_S, cwd=None) -> dict:
+    """Run one lab notebook top to bottom in a fresh kernel (nbclient; a failing cell is
+    recorded and the rest still run, as under nbval) and read its key numbers
+    (`LAB_KEY_NUMBERS`): {lab, passed, seconds, detail, failures, numbers}."""
+    import json
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    path = pathlib.Path(path)
+    keys = LAB_KEY_NUMBERS.get(path.stem, [])
+    nb = nbformat.read(path, as_version=4)
+    n_cells = len(nb.cells)
+    nb.cells.append(nbformat.v4.new_code_cell(_collector_source(keys)))
+    start = time.perf_counter()
+    failures, stopped = [], None
+    try:
+        NotebookClient(nb, timeout=timeout_s, allow_errors=True, kernel_name="python3",
+                       resources={"metadata": {"path": str(cwd or path.parent)}}).execute()
+    except Exception as exc:  # a cell past its timeout, a kernel that died
+        stopped = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+    seconds = time.perf_counter() - start
+    found = {}
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if out.get("output_type") == "error" and i < n_cells:
+                failures.append(f"cell {i}: {out.get('ename')}: {out.get('evalue', '')}")
+            text = out.get("text", "") if out.get("output_type") == "stream" else ""
+            if i == n_cells and _KEY_MARK in text:
+                found = json.loads(text.split(_KEY_MARK, 1)[1].splitlines()[0])
+    if stopped:
+        failures.append(f"stopped: {stopped}")
+    numbers = [(label, found.get(label, "not reached (the lab stopped first)"), unit)
+               for label, _, unit in keys]
+    passed = not failures
+    detail = "passed" if passed else f"{len(failures)} failure(s)"
+    return {"lab": path.name, "passed": passed, "seconds": seconds, "detail": detail,
+            "failures": failures, "numbers": numbers}
+
+
+def run_labs(notebooks, timeout_s=LAB_TIMEOUT_S, cwd=None) -> list[dict]:
+    """`run_lab` for each notebook, printing a line as each ends. A lab that errs or runs
+    past `timeout_s` (a cell) is reported, not raised."""
+    results = []
+    for nb in notebooks:
+        r = run_lab(nb, timeout_s, cwd)
+        results.append(r)
+        print(f"  {r['lab']}: {'passed' if r['passed'] else 'FAILED'} in {r['seconds']:.0f} s"
+              + ("" if r["passed"] else f" ({'; '.join(r['failures'])[:300]})"))
+    return results
+
+
+# --- the dry-run report ----------------------------------------------------------------------------
+
+DRY_RUN_REPORT = pathlib.Path("workshop") / "dry_run.md"
+CPU_REPORT_NOTE = ("No GPU: values are CPU values; rerun on the workshop GPU "
+                   "(`python -m gpuinfer gpu-check --report`).")
+
+
+def _cell(text) -> str:
+    """Text safe inside a markdown table cell: one line, pipes escaped."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _value(value) -> str:
+    if isinstance(value, str):
+        return _cell(value)
+    if value != value:
+        return "n/a"
+    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def dry_run_report(env, labs, *, total_s, targets=(), clocks_line="") -> str:
+    """The dry-run report as markdown (headings from '##' down, so that the instructor
+    notes can include it): the machine, then one table per lab (wall time, result, its
+    key numbers with units, each failure with its error), then the bench targets."""
+    on_gpu = env.get("device_type") == "cuda"
+    lines = ["## Dry run: " + ("GPU run" if on_gpu else "CPU run"), ""]
+    if not on_gpu:
+        lines += [f"**{CPU_REPORT_NOTE}**", ""]
+    lines += ["| machine | |", "|---|---|"]
+    for label, value in (("device", env.get("device", "")),
+                         ("catalogue entry", env.get("catalogue_entry", "")),
+                         ("torch", env.get("torch", "")), ("CUDA", env.get("cuda") or "none"),
+                         ("date", env.get("date", "")), ("clocks", clocks_line or "n/a"),
+                         ("labs passed", f"{sum(r['passed'] for r in labs)} of {len(labs)}"),
+                         ("whole check, wall time", f"{total_s:,.0f} s")):
+        lines.append(f"| {label} | {_cell(value)} |")
+    for r in labs:
+        lines += ["", f"### {pathlib.Path(r['lab']).stem}", "",
+                  "| measurement | value | unit |", "|---|---|---|",
+                  f"| wall time | {r['seconds']:,.1f} | s |",
+                  f"| result | {'passed' if r['passed'] else 'FAILED'} | |"]
+        for label, value, unit in r.get("numbers", []):
+            lines.append(f"| {_cell(label)} | {_value(value)} | {_cell(unit)} |")
+        for i, failure in enumerate(r.get("failures", []), 1):
+            lines.append(f"| failure {i} | {_cell(failure)} | |")
+    if targets:
+        lines += ["", "### Bench targets", "", "| target | measured | goal | result |",
+                  "|---|---|---|---|"]
+        for t in targets:
+            m = t["measured"]
+            lines.append(f"| {_cell(t['target'])} | "
+                         f"{'n/a' if m is None or m != m else f'{m:.0%}'} | {t['goal']:.0%} | "
+                         f"{ {True: 'met', False: 'missed', None: 'no figure'}[t['met']]} |")
+    return "\n".join(lines) + "\n"
+
+
+def read_report(text) -> dict:
+    """The labs of a `dry_run_report` back from its markdown: {lab: {row label: (value,
+    unit)}} (values as written). For tests and for tools that fill the notes."""
+    labs, current = {}, None
+    for line in text.splitlines():
+        if line.startswith("### "):
+            current = labs.setdefault(line[4:].strip(), {})
+        elif current is not None and line.startswith("| ") and not line.startswith("|---"):
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            if len(cells) >= 2 and cells[0] not in ("measurement", "target"):
+                current[cells[0]] = tuple(cells[1:])
+    return labs
+
+
+def _format_check(targets, labs, total_s) -> str:
+    lines = [f"{'target':<52} {'measured':>9} {'goal':>6}  result"]
+    for t in targets:
+        value = "n/a" if t["measured"] is None or t["measured"] != t["measured"] \
+            else f"{t['measured']:.0%}"
+        verdict = {True: "met", False: "MISSED", None: "no figure"}[t["met"]]
+        lines.append(f"{t['target']:<52} {value:>9} {t['goal']:>6.0%}  {verdict} {t['row']}")
+    for lab in labs:
+        lines.append(f"{'lab ' + lab['lab']:<52} {lab['seconds']:>8.0f}s {'':>6}  "
+                     f"{'passed' if lab['passed'] else 'FAILED'}")
+    lines.append(f"{'whole check, wall time':<52} {total_s:>8.0f}s {GPU_CHECK_BUDGET_S:>5}s  "
+                 f"{'within budget' if total_s <= GPU_CHECK_BUDGET_S else 'OVER BUDGET'}")
+    return "\n".join(lines)
+
+
+def _labs_available(labs):
+    """(root, why not): the checkout whose labs/ to run, or why they cannot run."""
+    import importlib.util
+
+    root = repo_root()
+    if not labs:
+        return None, "skipped (--no-labs)"
+    if root is None:
+        return None, "no labs/ folder beside the package (not a checkout): not run"
+    if importlib.util.find_spec("nbclient") is None:
+        return None, "nbclient is not installed (pip install -e '.[dev]'): not run"
+    return root, None
+
+
+def _write_report(path, text):
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    print(f"dry-run report written to {path}")
+
+
+def run(out_dir=None, labs=True, progress=True, report=None) -> int:
+    """`python -m gpuinfer gpu-check`: see the module docstring. Returns the exit code:
+    0 when everything ran (targets missed are reported, not failed), 1 when a lab failed
+    or could not run. `report`: a path for the dry-run report (`dry_run_report`); on a
+    GPU it defaults to workshop/dry_run.md of the checkout when the labs run. Without a
+    GPU the labs run only when a report is asked for (on the CPU, labelled as such)."""
+    import shutil
+
+    import torch
+
+    from . import bench as _bench
+    from . import reference as _reference
+
+    start = time.perf_counter()
+    out_dir = pathlib.Path(out_dir) if out_dir else None
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    if not (torch.cuda.is_available() and torch.version.cuda):
+        print("gpu-check: no NVIDIA GPU here (torch.cuda.is_available() is "
+              f"{torch.cuda.is_available()}, CUDA build: {torch.version.cuda or 'no'}).")
+        print("Running the CPU-safe part: the tiny bench plan on this CPU (not written to "
+              "the package's reference runs). On an NVIDIA GPU this command runs bench "
+              "(full) and every lab, writes src/gpuinfer/data/reference/"
+              "<gpu>.csv, checks the targets and writes the dry-run report.")
+        cpu = torch.device("cpu")
+        stage_start = time.perf_counter()
+        df = tidy_stages(measure_plan(bench_plan(cpu, "tiny"), cpu, progress=False),
+                         _bench.environment(cpu))
+        print(summary(df))
+        print(f"tiny bench plan: {time.perf_counter() - stage_start:.1f} s")
+        print_estimate(bench_plan("cuda", "full", accelerator="H200"), "H200",
+                        GPU_CHECK_BUDGET_S)
+        ok = True
+        if report:
+            root, why = _labs_available(labs)
+            lab_results = []
+            if root is None:
+                print(f"labs: {why}")
+                ok = False
+            else:
+                print("labs on this CPU, for the report:")
+                lab_results = run_labs(sorted((root / "labs").glob("*.ipynb")), cwd=root / "labs")
+                ok = all(r["passed"] for r in lab_results)
+            _write_report(report, dry_run_report(
+                _bench.environment(cpu), lab_results, total_s=time.perf_counter() - start,
+                clocks_line="n/a (a CPU)"))
+        print(f"gpu-check: CPU-safe part done in {time.perf_counter() - start:.0f} s; "
+              "no GPU was checked.")
+        return 0 if ok else 1
+    device = torch.device("cuda")
+    env, acc = print_device(device)
+    plan = bench_plan(device, "full")
+    print_estimate(plan, acc, GPU_CHECK_BUDGET_S)
+    with _bench.sample_clocks(device) as sampled:
+        stages = measure_plan(plan, device, progress)
+    df = tidy_stages(stages, env)
+    path = _reference.save(df, _reference.DIRECTORY / _reference.default_filename(env))
+    print(summary(df))
+    print(f"bench: {len(df)} rows written to {path}; stage wall times: "
+          + ", ".join(f"{k} {s.seconds:.1f} s" for k, s in stages.items()))
+    if out_dir:
+        shutil.copy(path, out_dir / path.name)
+    _bench.free_memory()
+    lab_results, ok = [], True
+    root, why = _labs_available(labs)
+    if root is None:
+        print(f"labs: {why}")
+        ok = not labs
+    else:
+        print("labs:")
+        lab_results = run_labs(sorted((root / "labs").glob("*.ipynb")), cwd=root / "labs")
+        ok = all(r["passed"] for r in lab_results)
+        report = report or root / DRY_RUN_REPORT
+    failures = getattr(stages.get("quantised"), "failures", None) or {}
+    ok = ok and not failures
+    targets = check_targets(stages)
+    text = _format_check(targets, lab_results, time.perf_counter() - start)
+    print(text)
+    clocks_line = _bench.describe_sampled(sampled.summary())
+    print(clocks_line)
+    if out_dir:
+        (out_dir / "gpu-check-summary.txt").write_text(text + "\n")
+    if report:
+        bench_lab = {"lab": "bench (python -m gpuinfer bench, full)", "passed": not failures,
+                     "seconds": sum(st.seconds for st in stages.values()),
+                     "numbers": [(f"{k} stage", st.seconds, "s") for k, st in stages.items()],
+                     "failures": [f"{k}: {v}" for k, v in failures.items()]}
+        _write_report(report, dry_run_report(env, [bench_lab] + lab_results,
+                                             total_s=time.perf_counter() - start,
+                                             targets=targets, clocks_line=clocks_line))
+    return 0 if ok else 1

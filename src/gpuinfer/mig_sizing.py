@@ -1,0 +1,50 @@
+"""Sharing one GPU by MIG slices: which slice a model needs. `mig_options` lists every
+profile of a GPU with the batch it holds and its decode step time; `smallest_mig_profile`
+picks the first that meets a time per output token.
+
+Chapter: *Serving systems and sharing a GPU*. Seconds, SI units.
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import hardware as _hardware
+from . import llm as _llm
+from . import validate as _v
+
+
+def mig_options(model, gpu, batch, context, dtype="fp16"):
+    """Chapter *Serving systems and sharing a GPU*: every MIG profile of `gpu` (the
+    `+me` media variants left out), smallest first (fewest compute slices, then fewest
+    memory slices), as a DataFrame: the profile's `max_instances` on one GPU, the most
+    sequences of `context` tokens it holds (`llm.max_batch` on `hardware.mig_slice`, the
+    stated reserve held back) and the decode step time at `batch` in seconds (NaN where
+    `batch` does not fit)."""
+    import pandas as pd
+
+    b = _v.count("batch", batch, maximum=1 << 30)
+    profiles = _hardware.mig_profiles(gpu)
+    rows = []
+    for name, p in profiles.iterrows():
+        if name.endswith("+me"):
+            continue
+        part = _hardware.mig_slice(gpu, name)
+        fits = _llm.max_batch(model, part, context, dtype)
+        tpot = (float(_llm.decode_step_time(model, part, b, context, dtype))
+                if fits >= b else math.nan)
+        rows.append({"profile": name, "compute_fraction": p["compute_fraction"],
+                     "memory_fraction": p["memory_fraction"],
+                     "max_instances": int(p["max_instances"]), "max_batch": int(fits),
+                     "tpot_s": tpot})
+    table = pd.DataFrame(rows).set_index("profile")
+    return table.sort_values(["compute_fraction", "memory_fraction"], kind="stable")
+
+
+def smallest_mig_profile(model, gpu, batch, context, tpot_s, dtype="fp16"):
+    """The first profile of `mig_options` that holds `batch` sequences and meets a time
+    per output token of `tpot_s` seconds; None if no profile does."""
+    limit = _v.positive("tpot_s", tpot_s)
+    table = mig_options(model, gpu, batch, context, dtype)
+    ok = table[table["tpot_s"] <= limit]
+    return ok.index[0] if len(ok) else None

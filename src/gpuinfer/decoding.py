@@ -255,7 +255,8 @@ def lab_batches(device=None, *, quick=False) -> list[int]:
 
 def matrix_shapes(spec) -> dict:
     """[out, in] of each matrix of one layer, as nn.Linear stores them: fused QKV, output
-    projection, fused gate/up, down projection."""
+    projection, fused gate/up, down projection. `spec`: a model name or `llm.ModelSpec`."""
+    spec = _llm.get(spec)
     q_dim, kv_dim = spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
     return {"qkv": (q_dim + 2 * kv_dim, spec.d_model), "o": (spec.d_model, q_dim),
             "gate_up": (2 * spec.d_ff, spec.d_model), "down": (spec.d_model, spec.d_ff)}

@@ -59,6 +59,7 @@ def _axes(ax):
 
 def bytes_label(value, _pos=None) -> str:
     """A size in bytes with a binary prefix, for tick labels: 65536 -> '64 KiB'."""
+    value = _validate.number("value", value, expected="a size in bytes")
     for exponent, unit in ((40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
         if value >= 2**exponent:
             return f"{value / 2**exponent:.3g} {unit}"

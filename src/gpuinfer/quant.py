@@ -673,7 +673,7 @@ def nvfp4_scales(block_amax, tensor_amax):
 
 
 def _element_format(fmt):
-    name = _dtypes.canonical(fmt) if isinstance(fmt, str) else fmt
+    name = _dtypes.canonical(fmt, name="fmt") if isinstance(fmt, str) else fmt
     if not isinstance(name, str):
         raise TypeError(f"fmt must be a format name such as 'fp8_e4m3', got {fmt!r}")
     options = ("fp8_e4m3", "fp8_e5m2", "fp4_e2m1")
@@ -728,8 +728,8 @@ def fake_quantize_float(x, fmt, block_size=None, scale_fmt=None, *, axis=None):
     """
     torch_like = _is_torch(x)
     a = _numpy(x)
-    if isinstance(fmt, str) and _dtypes.canonical(fmt) in BLOCK_FORMATS:
-        name = _dtypes.canonical(fmt)
+    if isinstance(fmt, str) and _dtypes.canonical(fmt, name="fmt") in BLOCK_FORMATS:
+        name = _dtypes.canonical(fmt, name="fmt")
         elem, size, sfmt = BLOCK_FORMATS[name]
         if (block_size is not None and block_size != size) or \
                 (scale_fmt is not None and scale_fmt != sfmt) or axis is not None:
@@ -747,7 +747,7 @@ def fake_quantize_float(x, fmt, block_size=None, scale_fmt=None, *, axis=None):
     else:
         if scale_fmt != "e8m0" and scale_fmt != "fp32" and isinstance(scale_fmt, str):
             try:
-                scale_fmt = _dtypes.canonical(scale_fmt)
+                scale_fmt = _dtypes.canonical(scale_fmt, name="scale_fmt")
             except (KeyError, ValueError):
                 pass
         scale_fmt = _v.choice("scale_fmt", scale_fmt, SCALE_FORMATS)
@@ -773,8 +773,8 @@ _INT_RANGES = {"int8": (-128, 127), "int4": (-8, 7)}
 def _format_name(name) -> str:
     if not isinstance(name, str):
         raise TypeError(f"name must be a format name such as 'fp8_e4m3', got {name!r}")
-    canonical = _dtypes.canonical(name)
-    return _v.choice("format", canonical, FORMATS)
+    canonical = _dtypes.canonical(name, name="name")
+    return _v.choice("name", canonical, FORMATS)
 
 
 def format_properties(name) -> dict:

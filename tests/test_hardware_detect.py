@@ -45,7 +45,7 @@ def gpus(monkeypatch):
 
 
 # Names torch.cuda.get_device_name() returns on real cards (nvidia-smi, deviceQuery and
-# issue threads cited in hardware.py), and the catalogue entry each must find.
+# issue threads cited in gpuinfer/hardware/devices.py), and the catalogue entry each must find.
 REAL_NAMES = [
     ("Tesla T4", "T4"), ("NVIDIA L4", "L4"), ("NVIDIA A10G", "A10G"), ("NVIDIA A10", "A10"),
     ("NVIDIA A100-SXM4-40GB", "A100 40GB"), ("NVIDIA A100-SXM4-80GB", "A100 80GB"),

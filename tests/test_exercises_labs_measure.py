@@ -81,3 +81,25 @@ def test_speculation_switches_off_between_128_and_256():
     assert labs_measure.spec_speedups() == gain
     assert exercises.get("lab-decode-speculation-largest-batch").answer() == 128
     assert "below 1" in repr(exercises.check("lab-decode-speculation-largest-batch", 256))
+
+
+def test_lab_decode_kv_bytes_slips_fire_at_their_values_only():
+    name = "lab-decode-kv-bytes-per-sequence"
+    right = exercises.get(name).answer()
+    assert "8 KV heads" in repr(exercises.check(name, 4 * right))      # 32 heads
+    assert "fp32" in repr(exercises.check(name, 2 * right))            # 4 bytes a value
+    assert "sparse" not in repr(exercises.check(name, 2 * right))
+    assert "keys and the values" in repr(exercises.check(name, right / 2))
+    far = repr(exercises.check(name, 1e6))                             # the lab's demo guess
+    assert "Hint:" in far and "8 KV heads" not in far
+
+
+def test_lab_quant_dequant_traffic_is_int4_not_the_printed_int8():
+    # The lab's traffic table prints the int8 kernel's 5 B/weight on a GPU: the exercise
+    # asks for int4's, 0.5 + 2 + 2, and the int8 figure gets its own hint.
+    name = "lab-quant-dequant-traffic"
+    assert exercises.get(name).answer() == 4.5
+    assert exercises.check(name, 4.5)
+    assert "int8 weight's traffic" in repr(exercises.check(name, 5))
+    assert "written and read" in repr(exercises.check(name, 2.5))
+    assert "Hint:" in repr(exercises.check(name, 3))

@@ -102,3 +102,11 @@ def test_t4_format_for_speed_slips(fmt, achievable, words):
     one = exercises.check("lab-quant-t4-format-speed",
                           0.68 * labs_parallel.t4_tokens_per_user("int4", False))
     assert not one and "own fraction" in repr(one)
+
+
+def test_t4_format_speed_total_gets_its_hint():
+    # decode_tokens_per_s counts the batch's total: int4's 212 tokens/s is 8 x the answer.
+    name = "lab-quant-t4-format-speed"
+    right = exercises.get(name).answer()
+    assert "batch's total" in repr(exercises.check(name, 8 * right))
+    assert "batch's total" not in repr(exercises.check(name, 7 * right))

@@ -72,6 +72,10 @@ def test_levels_verdict_reads_the_spread():
     assert "0.71x" in noisy and "noise" in noisy
     assert "really is slower" in steady
     assert "No optimisation level" in verdicts.levels({("mlp", "all"): (1.38, 0.03)})
+    # A steady level divided by a spread 'off' (lab 9's CPU run: off's IQR 46% of its
+    # median, basic's 10%): the ratio is noise, not "really slower".
+    off_spread = verdicts.levels({("mlp", "off"): (1.0, 0.46), ("mlp", "basic"): (0.69, 0.10)})
+    assert "noise" in off_spread and "really is slower" not in off_spread and "46%" in off_spread
 
 
 def test_int8_speedup_blames_the_row_that_spread():

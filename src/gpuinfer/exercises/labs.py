@@ -51,7 +51,15 @@ def _():
 @register("lab-decode-kv-bytes-per-sequence", where=DECODE,
           question="KV-cache bytes one Mistral-7B sequence of 4,096 tokens holds in fp16",
           unit="bytes (exact)", hint="2 (K and V) x layers x KV heads x head_dim x 2 bytes, "
-          "per token; Mistral-7B has 8 KV heads, not 32.", rel_tol=0.0)
+          "per token, times the tokens.", rel_tol=0.0,
+          slips={
+              # 32 KV heads (the query heads): 4x the cache
+              4.0: "Mistral-7B has 8 KV heads (grouped-query attention), not its 32 query "
+                   "heads.",
+              # 4 bytes a value: fp32, not fp16 (tried before the common 2x slip)
+              2.0: "Twice the answer: 4 bytes a value is fp32; fp16 takes 2.",
+              # K or V alone
+              0.5: "Half the answer: count both the keys and the values."})
 def _():
     return 4096 * llm.kv_cache_bytes_per_token("mistral-7b", "fp16")
 
@@ -92,12 +100,21 @@ def _():
 # --- lab: quantised weights ------------------------------------------------------------------
 
 @register("lab-quant-dequant-traffic", where=QUANT,
-          question="DRAM bytes per weight of an int8 weight dequantised to fp16 in a "
-          "temporary and then multiplied (eager PyTorch)", unit="bytes per weight (exact)",
-          hint="Count every pass over the weight: the int8 read, the fp16 temporary "
-          "written, and the temporary read again by the matmul.", rel_tol=0.0)
+          question="DRAM bytes per weight of an int4 weight (two packed in a byte, its "
+          "scales left out) dequantised to fp16 in one temporary and then multiplied (eager "
+          "PyTorch): the int8 kernel's traffic model, which the lab prints, applied to int4",
+          unit="bytes per weight (exact)",
+          hint="Count every pass over the weight: the packed int4 read, the fp16 temporary "
+          "written, and the temporary read again by the matmul.", rel_tol=0.0,
+          slips={
+              # the int8 kernel's figure, 1 + 2 + 2 = 5, which the lab prints on a GPU
+              5 / 4.5: "That is the int8 weight's traffic: an int4 weight is half a byte.",
+              # the temporary counted once: 0.5 + 2
+              2.5 / 4.5: "The matmul reads the temporary back: count it written and read."})
 def _():
-    return decoding.weight_traffic_bytes_per_weight("int8-dequant", "fp16")
+    # The int8-dequant traffic model with the int4 read in place of the int8 one.
+    int8 = decoding.weight_traffic_bytes_per_weight("int8-dequant", "fp16")
+    return int8 - dtypes.bytes_per_element("int8") + dtypes.get("int4").bits / 8
 
 
 @register("lab-quant-int4-group-bytes", where=QUANT,

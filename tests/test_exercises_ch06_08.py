@@ -75,6 +75,19 @@ def test_decision_on_the_achievable_model_keeps_h200_tp4_and_names_the_ceiling_s
                                              c.usd_per_million.iloc[0]))
 
 
+def test_the_serving_simulators_ceiling_is_not_the_chapters():
+    # Chapter 8 names both: its ceiling keeps NCCL's ring latencies (161 x 15.2 us at TP8,
+    # batch 1); the simulator's (achievable=False) charges the bytes alone at NCCL's bus
+    # bandwidth: 161 x 16,384 B / 370.8e9 B/s = 7.1 us in all.
+    from gpuinfer import llm_serving
+
+    sim = llm_serving._StepCost("llama-2-70b", "H100 SXM", tp=8).comm_seconds([1])[0]
+    assert sim == pytest.approx(161 * 16_384 / 370.8e9, rel=1e-9)
+    ring = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, 1, 4096)["comm_s"]
+    assert ring == pytest.approx(161 * (6.6e-6 + 14 * 0.6e-6 + 1.75 * 16_384 / 141e9), rel=1e-9)
+    assert ring > 300 * sim
+
+
 # --- chapter 6: the CPU or the T4 under a p99 objective ------------------------------------
 
 def test_cpu_or_gpu_decision_is_one_t4_on_the_achievable_model_and_on_the_ceiling():

@@ -35,8 +35,11 @@ def tp_decode_step_s(model, accelerator, n_devices, batch=1, context=0, *, achie
     tokens) on the achievable model: the shard's operations (`parallel.shard`) timed by
     `achievable.step_breakdown`, plus the 2 x layers + 1 all-reduces of NCCL's cost model
     (`parallel.tp_decode_breakdown`'s `comm_s`), plus `achievable.overheads` (kernel gaps
-    under CUDA graphs, the fixed cost a step). The same step as `llm_serving`'s TP timer.
-    `achievable=False`: the chapter's ceiling, `parallel.tp_decode_step_time`."""
+    under CUDA graphs, the fixed cost a step). The same step as `llm_serving`'s TP timer
+    with `efficiency=achievable.FITTED`. `achievable=False`: the chapter's ceiling,
+    `parallel.tp_decode_step_time`, whose all-reduces keep NCCL's latencies; the serving
+    simulator's ceiling is another one (the all-reduces' bytes at NCCL's bus bandwidth, no
+    latency), far shorter at decode sizes."""
     return _step_s(llm.get(model).name, hardware.get(accelerator).name, int(n_devices),
                    int(batch), int(context), bool(achievable))
 
@@ -138,15 +141,23 @@ def _ll_slip(n_bytes, n_devices, link, fraction=1.0):
 
 #: NCCL's cap on LL's bandwidth on one node, GB/s, for the hints.
 _LL_MAX_GBS = {arch: bw / 1e9 for arch, bw in hardware.NCCL_LL_MAX_BUS_BANDWIDTH.items()}
+#: NVLink in NCCL's topology (GB/s a direction: links x NCCL's figure a link) and on the
+#: datasheet, for the questions (one source for the numbers).
+_NV4, _NV5 = hardware.get_interconnect("NVLink 4"), hardware.get_interconnect("NVLink 5")
+_NV4_NCCL_GBS = _NV4.nccl_bus_bandwidth_bytes_per_s / 1e9
+_NV4_LINK_GBS = hardware.NCCL_NVLINK_GB_PER_S["hopper"]
+_NV5_NCCL_GBS = _NV5.nccl_bus_bandwidth_bytes_per_s / 1e9
 
 
 @register("parallel-allreduce-batch64", where=WHERE,
           question="Time of one all-reduce of Llama-2-70B's fp16 activations at batch 64 "
-          "([64, 8192] x 2 bytes = 1,048,576 B) across 8 H100 SXM on NVLink 4 (450 GB/s each "
-          "way on the datasheet, 370.8 GB/s in NCCL's topology: 18 links x 20.6), with "
+          "([64, 8192] x 2 bytes = 1,048,576 B) across 8 H100 SXM on NVLink 4 "
+          f"({_NV4.bandwidth_bytes_per_s / 1e9:.0f} GB/s each way on the datasheet, "
+          f"{_NV4_NCCL_GBS:.1f} GB/s in NCCL's topology: 18 links x {_NV4_LINK_GBS:g}), with "
           "NCCL's ring cost model: the fastest of its LL, LL128 and Simple "
           "protocols. Seconds, three significant figures.", unit="seconds",
-          hint="Per protocol: base + 2(N-1) x step latency + 2(N-1)/N x bytes / (370.8e9 x "
+          hint="Per protocol: base + 2(N-1) x step latency + 2(N-1)/N x bytes / "
+          f"({_NV4_NCCL_GBS:.1f}e9 x "
           f"fraction). {_costs('NVLink 4')}; on one node LL's bandwidth is also capped at "
           f"NCCL's llMaxBw, {_LL_MAX_GBS['hopper']:.0f} GB/s on Hopper. Take the smallest.",
           slips={_ll_slip(2**20, 8, "NVLink 4"):
@@ -154,7 +165,8 @@ _LL_MAX_GBS = {arch: bw / 1e9 for arch, bw in hardware.NCCL_LL_MAX_BUS_BANDWIDTH
                  "flag with every 4 bytes of data, so it reaches half of it at most, and on "
                  f"one Hopper node no more than {_LL_MAX_GBS['hopper']:.0f} GB/s.",
                  _ll_slip(2**20, 8, "NVLink 4", 0.5):
-                 "That is LL at half of NCCL's 370.8 GB/s: on one node NCCL caps LL at its "
+                 f"That is LL at half of NCCL's {_NV4_NCCL_GBS:.1f} GB/s: on one node NCCL caps "
+                 "LL at its "
                  f"llMaxBw, {_LL_MAX_GBS['hopper']:.0f} GB/s for Hopper."})
 def _():
     m = llm.get(MODEL)
@@ -178,13 +190,16 @@ def _():
 @register("parallel-crossover-batch1", where=WHERE,
           question="Smallest tensor-parallel degree (a valid one: 2, 4, 8, 16, ...) at which "
           "Llama-2-70B's batch-1 decode at 4,096 tokens of context spends at least as long "
-          "in all-reduces as in its shard's roofline, on B200s (8 TB/s of HBM; NVLink 5 in "
+          "in all-reduces as in its shard's roofline, on B200s "
+          f"({hardware.get('B200').bandwidth / 1e12:.1f} TB/s of HBM; NVLink 5 in "
           "a server of 8, NCCL's ring LL protocol; InfiniBand beyond). A whole number of "
           "devices.", unit="devices",
           hint="The chapter's closed form: 2 alpha N^2 + (t0 - 2 alpha + 2S/beta) N - "
           "(T1/K + 2S/beta) = 0, with T1 = llm.decode_step_time(model, 'B200', 1, 4096), "
           "K = 161, S = 16,384 B and LL's t0 and alpha on NVLink 5, beta its bandwidth: "
-          "half of NVLink 5's 900 GB/s, but at most NCCL's llMaxBw on one node, "
+          f"half of NVLink 5's {_NV5_NCCL_GBS:.1f} GB/s in NCCL's topology (18 links x "
+          f"{hardware.NCCL_NVLINK_GB_PER_S['blackwell']:g}; the datasheet says "
+          f"{_NV5.bandwidth_bytes_per_s / 1e9:.0f}), but at most NCCL's llMaxBw on one node, "
           f"{_LL_MAX_GBS['blackwell']:.0f} GB/s for Blackwell; take the first valid degree "
           "at or above the root.",
           slips={2.0: "That is the H100's answer: a B200 reads its shard faster, so the "
@@ -230,9 +245,11 @@ def _():
 
 @register("parallel-decision-gpu-tp", where=WHERE,
           question="Decision: serve Llama-2-70B fp16, every sequence at 4,096 tokens of "
-          "context, with a time per output token of at most 25 ms, on the achievable "
-          "model (gpuinfer.exercises.parallel.tp_decode_step_s: the shard's operations on "
-          "achievable.FITTED, NCCL's all-reduces, 0.5 us a kernel and 1.6 ms a step). "
+          f"context, with a time per output token of at most {DECISION_TPOT_S * 1e3:g} ms, on "
+          "the achievable model (gpuinfer.exercises.parallel.tp_decode_step_s: the shard's "
+          "operations on achievable.FITTED, NCCL's all-reduces, "
+          f"{_achievable.FITTED.kernel_gap_s * 1e6:g} us a kernel and "
+          f"{_achievable.FITTED.step_s * 1e3:g} ms a step). "
           "Choose the GPU (H100 SXM at "
           f"{price_per_gpu_hour('H100 SXM'):g} USD or H200 at {price_per_gpu_hour('H200'):g} "
           "USD per GPU-hour) and the TP degree (1, 2, 4 or 8); each TP group "
@@ -241,10 +258,12 @@ def _():
           "that no prefill chunk shares. What do a million output tokens cost with the "
           "cheapest choice? USD per million tokens, two significant figures.",
           unit="USD per million tokens",
-          hint="For each (GPU, N): the largest batch B with tp_decode_step_s <= 25 ms and "
+          hint="For each (GPU, N): the largest batch B with tp_decode_step_s <= "
+          f"{DECISION_TPOT_S * 1e3:g} ms and "
           "B <= tp_max_batch (bisect on B); tokens/s = B / step; cost = N x price / (3,600 x "
           "tokens/s) x 1e6. Compare all eight and take the smallest. Below the answer: "
-          "the batch that memory allows misses 25 ms somewhere, so cap it by the objective "
+          f"the batch that memory allows misses {DECISION_TPOT_S * 1e3:g} ms somewhere, so cap "
+          "it by the objective "
           "too; or the ceiling's steps (parallel.tp_decode_step_time), which no engine "
           "reaches. Above it: compare both GPUs and every degree, not only the H100s or "
           "only N = 8.",
@@ -253,7 +272,8 @@ def _():
                       "instance-hour.",
                  0.6899: "That is the ceiling's answer (the roofline and NCCL's model, no "
                          "overheads): an engine's steps are slower, so fewer sequences meet "
-                         "25 ms. Time the steps on the achievable model."})
+                         f"{DECISION_TPOT_S * 1e3:g} ms. Time the steps on the achievable "
+                         "model."})
 def _():
     return float(decision_table()["usd_per_million"].iloc[0])
 

@@ -184,3 +184,21 @@ def test_engine_measurements_are_the_achievable_models_table():
     assert gf["int8"] == reference.GPT_FAST_TOKENS_PER_S["int8"]
     assert gf["int4-g32-zp"] == reference.GPT_FAST_TOKENS_PER_S["int4"]
     assert len(reference.engine_measurements("train")) == 6
+
+
+def test_tidy_and_save_refuse_an_unknown_device_and_bad_seconds(tmp_path):
+    rows = [{"dtype": "fp16", "bytes": 2e9, "seconds": 0.5e-3, "achieved_gb_per_s": 4000.0}]
+    # A catalogue entry that names no device (and is not the GPU's own torch name, as
+    # bench.environment records an uncatalogued GPU) has no ceiling: refused.
+    with pytest.raises(ValueError, match="catalogue_entry.*'Warp Drive 9000'"):
+        reference.tidy(rows, "weight_read", _env(entry="Warp Drive 9000"))
+    # A negative or NaN time is a broken measurement, in tidy and in save.
+    for bad in (-1e-3, math.nan):
+        with pytest.raises(ValueError, match="seconds"):
+            reference.tidy([{**rows[0], "seconds": bad}], "weight_read", _env())
+    df = reference.tidy(rows, "weight_read", _env())
+    for column, bad in (("seconds", -0.5e-3), ("seconds", math.nan),
+                        ("catalogue_entry", "Warp Drive 9000")):
+        with pytest.raises(ValueError, match=column):
+            reference.save(df.assign(**{column: bad}), tmp_path / "x.csv")
+    assert not (tmp_path / "x.csv").exists()

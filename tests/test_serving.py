@@ -1,6 +1,8 @@
 """Fusion byte counts, auto-tuning and memory plans, against values worked by hand."""
 
 
+import math
+
 import pytest
 import torch
 
@@ -170,3 +172,18 @@ def test_mig_options_and_the_smallest_profile():
     assert table.loc[small, "max_batch"] >= 8
     assert all(table.loc[p, "max_batch"] < 8 for p in table.index[:list(table.index).index(small)])
     assert serving.smallest_mig_profile("llama-3-8b", "H100 SXM", 8, 4096, tpot_s=1e-6) is None
+
+
+def test_memory_plan_refuses_a_bad_reserve():
+    from gpuinfer import colocation, hardware
+
+    t4 = hardware.get("T4")
+    # NaN made every verdict NaN, inf a capacity of -inf, a negative reserve more memory
+    # than the card has: each is refused, naming the parameter.
+    for bad in (math.nan, math.inf, -1e12):
+        with pytest.raises(ValueError, match="reserve_bytes"):
+            colocation.MemoryPlan((), t4, bad)
+    # A valid reserve: capacity = memory - reserve: a T4's 15,843,721,216 B (what torch
+    # reports, the catalogue's memory_bytes) - 1e9 = 14,843,721,216 B.
+    plan = colocation.MemoryPlan((), t4, 1e9)
+    assert plan.capacity_bytes == 14_843_721_216

@@ -246,12 +246,12 @@ def table_seconds(table, accelerator, achievable=True, weight_format=None):
     `forward_step_breakdown`: columns `flops`, `bytes`, `dtype`) on the achievable model,
     as an array; `weight_format`: the weights' format (default the first row's dtype),
     which says whether a matmul is weight-only quantised. No step overheads."""
-    eff = _efficiency(achievable)
+    eff = as_efficiency(achievable)
     rows = list(zip(table.index, table["flops"], table["dtype"]))
     w = weight_format if weight_format is not None else table["dtype"].iloc[0]
     peaks, bws = row_rates(rows, accelerator, eff, w)
-    return _roofline._seconds(table["flops"].to_numpy(float), table["bytes"].to_numpy(float),
-                              peaks, bws)
+    return _roofline.op_seconds_unchecked(table["flops"].to_numpy(float),
+                                          table["bytes"].to_numpy(float), peaks, bws)
 
 
 def overheads(device_s, n_layers, efficiency):
@@ -268,7 +268,9 @@ def overheads(device_s, n_layers, efficiency):
     return d + efficiency.step_s
 
 
-def _efficiency(achievable):
+def as_efficiency(achievable) -> Efficiency:
+    """The `Efficiency` an `achievable=` argument names: True, the fitted model
+    (`FITTED`); False or None, the ceiling (`CEILING`); an `Efficiency`, itself."""
     if achievable is True:
         return FITTED
     if achievable is False or achievable is None:
@@ -279,12 +281,15 @@ def _efficiency(achievable):
                     f"an achievable.Efficiency, got {achievable!r}")
 
 
+_efficiency = as_efficiency  # the old private name, still used by gpuinfer.speculative
+
+
 def step_breakdown(model_, accelerator, new_tokens, context=0, dtype="fp16", *,
                    logits=None, kv_dtype=None, compute_dtype=None, achievable=True):
     """`llm.forward_step_breakdown`'s table with each row timed on the achievable model:
     columns `ceiling_s` (the roofline's) and `seconds` (derated rates). The step's
     overheads are in `step_seconds`, not in the rows."""
-    eff = _efficiency(achievable)
+    eff = as_efficiency(achievable)
     m = model(model_)
     t = _llm.forward_step_breakdown(m, accelerator, new_tokens, context, dtype, logits=logits,
                                     kv_dtype=kv_dtype, compute_dtype=compute_dtype)
@@ -293,8 +298,8 @@ def step_breakdown(model_, accelerator, new_tokens, context=0, dtype="fp16", *,
     peaks, bws = row_rates(rows, accelerator, eff, weight)
     out = t.copy()
     out["ceiling_s"] = t["seconds"]
-    out["seconds"] = _roofline._seconds(t["flops"].to_numpy(float), t["bytes"].to_numpy(float),
-                                        peaks, bws)
+    out["seconds"] = _roofline.op_seconds_unchecked(t["flops"].to_numpy(float),
+                                                    t["bytes"].to_numpy(float), peaks, bws)
     return out
 
 
@@ -302,7 +307,7 @@ def step_seconds(model_, accelerator, new_tokens, context=0, dtype="fp16", *, lo
                  kv_dtype=None, compute_dtype=None, achievable=True) -> float:
     """Seconds of one forward step on the achievable model (`achievable=False`: the
     ceiling, `llm.forward_step_time`): the rows of `step_breakdown` plus `overheads`."""
-    eff = _efficiency(achievable)
+    eff = as_efficiency(achievable)
     t = step_breakdown(model_, accelerator, new_tokens, context, dtype, logits=logits,
                        kv_dtype=kv_dtype, compute_dtype=compute_dtype, achievable=eff)
     return float(overheads(t["seconds"].sum(), model(model_).n_layers, eff))
@@ -331,7 +336,7 @@ def fraction_of_ceiling(model_, accelerator, batch=1, context=0, dtype="fp16", *
     """Achievable decode tokens/s over the ceiling's, for a format and device: the
     fraction to apply in place of one number for every format (gpt-fast's 0.68 is bf16's
     on an A100; int8's is lower)."""
-    eff = FITTED if efficiency is None else _efficiency(efficiency)
+    eff = FITTED if efficiency is None else as_efficiency(efficiency)
     kw = dict(kv_dtype=kv_dtype, compute_dtype=compute_dtype)
     return (decode_tokens_per_s(model_, accelerator, batch, context, dtype, achievable=eff, **kw)
             / decode_tokens_per_s(model_, accelerator, batch, context, dtype, achievable=False,
@@ -360,7 +365,7 @@ def predict(row, achievable=True) -> float:
     """Predicted output tokens/s per GPU for one row of `measurements()`."""
     from . import llm_serving as _serving
 
-    eff = _efficiency(achievable)
+    eff = as_efficiency(achievable)
     kw = dict(dtype=row["weight_format"], compute_dtype=row["compute_dtype"],
               kv_dtype=row["kv_dtype"])
     m = model(row["model"])
@@ -379,7 +384,7 @@ def errors(efficiency=None, split=None):
     measured, minus 1, in %), `measured_over_ceiling`. `df.attrs` holds the median and
     worst absolute % error (`median_abs_error_pct`, `worst_abs_error_pct`) of the rows
     shown."""
-    eff = FITTED if efficiency is None else _efficiency(efficiency)
+    eff = FITTED if efficiency is None else as_efficiency(efficiency)
     df = measurements(split)
     out = df[["id", "split", "source", "engine", "model", "accelerator", "tp",
               "weight_format", "scenario", "input_tokens", "output_tokens"]].copy()

@@ -49,7 +49,7 @@ CAPACITY_MAX_BATCH = 4096
 #: Largest prompt or output length accepted, in tokens.
 MAX_TOKENS = 1 << 24
 #: Iterations after which a rate search stops (each halves the bracket at least).
-_MAX_SEARCH_STEPS = 200
+MAX_SEARCH_STEPS = 200
 
 
 # --- arguments --------------------------------------------------------------------------
@@ -58,12 +58,13 @@ def _seed(seed) -> int:
     return _v.count("seed", seed, minimum=0, maximum=2**63 - 1)
 
 
-def _n(name, n) -> int:
+def check_trace_length(name, n) -> int:
+    """`n` as a count of requests, 1 to `MAX_REQUESTS` (the simulators' shared check)."""
     return _v.count(name, n, maximum=MAX_REQUESTS,
                     why_maximum="a trace this long would take minutes to simulate")
 
 
-def _arrivals(arrivals, name="arrivals") -> np.ndarray:
+def check_arrivals(arrivals, name="arrivals") -> np.ndarray:
     """Arrival times (s) as a sorted 1-D float array."""
     a = _v.number(name, arrivals, array=True,
                   expected="finite arrival times in seconds (an array)")
@@ -77,7 +78,7 @@ def _arrivals(arrivals, name="arrivals") -> np.ndarray:
     return a
 
 
-def _per_request(name, values, n) -> np.ndarray:
+def check_per_request(name, values, n) -> np.ndarray:
     """A whole number >= 1 per request (an array of n, or one number for all)."""
     arr = _v.positive(name, values, integer=True, array=True)
     if arr.ndim > 1:
@@ -118,7 +119,7 @@ def poisson_arrivals(rate, n, seed=0) -> np.ndarray:
     """`n` arrival times (s) of a Poisson process of `rate` requests/s, starting at 0:
     cumulative sums of exponential gaps of mean 1/rate. Same seed, same times."""
     rate = _v.positive("rate", rate)
-    n = _n("n", n)
+    n = check_trace_length("n", n)
     gaps = np.random.default_rng(_seed(seed)).exponential(1.0 / rate, size=n)
     return np.cumsum(gaps) - gaps[0]
 
@@ -332,7 +333,7 @@ def simulate(arrivals, service_time, max_batch, max_queue_delay=0.0, *,
     `preferred_batch_sizes`: batch sizes the batcher starts at without waiting for
     `max_batch` (Triton's `preferred_batch_size`).
     """
-    a = _arrivals(arrivals)
+    a = check_arrivals(arrivals)
     max_batch, delay, pref = _policy(max_batch, max_queue_delay, preferred_batch_sizes)
     q = _Batcher(a, _service_array(service_time, max_batch), max_batch, delay, pref)
     _serve([q])
@@ -361,7 +362,7 @@ def simulate_shared(models: Mapping[str, dict]):
                              f"{sorted(kw)}")
         mb, delay, pref = _policy(kw["max_batch"], kw.get("max_queue_delay", 0.0),
                                   kw.get("preferred_batch_sizes"))
-        queues[name] = _Batcher(_arrivals(kw["arrivals"], f"arrivals of {name!r}"),
+        queues[name] = _Batcher(check_arrivals(kw["arrivals"], f"arrivals of {name!r}"),
                                 _service_array(kw["service_time"], mb), mb, delay, pref)
     _serve(list(queues.values()))
     import pandas as pd
@@ -383,7 +384,7 @@ def simulate_closed_loop(n_clients, service_time, max_batch, *, think_time=0.0,
     (Poisson) stream of the same throughput would meet: coordinated omission."""
     clients = _v.count("n_clients", n_clients, maximum=MAX_REQUESTS)
     think = _v.non_negative("think_time", think_time)
-    total = _n("n", n)
+    total = check_trace_length("n", n)
     max_batch, delay, pref = _policy(max_batch, max_queue_delay, None)
     service = _service_array(service_time, max_batch)
     rng = np.random.default_rng(_seed(seed))
@@ -407,7 +408,9 @@ def simulate_closed_loop(n_clients, service_time, max_batch, *, think_time=0.0,
 
 # --- summaries --------------------------------------------------------------------------
 
-def _frame_with(df, columns, what):
+def check_frame(df, columns, what):
+    """TypeError, KeyError or ValueError unless `df` is a non-empty DataFrame with
+    `columns` (the simulators' result frames; `what` names the function that makes it)."""
     import pandas as pd
 
     if not isinstance(df, pd.DataFrame):
@@ -440,7 +443,7 @@ def summarize(df, slo=None) -> dict:
     (`slo_met_fraction`) and their rate (`slo_met_per_s`). Rates are over the span from
     the first arrival to the last finish. (Goodput in DistServe's sense is not this
     rate: it is the highest arrival rate at which the SLO is still met, `capacity`.)"""
-    _frame_with(df, COLUMNS, "simulate")
+    check_frame(df, COLUMNS, "simulate")
     _times_in_order(df)
     span = float(df["finish"].max() - df["arrival"].min())
     if not span > 0:
@@ -493,16 +496,17 @@ def _latencies(arrivals, service, max_batch, delay, pref) -> np.ndarray:
     return np.asarray(q.finish) - np.asarray(q.alist)
 
 
-def _rel_tol(rel_tol):
+def check_rel_tol(rel_tol):
+    """`rel_tol` as a fraction in (0, 1): the relative width at which a rate search stops."""
     return _v.number("rel_tol", rel_tol, lo=0, hi=1, lo_open=True, hi_open=True,
                      expected="a fraction in (0, 1): the relative width at which the "
                               "search stops")
 
 
-def _bisect_rate(ok, lo, hi, rel_tol):
+def bisect_rate(ok, lo, hi, rel_tol):
     """Largest rate in [lo, hi) with ok(rate), lo known to be ok and hi not: geometric
-    bisection until hi - lo <= rel_tol x lo, at most _MAX_SEARCH_STEPS halvings."""
-    for _ in range(_MAX_SEARCH_STEPS):
+    bisection until hi - lo <= rel_tol x lo, at most MAX_SEARCH_STEPS halvings."""
+    for _ in range(MAX_SEARCH_STEPS):
         if hi - lo <= rel_tol * lo:
             break
         mid = math.sqrt(lo * hi)
@@ -531,8 +535,8 @@ def capacity(service_time, max_batch, max_queue_delay=0.0, *, slo, quantile=99.0
     slo = _v.positive("slo", slo)
     quantile = _v.number("quantile", quantile, lo=0, hi=100, lo_open=True, hi_open=True,
                          expected="a percentile in (0, 100)")
-    rel_tol = _rel_tol(rel_tol)
-    n = _n("n", n)
+    rel_tol = check_rel_tol(rel_tol)
+    n = check_trace_length("n", n)
     max_batch, delay, pref = _policy(max_batch, max_queue_delay, preferred_batch_sizes)
     _v.count("max_batch", max_batch, maximum=CAPACITY_MAX_BATCH,
              why_maximum=f"capacity simulates at least 200 full batches at each of ~10 "
@@ -549,7 +553,7 @@ def capacity(service_time, max_batch, max_queue_delay=0.0, *, slo, quantile=99.0
     lo = hi * 1e-3
     if not ok(lo):
         return 0.0
-    return _bisect_rate(ok, lo, hi, rel_tol)
+    return bisect_rate(ok, lo, hi, rel_tol)
 
 
 def sweep(service_time, max_batches: Sequence[int], max_queue_delays: Sequence[float], *,
@@ -581,7 +585,7 @@ def best_policy(table, within=0.02):
     simulation's noise (about a percent) should not decide."""
     within = _v.number("within", within, lo=0, hi=1, hi_open=True,
                        expected="a fraction in [0, 1)")
-    _frame_with(table, {"max_batch", "max_queue_delay_s", "capacity_per_s"}, "sweep")
+    check_frame(table, {"max_batch", "max_queue_delay_s", "capacity_per_s"}, "sweep")
     top = table["capacity_per_s"].max()
     if not top > 0:
         raise ValueError("no policy meets the SLO at any rate: loosen the SLO or batch less")
@@ -622,8 +626,8 @@ def simulate_generation(arrivals, output_tokens, step_time, max_batch, policy="c
     """
     import pandas as pd
 
-    a = _arrivals(arrivals)
-    tokens = _per_request("output_tokens", output_tokens, a.size)
+    a = check_arrivals(arrivals)
+    tokens = check_per_request("output_tokens", output_tokens, a.size)
     policy = _v.choice("policy", policy, ("static", "continuous"))
     max_batch, _, _ = _policy(max_batch, 0.0, None)
     s = _service_array(step_time, max_batch).tolist()

@@ -110,6 +110,12 @@ class MemoryPlan:
     accelerator: object
     reserve_bytes: float = 0.0
 
+    def __post_init__(self):
+        # A NaN reserve made every verdict NaN, inf a capacity of -inf, and a negative
+        # one more memory than the card has.
+        object.__setattr__(self, "reserve_bytes",
+                           _v.non_negative("reserve_bytes", self.reserve_bytes))
+
     @property
     def capacity_bytes(self) -> float:
         return self.accelerator.memory_bytes - self.reserve_bytes

@@ -262,7 +262,7 @@ def _lab_config(world_size, backend, d_model, d_ff, batch, message_bytes, dtype,
     if backend not in ("gloo", "nccl"):
         raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
     gpu = backend == "nccl"
-    world_size = _parallel._devices(world_size, "world_size")
+    world_size = _parallel.check_devices(world_size, "world_size")
     if world_size < 2:
         raise ValueError("world_size must be at least 2 to measure communication")
     if gpu and gpus_visible < 2:
@@ -346,7 +346,7 @@ def run_tp_lab(world_size=None, *, backend=None, d_model=None, d_ff=None, batch=
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if world_size is None:
         world_size = gpus if backend == "nccl" else 2
-    if backend == "nccl" and _parallel._devices(world_size, "world_size") > gpus:
+    if backend == "nccl" and _parallel.check_devices(world_size, "world_size") > gpus:
         raise ValueError(f"world_size {world_size} exceeds the {gpus} visible GPUs")
     config = _lab_config(world_size, backend, d_model, d_ff, batch, message_bytes, dtype,
                          min_run_time, seed, timeout_s, gpus)

@@ -32,8 +32,9 @@ from . import hardware as _hardware
 from . import llm as _llm
 from . import roofline as _roofline
 from . import validate as _v
-from .batching import (MAX_BATCH, MAX_TOKENS, _MAX_SEARCH_STEPS, _arrivals, _bisect_rate,
-                       _frame_with, _n, _per_request, _rel_tol, poisson_arrivals)
+from .batching import (MAX_BATCH, MAX_SEARCH_STEPS, MAX_TOKENS, bisect_rate, check_arrivals,
+                       check_frame, check_per_request, check_rel_tol, check_trace_length,
+                       poisson_arrivals)
 
 #: Columns of `simulate_llm`'s result, one row per request.
 LLM_COLUMNS = ["arrival", "prompt_tokens", "output_tokens", "start", "first_token",
@@ -58,7 +59,7 @@ def _shard(model, tp):
 def _efficiency(achievable):
     from . import achievable as _achievable
 
-    return _achievable._efficiency(achievable)
+    return _achievable.as_efficiency(achievable)
 
 
 def kv_cache_budget(model, accelerator, dtype="fp16", *, gpu_memory_utilization=None,
@@ -315,7 +316,7 @@ class _StepCost:
     def rows(self, z):
         """Per-row seconds (rows x steps) of steps with aggregates `z` (5 x k)."""
         f, b = self.flops_bytes(z)
-        return _roofline._seconds(f, b, self.peaks[:, None], self.bw[:, None])
+        return _roofline.op_seconds_unchecked(f, b, self.peaks[:, None], self.bw[:, None])
 
     def many(self, z):
         """Seconds of several steps at once: `z` holds one step's aggregates per column
@@ -639,9 +640,9 @@ def _llm_setup(arrivals, prompt_tokens, output_tokens, model, accelerator, max_b
                prefill_chunk, dtype, kv_dtype, block_size, kv_cache_bytes, prefix_tokens,
                max_prefill_tokens, compute_dtype=None, tp=1, achievable=False,
                interconnect=None):
-    a = _arrivals(arrivals)
-    P = _per_request("prompt_tokens", prompt_tokens, a.size)
-    O = _per_request("output_tokens", output_tokens, a.size)
+    a = check_arrivals(arrivals)
+    P = check_per_request("prompt_tokens", prompt_tokens, a.size)
+    O = check_per_request("output_tokens", output_tokens, a.size)
     m, acc = _llm.get(model), _hardware.get(accelerator)
     max_batch = _v.count("max_batch", max_batch, maximum=MAX_BATCH)
     chunk = None if prefill_chunk is None else _v.count("prefill_chunk", prefill_chunk,
@@ -910,7 +911,7 @@ def slo_attainment(df, *, ttft_slo, tpot_slo, itl_slo=None) -> float:
     reply adds only 0.6 ms to its TPOT). Stricter than a p99 of all gaps: one stall
     fails the request."""
     cols = {"ttft", "tpot"} | ({"max_gap"} if itl_slo is not None else set())
-    _frame_with(df, cols, "simulate_llm")
+    check_frame(df, cols, "simulate_llm")
     ttft = _v.positive("ttft_slo", ttft_slo)
     tpot = _v.positive("tpot_slo", tpot_slo)
     t = df["ttft"].to_numpy(dtype=float)
@@ -927,7 +928,7 @@ def summarize_llm(df, *, ttft_slo=None, tpot_slo=None, itl_slo=None) -> dict:
     and output tokens/s, over the span from the first arrival to the last finish), the
     requests preempted, and with both SLOs the attainment (`slo_attainment`; with
     `itl_slo` too, the inter-token objective on each request's `max_gap`)."""
-    _frame_with(df, set(LLM_COLUMNS), "simulate_llm")
+    check_frame(df, set(LLM_COLUMNS), "simulate_llm")
     if (ttft_slo is None) != (tpot_slo is None):
         raise ValueError("give both ttft_slo and tpot_slo (s), or neither")
     if itl_slo is not None and ttft_slo is None:
@@ -972,16 +973,16 @@ def goodput(serve, n, *, ttft_slo, tpot_slo, itl_slo=None, attainment=0.9, seed=
     Check the answer against the server's capacity (the busiest GPU's share of time
     busy should stay below 1), and pass a longer trace or other seeds when it is close."""
     serve = _v.callable_("serve", serve)
-    n = _n("n", n)
+    n = check_trace_length("n", n)
     target = _v.fraction("attainment", attainment)
     ttft, tpot = _v.positive("ttft_slo", ttft_slo), _v.positive("tpot_slo", tpot_slo)
     itl = None if itl_slo is None else _v.positive("itl_slo", itl_slo)
-    rel_tol = _rel_tol(rel_tol)
+    rel_tol = check_rel_tol(rel_tol)
     unit = poisson_arrivals(1.0, n, seed)
 
     def run(arrivals):
         df = serve(arrivals)
-        _frame_with(df, {"ttft", "tpot", "latency"}, "simulate_llm")
+        check_frame(df, {"ttft", "tpot", "latency"}, "simulate_llm")
         return df
 
     def ok(r):
@@ -997,18 +998,18 @@ def goodput(serve, n, *, ttft_slo, tpot_slo, itl_slo=None, attainment=0.9, seed=
     if not ok(lo):
         if rate is None:
             return 0.0
-        for _ in range(_MAX_SEARCH_STEPS):  # a given rate too high: come down
+        for _ in range(MAX_SEARCH_STEPS):  # a given rate too high: come down
             lo /= 4
             if ok(lo):
                 break
         else:
             return 0.0
     hi = lo * 4
-    for _ in range(_MAX_SEARCH_STEPS):
+    for _ in range(MAX_SEARCH_STEPS):
         if not ok(hi):
             break
         lo, hi = hi, hi * 4
     else:
         raise ValueError("attainment never failed: the server kept up at every rate "
                          "tried; check that serve uses the arrivals it is given")
-    return _bisect_rate(ok, lo, hi, rel_tol)
+    return bisect_rate(ok, lo, hi, rel_tol)

@@ -47,7 +47,7 @@ def nvls_tree_allreduce(n_bytes, n_devices, interconnect="NVLink 4", *, network=
     s = _v.non_negative("n_bytes", n_bytes)
     ic = _hardware.get_interconnect(interconnect)
     arch = _nvls_architecture(ic)
-    _, net, nodes = _parallel._route(n, ic, network)
+    _, net, nodes = _parallel.ring_route(n, ic, network)
     if net is None:
         raise ValueError(f"{n} GPUs fit in one {ic.name} domain of {ic.domain_gpus:g}: NCCL "
                          "runs NVLS_TREE only across nodes (use NVLS inside one)")
@@ -87,7 +87,7 @@ def tp_pp_decode(model, accelerator, tp, pp, batch=1, context=0, micro_batches=N
     b = _v.count("batch", batch, maximum=1 << 30)
     mb = pp if micro_batches is None else _v.count("micro_batches", micro_batches,
                                                    maximum=1 << 20)
-    ic = _parallel._interconnect(interconnect, acc)
+    ic = _parallel.link_for(interconnect, acc)
     if tp > ic.domain_gpus:
         raise ValueError(f"tp={tp} exceeds {ic.name}'s domain of {ic.domain_gpus:g} GPUs: "
                          "a TP group spans one domain here")

@@ -50,13 +50,10 @@ from . import validate as _v
 DEFAULT_NETWORK = "InfiniBand NDR x8"
 
 
-def _devices(n_devices, name="n_devices") -> int:
+def check_devices(n_devices, name="n_devices") -> int:
+    """`n_devices` as a count of devices, 1 to 2**20; ValueError naming `name` otherwise."""
     return _v.count(name, n_devices, maximum=1 << 20,
                     why_maximum="no machine has more devices than that")
-
-
-def _positive(name, value):  # kept for gpuinfer.distributed
-    return _v.positive(name, value, array=True)
 
 
 # --- collectives -------------------------------------------------------------------------
@@ -64,7 +61,7 @@ def _positive(name, value):  # kept for gpuinfer.distributed
 def allreduce_bytes_sent(n_bytes, n_devices):
     """Bytes each device sends (and receives) in a ring all-reduce of `n_bytes`:
     2(N-1)/N x n_bytes (reduce-scatter, then all-gather). 0 on one device."""
-    n = _devices(n_devices)
+    n = check_devices(n_devices)
     s = _v.non_negative("n_bytes", n_bytes, array=True)
     return _v.scalar_or_array(2.0 * (n - 1) / n * s)
 
@@ -76,7 +73,7 @@ def allreduce_time(n_bytes, n_devices, bandwidth, latency=0.0, *, base_latency=0
     `bandwidth`: bytes/s each device's link carries in ONE direction (NVLink 4: 450e9, not
     the datasheet's bidirectional 900e9); `latency`: seconds per ring step; `base_latency`:
     seconds per call, whatever N."""
-    n = _devices(n_devices)
+    n = check_devices(n_devices)
     s = _v.non_negative("n_bytes", n_bytes, array=True)
     bw = _v.positive("bandwidth", bandwidth)
     lat = _v.non_negative("latency", latency)
@@ -86,8 +83,10 @@ def allreduce_time(n_bytes, n_devices, bandwidth, latency=0.0, *, base_latency=0
     return _v.scalar_or_array(2.0 * (n - 1) / n * s / bw + 2 * (n - 1) * lat + base)
 
 
-def _route(n, interconnect, network):
-    """(link inside a domain, network or None, nodes): how a ring of n GPUs is wired."""
+def ring_route(n, interconnect, network=None):
+    """How a ring of `n` GPUs is wired: (link inside a domain, network or None, nodes).
+    Past the link's domain (8 GPUs of an HGX board's NVLink) it spans ceil(n / 8) nodes
+    joined by `network` (default `DEFAULT_NETWORK`)."""
     ic = _hardware.get_interconnect(interconnect)
     if n <= ic.domain_gpus or ic.kind == "network":
         return ic, None, 1
@@ -167,12 +166,12 @@ def allreduce_protocols(n_bytes, n_devices, interconnect, *, network=None,
     llMaxBw."""
     import pandas as pd
 
-    n = _devices(n_devices)
+    n = check_devices(n_devices)
     s = _v.non_negative("n_bytes", n_bytes)
     algorithms = tuple(_v.choice("algorithm", a, ALGORITHMS) for a in algorithms)
     if not algorithms:
         raise ValueError("algorithms is empty: give 'ring', 'tree' or both")
-    ic, net, nodes = _route(n, interconnect, network)
+    ic, net, nodes = ring_route(n, interconnect, network)
     if n == 1:
         rows = {(a, p): {"base_s": 0.0, "latency_s": 0.0, "bandwidth_s": 0.0, "seconds": 0.0,
                          "bandwidth_bytes_per_s": math.inf}
@@ -193,7 +192,7 @@ def allreduce_protocols(n_bytes, n_devices, interconnect, *, network=None,
 def _fastest_allreduce(n_bytes, n, ic_name, network):
     """(seconds, algorithm, protocol, route) of NCCL's fastest all-reduce: cached, for
     the decode models that ask for the same message thousands of times."""
-    ic, net, nodes = _route(n, ic_name, network)
+    ic, net, nodes = ring_route(n, ic_name, network)
     if n == 1:
         return 0.0, None, None, (ic.name, None, 1)
     rows = _protocol_rows(n_bytes, n, ic, net, nodes, ALGORITHMS)
@@ -208,7 +207,7 @@ def interconnect_allreduce_time(n_bytes, n_devices, interconnect, *, network=Non
     (or `protocol`: "LL", "LL128", "Simple"); see `allreduce_protocols`. Vectorised over
     `n_bytes`."""
     sizes = _v.non_negative("n_bytes", n_bytes, array=True)
-    n = _devices(n_devices)
+    n = check_devices(n_devices)
     ic = _hardware.get_interconnect(interconnect)
     out = []
     for s in np.atleast_1d(sizes):
@@ -225,7 +224,7 @@ def allreduce_crossover_bytes(n_devices, bandwidth, latency=0.0, *, base_latency
     """Message size (bytes) at which a ring all-reduce's bandwidth term equals its latency
     terms: below it the all-reduce is latency-bound, above it bandwidth-bound (the
     communication roofline's ridge). 0 when there is no latency; inf on one device."""
-    n = _devices(n_devices)
+    n = check_devices(n_devices)
     bw = _v.positive("bandwidth", bandwidth)
     fixed = 2 * (n - 1) * _v.non_negative("latency", latency) \
         + _v.non_negative("base_latency", base_latency)
@@ -237,7 +236,7 @@ def allreduce_crossover_bytes(n_devices, bandwidth, latency=0.0, *, base_latency
 def allreduce_bus_bandwidth(n_bytes, n_devices, seconds):
     """nccl-tests' "bus bandwidth" of a measured all-reduce: n_bytes / seconds x 2(N-1)/N,
     bytes/s. It compares directly with a link's per-direction bandwidth."""
-    n = _devices(n_devices)
+    n = check_devices(n_devices)
     if n == 1:
         raise ValueError("bus bandwidth needs n_devices >= 2: one device moves nothing")
     t = _v.positive("seconds", seconds, array=True)
@@ -251,7 +250,7 @@ def fit_allreduce(n_bytes, seconds, n_devices) -> dict:
     by least squares on the *relative* error (weights 1 / time), so that sizes spanning
     decades count alike. Returns {"bandwidth_bytes_per_s", "latency_s"}; the latency is
     the whole fixed cost of one call (use it as `base_latency`)."""
-    n = _devices(n_devices)
+    n = check_devices(n_devices)
     if n == 1:
         raise ValueError("fitting an all-reduce needs n_devices >= 2")
     s = np.ravel(_v.non_negative("n_bytes", n_bytes, array=True))
@@ -273,7 +272,7 @@ def check_tp_degree(model, n_devices) -> int:
     query heads and the MLP's hidden size, and either divide the KV heads or be a multiple
     of them (then each KV head is replicated). Returns N as an int."""
     m = _llm.get(model)
-    n = _devices(n_devices)
+    n = check_devices(n_devices)
     if m.n_heads % n:
         raise ValueError(f"{n} devices do not divide {m.name}'s {m.n_heads} query heads")
     if m.d_ff % n:
@@ -291,7 +290,7 @@ def valid_tp_degrees(model, max_devices=None) -> list[int]:
     `model` evenly (see `check_tp_degree`). Only divisors of the query heads qualify, so
     the search never walks past them."""
     m = _llm.get(model)
-    top = m.n_heads if max_devices is None else min(_devices(max_devices, "max_devices"),
+    top = m.n_heads if max_devices is None else min(check_devices(max_devices, "max_devices"),
                                                     m.n_heads)
     out = []
     for n in range(1, top + 1):
@@ -385,7 +384,9 @@ def min_tp_degree(model, accelerator, context, batch=1, dtype="fp16", *, kv_dtyp
     return math.inf
 
 
-def _interconnect(interconnect, accelerator):
+def link_for(interconnect, accelerator):
+    """The `hardware.Interconnect` a TP group uses: `interconnect` (a name or an
+    Interconnect), or when None the accelerator's own (`hardware.interconnect_for`)."""
     if interconnect is None:
         return _hardware.interconnect_for(accelerator)
     return _hardware.get_interconnect(interconnect)
@@ -419,7 +420,7 @@ def tp_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     route = {"interconnect": None, "network": None, "nodes": 1}
     one, protocol, algorithm = 0.0, None, None
     if n > 1:
-        ic = _interconnect(interconnect, acc)
+        ic = link_for(interconnect, acc)
         one, algorithm, protocol, (ic_name, net_name, nodes) = _fastest_allreduce(
             float(message), n, ic.name, network)
         route = {"interconnect": ic_name, "network": net_name, "nodes": nodes}
@@ -509,7 +510,7 @@ def pp_decode_breakdown(model, accelerator, n_stages, batch=1, context=0, dtype=
     token, one micro-batch) and tokens_per_s (all micro-batches, pipeline full: the
     slowest stage plus its hand-off paces it), in seconds and tokens/s."""
     m, acc = _llm.get(model), _hardware.get(accelerator)
-    s = _devices(n_stages, "n_stages")
+    s = check_devices(n_stages, "n_stages")
     if m.n_layers % s:
         raise ValueError(f"{s} stages do not divide {m.name}'s {m.n_layers} layers")
     b = _v.count("batch", batch, maximum=1 << 30)
@@ -519,7 +520,7 @@ def pp_decode_breakdown(model, accelerator, n_stages, batch=1, context=0, dtype=
     send_bytes = float(b) * m.d_model * _dtypes.bytes_per_element(compute)
     sends = []  # the (s - 1) hand-offs: inside a domain over the link, between domains over the network
     if s > 1:
-        ic, net, nodes = _route(s, _interconnect(interconnect, acc), network)
+        ic, net, nodes = ring_route(s, link_for(interconnect, acc), network)
         inside = ic.nccl("Simple")
         inside_s = inside.base_latency_s + inside.step_latency_s + send_bytes / inside.bandwidth_bytes_per_s
         crossing = nodes - 1
@@ -605,7 +606,7 @@ def moe_all_to_all_bytes(model, tokens, n_devices, *, dispatch_dtype=DEFAULT_DIS
     (`remote_fraction`); `*_sent_bytes` are those. fp8's scales (4 bytes per 128 values in
     DeepEP: 3%) are not counted."""
     m = _moe(model)
-    n = _devices(n_devices)
+    n = check_devices(n_devices)
     t = _v.non_negative("tokens", tokens)
     per_pair = t * m.experts_per_token * m.d_model
     d = per_pair * _dtypes.bytes_per_element(dispatch_dtype)
@@ -624,11 +625,11 @@ def all_to_all_time(sent_bytes, n_devices, interconnect, *, network=None) -> flo
     NCCL's LL base latency and one step (a network step across nodes). A ceiling: no
     kernel launch, synchronisation or congestion (DeepEP's measured kernels: module
     comment)."""
-    n = _devices(n_devices)
+    n = check_devices(n_devices)
     s = _v.non_negative("sent_bytes", sent_bytes)
     if n == 1 or s == 0:
         return 0.0
-    ic, net, nodes = _route(n, interconnect, network)
+    ic, net, nodes = ring_route(n, interconnect, network)
     latency = ic.nccl("LL").base_latency_s + ic.nccl("LL").step_latency_s
     if net is None:
         return latency + s / ic.bandwidth_bytes_per_s
@@ -649,7 +650,7 @@ def uniform_routing_imbalance(tokens, n_devices, experts_per_token=1, local_expe
     / 8) = 2.02. It never exceeds the busiest possible device, every token sending it
     min(k, `local_experts`) pairs: N x min(k, local) / k. Real routing is skewed beyond
     this; measure and pass `imbalance` to `ep_decode_breakdown`."""
-    n = _devices(n_devices)
+    n = check_devices(n_devices)
     t = _v.positive("tokens", tokens)
     k = _v.count("experts_per_token", experts_per_token, maximum=1 << 20)
     local = k if local_experts is None else _v.count("local_experts", local_experts,
@@ -700,7 +701,7 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     `kv_bytes_per_device`, `fits` (with `llm.DEFAULT_RESERVE_BYTES` held back) and the
     communication's parts."""
     m, acc = _moe(model), _hardware.get(accelerator)
-    n = _devices(n_devices)
+    n = check_devices(n_devices)
     b = _v.count("batch", batch, maximum=1 << 30)
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
     mode = _v.choice("attention", attention, EP_ATTENTION)
@@ -743,8 +744,8 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     comm = {"dispatch_s": 0.0, "combine_s": 0.0, "n_all_to_alls": 0, "allreduce_s": 0.0,
             "n_allreduces": 0}
     if n > 1:
-        ic = _interconnect(interconnect, acc)
-        _, net, nodes = _route(n, ic, network)
+        ic = link_for(interconnect, acc)
+        _, net, nodes = ring_route(n, ic, network)
         route = {"interconnect": ic.name, "network": net.name if net else None,
                  "nodes": nodes}
         if mode == "dp":

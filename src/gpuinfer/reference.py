@@ -63,6 +63,7 @@ def tidy(rows, experiment, env) -> "pandas.DataFrame":
     missing = [c for c in ENV_COLUMNS if c not in ("gpuinfer", "cpu_threads") and c not in env]
     if missing:
         raise ValueError(f"env lacks {', '.join(missing)}: pass bench.environment()")
+    _known_device(env["catalogue_entry"], env["device"], "env['catalogue_entry']")
     df = pd.DataFrame(rows)
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -100,7 +101,7 @@ def tidy(rows, experiment, env) -> "pandas.DataFrame":
         out["label"] = [f"{k} batch {b} context {c}"
                         for k, b, c in zip(df["kernel"], df["batch"], df["context"])]
     out["dtype"] = df["dtype"]
-    out["seconds"] = df["seconds"]
+    out["seconds"] = _seconds_column(df["seconds"], f"{experiment} rows' seconds")
     out["experiment"] = experiment
     out["unit"] = UNITS[experiment]
     out["fraction_of_ceiling"] = out["value"] / out["ceiling"]
@@ -118,6 +119,31 @@ def _catalogue_bandwidth(entry) -> float:
         return _hardware.get(entry).bandwidth
     except KeyError:
         return math.nan
+
+
+def _known_device(entry, device, where):
+    """ValueError unless a run's `catalogue_entry` names a device: a catalogue row or MIG
+    slice (`hardware.get`), or a GPU the catalogue does not know under the very name
+    torch reports for it (`device`: what `bench.environment` records then, its
+    estimate's name). A made-up entry would give rows no ceiling to stand beside."""
+    if isinstance(entry, str) and isinstance(device, str) and entry == device and entry:
+        return
+    try:
+        _hardware.get(entry)
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"{where}: {e.args[0] if e.args else e}") from None
+
+
+def _seconds_column(values, where):
+    """Measured seconds: finite and >= 0 (NaN or a negative time is a broken run)."""
+    import numpy as np
+
+    t = np.asarray(values, dtype=float)
+    bad = ~np.isfinite(t) | (t < 0)
+    if bad.any():
+        raise ValueError(f"{where} must be finite times >= 0 (s); got {t[bad][0]!r} "
+                         f"in row {int(np.flatnonzero(bad)[0])}")
+    return values
 
 
 def _need(df, columns, experiment):
@@ -181,6 +207,10 @@ def _check_run(df, where):
     types = set(df["device_type"])
     if not types <= {"cuda", "cpu"}:
         raise ValueError(f"{where}: device_type must be 'cuda' or 'cpu', got {sorted(types)}")
+    for entry, device in set(zip(df["catalogue_entry"], df["device"])):
+        _known_device(entry, device, f"{where}: catalogue_entry")
+    for c in [c for c in df.columns if str(c).endswith("seconds")]:
+        _seconds_column(df[c], f"{where}: column {c!r}")
     df = df[COLUMNS].copy()
     df["cuda"] = df["cuda"].fillna("").astype(str)
     df["cuda_graph"] = df["cuda_graph"].map(

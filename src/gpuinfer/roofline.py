@@ -56,9 +56,11 @@ def op_seconds(flops, bytes_, peak_flops, bandwidth):
     return np.maximum(bytes_ / bandwidth, flops / peak_flops)
 
 
-#: The roofline without the argument checks, for callers that built their arrays
-#: themselves (a simulator timing thousands of steps).
-_seconds = op_seconds.__wrapped__
+#: `op_seconds` without the argument checks, for callers that built and checked their
+#: arrays themselves (a simulator timing thousands of steps): the same formula,
+#: max(bytes / bandwidth, flops / peak), broadcast over numpy arrays.
+op_seconds_unchecked = op_seconds.__wrapped__
+_seconds = op_seconds_unchecked  # the old private name, still used by gpuinfer.llm
 
 
 class MissingPeak(ValueError):
@@ -182,7 +184,7 @@ def step_seconds(terms, accelerator, *, missing="raise"):
     bw, peaks = _roofs(acc, [t[2] for t in terms.values()], missing)
     total = 0.0
     for (flops, nbytes, _), peak_flops in zip(terms.values(), peaks):
-        total = total + _seconds(np.asarray(flops, dtype=float),
+        total = total + op_seconds_unchecked(np.asarray(flops, dtype=float),
                                  np.asarray(nbytes, dtype=float), peak_flops, bw)
     return _v.scalar_or_array(total)
 

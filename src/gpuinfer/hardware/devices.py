@@ -548,8 +548,15 @@ class Table:
         return self.by_key.get(_key(name))
 
     def closest(self, name, n=5) -> list[str]:
-        close = difflib.get_close_matches(_key(name), list(self.by_key), n=n, cutoff=0.4)
-        return list(dict.fromkeys(self.by_key[c].name for c in close))
+        """Up to `n` entries' names close to `name`: first those whose normalised name
+        begins the query or is begun by it ("T4 16GB": T4), then difflib's closest at a
+        ratio of 0.6 or more; [] when nothing is that close ("nope")."""
+        k = _key(name)
+        prefix = [c for c in self.by_key if len(c) >= 2 and len(k) >= 2
+                  and (k.startswith(c) or c.startswith(k))]
+        prefix.sort(key=lambda c: -difflib.SequenceMatcher(None, k, c).ratio())
+        close = prefix + difflib.get_close_matches(k, list(self.by_key), n=n, cutoff=0.6)
+        return list(dict.fromkeys(self.by_key[c].name for c in close))[:n]
 
     def get(self, name):
         if not isinstance(name, str):
@@ -561,9 +568,10 @@ class Table:
         hit = self.lookup(name)
         if hit is not None:
             return hit
-        closest = self.closest(name) or self.names()
-        raise _v.UnknownName(f"unknown {self.what} {name!r}; closest catalogue entries: "
-                             f"{', '.join(closest)}")
+        closest = self.closest(name)
+        hint = (f"closest catalogue entries: {', '.join(closest)}" if closest else
+                f"none is close; the catalogue's {self.what}s: {', '.join(self.names())}")
+        raise _v.UnknownName(f"{self.param}={name!r} is not a known {self.what}; {hint}")
 
 
 _DEVICES = Table(_ENTRIES, "device", "accelerator")

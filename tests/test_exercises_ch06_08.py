@@ -108,3 +108,14 @@ def test_cpu_or_gpu_decision_is_one_t4_on_the_achievable_model_and_on_the_ceilin
     assert cx.DECISION_GPU_PER_ITEM_S > cx.DECISION_GPU_PER_ITEM_CEILING_S
     assert (cx.decision_table()["capacity_per_s"].iloc[1]
             < cx.decision_table(cx.DECISION_GPU_PER_ITEM_CEILING_S)["capacity_per_s"].iloc[1])
+
+
+def test_cpu_or_gpu_flat_out_slip_states_the_exercise_numbers():
+    # The slip's arithmetic is the exercise's own: 4 cores / 480 us = 8,333 predictions/s.
+    from gpuinfer.exercises import cost as cx
+
+    flat = cx.DECISION_CPU_CORES / cx.DECISION_CPU_SERVICE_S
+    assert flat == pytest.approx(8333.33, rel=1e-4)
+    said = repr(exercises.check("cpu-or-gpu-under-slo", 0.34 / 0.526
+                                * exercises.get("cpu-or-gpu-under-slo").answer()))
+    assert f"{flat:,.0f} predictions/s" in said and "flat out" in said

@@ -250,3 +250,17 @@ def test_real_model_reads_and_tokenizes():
     ids = m.tokenizer.encode("Objects are Python's abstraction for data.")
     assert m.tokenizer.decode(ids) == "Objects are Python's abstraction for data."
     assert len(ids) < 15
+
+
+def test_decision_ceiling_slip_follows_the_calibrated_model():
+    # The quantisation decision's "you used the ceiling" hint is the ratio of the chosen
+    # format's ceiling to its achievable throughput as the model now stands, not a typed one.
+    from gpuinfer import exercises
+    from gpuinfer.exercises import quant as qx
+
+    t = qx.decision_table()
+    choice = qx.decision_choice()
+    ceiling = t.loc[choice, "ceiling tokens/s"]
+    assert ceiling > t.loc[choice, "tokens/s"]
+    assert "ceiling" in repr(exercises.check("quant-decision-format", ceiling))
+    assert exercises.check("quant-decision-format", t.loc[choice, "tokens/s"])

@@ -27,8 +27,10 @@ KERNEL_S = 4e-6
 MIN_KERNEL_S = tabular.CUDA_GRAPHS_BLOG_PER_KERNEL_S["kernel alone"]
 
 #: The decision exercise: a CPU machine whose cores each serve one prediction at a time in
-#: `DECISION_CPU_SERVICE_S` (the chapter's batch-1 measurement, rounded; requests spread at
-#: random over the cores, so each core is its own queue), against a T4 machine batching
+#: `DECISION_CPU_SERVICE_S` (a stated figure of the order of the chapter's one-thread batch-1
+#: measurement, which varies from machine to machine: the exercise gives it rather than
+#: reading the build's; requests spread at random over the cores, so each core is its own
+#: queue), against a T4 machine batching
 #: dynamically, a batch of b taking `DECISION_GPU_FIXED_S + DECISION_GPU_PER_ITEM_S x b`
 #: (about the chapter's T4 estimate on the achievable model, `achievable.FITTED`: 44 us at
 #: batch 1 and 0.21 us a prediction at batch 65,536 where it was built; extrapolated, no
@@ -162,8 +164,10 @@ def decision_table(gpu_per_item_s=DECISION_GPU_PER_ITEM_S):
           "batch; n=40_000 requests for a steadier estimate), then "
           "cost.cost_per_million_at_demand for each option; keep the cheaper.",
           slips={_CPU.price_per_hour / _GPU.price_per_hour:
-                 "That prices one CPU machine run flat out (4 cores / 480 us = 8,333 "
-                 "predictions/s): a queue that busy misses a 2 ms p99 by far. Size each "
+                 f"That prices one CPU machine run flat out ({DECISION_CPU_CORES} cores / "
+                 f"{DECISION_CPU_SERVICE_S * 1e6:.0f} us = "
+                 f"{DECISION_CPU_CORES / DECISION_CPU_SERVICE_S:,.0f} predictions/s): a "
+                 f"queue that busy misses a {DECISION_SLO_S * 1e3:g} ms p99 by far. Size each "
                  "core with batching.capacity.",
                  2 * _CPU.price_per_hour / _GPU.price_per_hour:
                  "That is the CPU fleet sized correctly for the SLO, but it is not the "

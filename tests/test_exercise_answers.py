@@ -235,6 +235,60 @@ def test_lab_decode_compute_bound_batch_h200():
     derived("lab-decode-compute-bound-batch-h200", math.floor(b) + 1)
 
 
+def test_lab_decode_speculation_largest_batch_on_a_hand_built_achievable_model():
+    # Route: the achievable model written out here, row by row (achievable.FITTED on an
+    # H100 SXM: bytes at 0.85 x 3.35e12; matmuls at 0.70 x 794.5e12 (the fp16 MAMF);
+    # attention at 0.75 x 989e12; each row max(FLOPs / rate, bytes / bandwidth); 13
+    # kernels a layer at 0.5 us; 1.6 ms once a round, in the plain and the verify step,
+    # not in a draft step), then the property the answer must satisfy: speculation pays at
+    # 128 (speed-up > 1) and not at 256 (< 1). A round yields (1 - 0.7^5) / 0.3 = 2.7731
+    # tokens; speed-up = 2.7731 x plain / (verify + 4 draft steps).
+    # Shapes: Llama-3-8B as above; Llama-3.2-1B (config.json): 16 layers, d 2048, 32
+    # query and 8 KV heads of 64, MLP 8192, vocab 128256 (tied: the table is the LM head).
+    bw, mm, att = 0.85 * H100_BW, 0.70 * 794.5e12, 0.75 * H100_PEAK
+
+    def shape(layers, d, q, kv, hd, ff):
+        weights = 2 * d * q * hd + 2 * d * kv * hd + 3 * d * ff      # a layer's matmuls
+        # a token's activations a layer: QKV in and out, O in and out, gate/up in and out,
+        # down in and out (Llama-3-8B: 69,632 elements)
+        acts = d + (q + 2 * kv) * hd + q * hd + d + d + 2 * ff + ff + d
+        return layers, d, q, kv, hd, weights, acts
+
+    target, draft = shape(32, 4096, 32, 8, 128, 14336), shape(16, 2048, 32, 8, 64, 8192)
+    assert target[5:] == (L3_LAYER, 69_632)
+
+    def matmuls(m, tokens):                 # linear + LM head + embedding rows, fp16
+        layers, d, _, _, _, w, acts = m
+        linear = max(2 * tokens * layers * w / mm,
+                     (2 * layers * w + tokens * acts * 2 * layers) / bw)
+        head = max(2 * tokens * d * 128256 / mm,
+                   (2 * d * 128256 + tokens * (d + 128256) * 2) / bw)
+        return linear + head + tokens * d * 4 / bw
+
+    def attention(m, b, c, new):            # b sequences, c cached, `new` tokens each
+        layers, _, q, kv, hd, _, _ = m
+        flops = 4 * layers * q * hd * b * sum(c + i for i in range(1, new + 1))
+        nbytes = (b * c * 2 * layers * kv * hd * 2                  # the cache, read once
+                  + b * new * layers * (2 * q * hd + 4 * kv * hd) * 2)   # q, o; new K, V
+        return max(flops / att, nbytes / bw)
+
+    def speedup(b, c=1024, k=4):
+        plain = matmuls(target, b) + attention(target, b, c, 1) + 32 * 13 * 0.5e-6 + 1.6e-3
+        verify = (matmuls(target, b * (k + 1)) + attention(target, b, c, k + 1)
+                  + 32 * 13 * 0.5e-6 + 1.6e-3)
+        drafts = sum(matmuls(draft, b) + attention(draft, b, c + j, 1) + 16 * 13 * 0.5e-6
+                     for j in range(k))
+        return (1 - 0.7**5) / 0.3 * plain / (verify + drafts)
+
+    # b = 128: plain 13.36 ms (memory-bound), verify 25.29 ms (its 640 tokens' matmuls
+    # compute-bound), drafts 10.23 ms: 2.7731 x 13.36 / 35.53 = 1.043.
+    # b = 256: plain 20.86, verify 48.78, drafts 17.12 ms: 0.878.
+    gains = {b: speedup(b) for b in (1, 16, 64, 128, 256, 512)}
+    assert gains[128] == pytest.approx(1.043, abs=0.001)
+    assert gains[256] == pytest.approx(0.878, abs=0.001)
+    derived("lab-decode-speculation-largest-batch", max(b for b, g in gains.items() if g > 1))
+
+
 # =============================================================================================
 # Chapter 3 and lab 6: batching
 # =============================================================================================
@@ -366,6 +420,25 @@ def test_lab_quant_gptfast_int4_share():
     # gpt-fast's README (A100, Llama-2-7B): bf16 104.9 tokens/s, int4 g32 196.80: 1.876x.
     # The bytes promise 2 / (0.5 + 2 x 2 / 32 = 0.625) = 3.2x: 1.876 / 3.2 = 0.586.
     derived("lab-quant-gptfast-int4-share", 196.80 / 104.9 / (2 / (0.5 + 4 / 32)))
+
+
+def test_quant_13b_int4_ceiling_h100():
+    # The weights a step reads: every parameter but the 31,999 embedding rows not gathered:
+    # 13,015,864,320 - 31,999 x 5,120 = 12,852,029,440, at 0.53125 B (int4 g128 with a
+    # bf16 scale and zero point) = 6,827,640,640 B; 3.35e12 / that = 490.65 tokens/s.
+    # (Also derived, through llm.step_weight_bytes, in test_quality.py.)
+    step = LLAMA2_13B_PARAMS - 31_999 * 5120
+    assert step == 12_852_029_440
+    derived("quant-13b-int4-ceiling-h100", H100_BW / (step * (0.5 + 4 / 128)))
+
+
+def test_quant_kv_fp8_max_batch():
+    # Llama-3-8B fp16 weights 16,060,522,496 B on an A100 80GB: 85,100,068,864 -
+    # 1,073,741,824 - 16,060,522,496 = 67,965,804,544 B for caches; fp8 cache 2 x 32 x 8
+    # x 128 x 1 = 65,536 B a token, x 16,384 = 1,073,741,824 B a sequence: 63.3 -> 63.
+    free = A100_MEM - RESERVE - LLAMA3_8B_PARAMS * 2
+    assert free == 67_965_804_544
+    derived("quant-kv-fp8-max-batch", free // (16384 * 2 * 32 * 8 * 128 * 1))
 
 
 # =============================================================================================
@@ -635,6 +708,23 @@ def test_llm_ttft_lone():
     ttft = linear + attention + head + embedding
     assert ttft == pytest.approx(45.06e-3, rel=1e-3)
     derived("llm-ttft-lone", ttft)
+
+
+def test_llm_two_instances():
+    # Each instance: 0.45 x 85,045,477,376 = 38,270,464,819 B, less 16,060,522,496 B of
+    # weights and 1,073,741,824 B of activations: 21,136,200,499 B of cache; blocks of
+    # 16 x 131,072 = 2,097,152 B: 10,078 blocks; an 8,192-token sequence takes 512:
+    # 19 sequences each, 38 in the two. (Also worked in test_exercises_slips.py.)
+    budget = 0.45 * H100_MEM - LLAMA3_8B_PARAMS * 2 - RESERVE
+    blocks = math.floor(budget / (16 * L3_KV_TOKEN))
+    assert blocks == 10_078
+    derived("llm-two-instances", 2 * (blocks // (8192 // 16)))
+
+
+def test_llm_mla_kv():
+    # DeepSeek-V2 (config.json): 60 layers cache a 512-wide latent and a 64-wide RoPE key,
+    # bf16: 60 x 576 x 2 = 69,120 B a token.
+    derived("llm-mla-kv", 60 * (512 + 64) * 2)
 
 
 # =============================================================================================

@@ -705,8 +705,10 @@ def test_parallel_crossover_batch1():
     # B200s, batch 1: 161 all-reduces a step (2 a layer, 1 for the LM head) of [1, 8192]
     # fp16 = 16,384 B, NCCL's ring LL on NVLink 5: 6.6 us + 2 (N - 1) x 0.6 us + a
     # bandwidth term under 0.3 us (1.75 x 16,384 B at >= 100 GB/s).
-    #   N = 4: comm <= 161 x (6.6 + 3.6 + 0.3) = 1.69 ms; shard >= 34.69e9 B / 8e12 =
-    #          4.34 ms (4.51 at the catalogue's 7.7 TB/s): comm < shard.
+    # The B200's 7.7 TB/s (datasheet; NVIDIA's HGX page said 8 TB/s: the verdict holds
+    # at either):
+    #   N = 4: comm <= 161 x (6.6 + 3.6 + 0.3) = 1.69 ms; shard >= 34.69e9 B / 7.7e12 =
+    #          4.51 ms (4.34 at 8 TB/s): comm < shard.
     #   N = 8: comm >= 161 x (6.6 + 8.4) = 2.415 ms; shard <= (17.35e9 B + activations
     #          under 0.01e9) / 7.7e12 = 2.25 ms (2.17 at 8 TB/s): comm >= shard -> 8.
     for bw in (7.7e12, 8e12):

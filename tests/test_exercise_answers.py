@@ -681,10 +681,10 @@ def _tp_shard_bytes(n, acts=True):
     # The shard a TP-n device reads in a batch-1 decode step of Llama-2-70B at 4,096:
     # matmul weights 80 x 855,638,016 / n x 2 B; its 1/n of the LM head (32,000 x 8,192
     # x 2 B); its 8/n KV heads of 4,096 tokens (80 layers, K and V, 128, 2 B); and, with
-    # `acts`, the activations: 80 layers x (8192 + 2 x 8192 / n... counted per matmul in
-    # and out: QKV 8192 in, 3 x ... ) -- at n = 4, 58,880 elements a layer for the matmuls
-    # and 5,120 for attention (test_exercises_ch06_08 counts them), the LM head's
-    # 8,192 in and 8,000 out, and one embedding row read and written.
+    # `acts` (n = 4 only), the activations, each matmul's input and output a layer: QKV
+    # 8192 in, 2048 + 2 x 256 out; O 2048 in, 8192 out; gate/up 8192 in, 2 x 7168 out;
+    # down 7168 in, 8192 out: 58,880 elements; attention's query, output, new K and V:
+    # 5,120; the LM head's 8,192 in and 8,000 out; one embedding row read and written.
     b = 80 * L70_LAYER // n * 2 + 32000 * 8192 * 2 // n + 4096 * 80 * 2 * (8 // n) * 128 * 2
     if acts:
         assert n == 4

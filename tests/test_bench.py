@@ -5,6 +5,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gpuinfer import bench, hardware, llm  # noqa: E402
+from gpuinfer import device as dev  # noqa: E402
 
 
 def test_time_fn_reports_a_median_and_uses_all_threads(monkeypatch):
@@ -111,7 +112,7 @@ def test_decode_step_compares_with_the_weight_read_ceiling():
 def test_decode_step_on_a_device_without_known_bandwidth_has_no_ceiling(monkeypatch):
     # An unknown GPU's entry (hardware.detect) may carry bandwidth=nan: measure, don't crash.
     unknown = hardware.Accelerator("Unknown GPU", 8e9, math.nan, {}, kind="gpu")
-    monkeypatch.setattr(bench, "accelerator_for", lambda device=None: unknown)
+    monkeypatch.setattr(dev, "accelerator_for", lambda device=None: unknown)
     row = bench.decode_step(d_model=64, n_matrices=2, device="cpu", min_run_time=0.01)
     assert row["tokens_per_s"] > 0
     assert math.isnan(row["ceiling_tokens_per_s"]) and math.isnan(row["fraction_of_ceiling"])
@@ -124,7 +125,7 @@ def test_sweep_stops_on_out_of_memory_and_keeps_rows():
         return {"size": size}
 
     with pytest.warns(UserWarning, match="out of memory"):
-        df = bench._sweep([1, 2, 3, 4], measure, "test sweep", progress=False)
+        df = bench.sweep([1, 2, 3, 4], measure, "test sweep", progress=False)
     assert list(df["size"]) == [1, 2]
 
 
@@ -133,7 +134,7 @@ def test_sweep_reraises_other_errors():
         raise RuntimeError("shape mismatch")
 
     with pytest.raises(RuntimeError, match="shape mismatch"):
-        bench._sweep([1], measure, "test", progress=False)
+        bench.sweep([1], measure, "test", progress=False)
 
 
 def test_environment_names_the_device():

@@ -73,7 +73,7 @@ def bench_command(args) -> int:
     """`python -m gpuinfer bench`: the plan at the asked size, measured, saved, summarised."""
     import torch
 
-    from . import bench as _bench
+    from . import device as _device
     from . import reference as _reference
 
     sizes = args.sizes or ("quick" if args.quick else "full")
@@ -81,7 +81,7 @@ def bench_command(args) -> int:
         if args.threads < 1:
             raise SystemExit(f"--threads must be a positive integer, got {args.threads}")
         torch.set_num_threads(args.threads)
-    device = _bench._device(args.device, "--device")
+    device = _device.resolve(args.device, "--device")
     env, acc = print_device(device)
     plan = bench_plan(device, sizes)
     print_estimate(plan, acc)

@@ -9,8 +9,8 @@ Three parts, as gpt-fast keeps model, generate and quantize apart:
 - **the stack**: `DecodeStack` builds a model's layer stack (Llama layout, grouped-query
   attention, a KV cache read in every layer) in one of those formats and runs a step;
 - **the timing**: `DecodeStack.measure` times a step with `bench.time_fn` and returns
-  one row in the one decode-step format (`step_row`), beside the ceilings `llm`
-  predicts for the same model; `matrix_chain_step` (lab 1's chain of square matrices)
+  one row in the one decode-step format (`bench.step_row`), beside the ceilings `llm`
+  predicts for the same model; `bench.decode_step` (lab 1's chain of square matrices)
   returns rows in the same format.
 
 `lab_model` scales a published model to fit the device in front of you.
@@ -21,11 +21,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from . import achievable as _achievable
 from . import bench as _bench
+from . import device as _device
 from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
-from . import roofline as _roofline
 from . import validate as _validate
 
 #: The labs' decode model (grouped-query attention, like most current models) and context.
@@ -34,6 +35,10 @@ LAB_CONTEXT = 256
 #: int4 weights share one scale per this many inputs: the group size of gpt-fast's
 #: published int4 figures ("int4, G=32" in its README; its quantize.py defaults to 128).
 INT4_GROUP_SIZE = 32
+#: The one decode-step row format and lab 1's chain of square matrices live with the
+#: timer (`bench`), which measures both; the names are kept here too.
+STEP_COLUMNS, step_row = _bench.STEP_COLUMNS, _bench.step_row
+matrix_chain_step = _bench.decode_step
 
 
 # --- the kernels: one class per weight format ------------------------------------------------
@@ -190,7 +195,7 @@ def weight_traffic_bytes_per_weight(kernel, dtype="fp16", device=None) -> float:
     CPU; nan on a GPU (a reference kernel: no speed-up is predicted). int4-unpack: nan.
     Scales are ignored."""
     fmt = _kernel(kernel)
-    device = _bench._device(device)
+    device = _device.resolve(device)
     return fmt.traffic_bytes_per_weight(_dtypes.bytes_per_element(dtype), device.type)
 
 
@@ -216,9 +221,9 @@ def lab_model(model=LAB_MODEL, device=None, dtype=None, *, weight_budget_bytes=N
     alike), leaving room for the KV cache. CPU: 1/8 of the width (heads and FFN scaled
     alike, head_dim kept) and enough layers for about 128 MB of weights. Budget in bytes.
     """
-    kind = _bench._kind(device)
+    kind = _device.kind(device)
     base = _llm.get(model)
-    dtype = _dtypes.canonical(dtype or _bench.default_dtype(kind))
+    dtype = _dtypes.canonical(dtype or _device.default_dtype(kind))
     if width_divisor is None:
         width_divisor = 1 if kind == "cuda" else CPU_WIDTH_DIVISOR
     div = _validate.count("width_divisor", width_divisor)
@@ -231,7 +236,7 @@ def lab_model(model=LAB_MODEL, device=None, dtype=None, *, weight_budget_bytes=N
                                 vocab_size=0)
     layer_bytes = (shape.n_params - shape.d_model) * _dtypes.bytes_per_element(dtype)
     if weight_budget_bytes is None:
-        weight_budget_bytes = (GPU_WEIGHT_SHARE * _bench.memory_bytes(device)
+        weight_budget_bytes = (GPU_WEIGHT_SHARE * _device.memory_bytes(device)
                                if kind == "cuda" else CPU_WEIGHT_BUDGET_BYTES)
     budget = _validate.positive("weight_budget_bytes", weight_budget_bytes)
     n_layers = int(max(1, min(base.n_layers, budget // layer_bytes)))
@@ -248,7 +253,7 @@ GPU_TOP_BATCH, CPU_TOP_BATCH = 512, 64
 def lab_batches(device=None, *, quick=False) -> list[int]:
     """Batches for the decode sweep: 1 .. 512 on a GPU, 1 .. 64 on a CPU; `quick` keeps
     every other power of two and the largest."""
-    top = GPU_TOP_BATCH if _bench._kind(device) == "cuda" else CPU_TOP_BATCH
+    top = GPU_TOP_BATCH if _device.kind(device) == "cuda" else CPU_TOP_BATCH
     batches = [2**i for i in range(int(math.log2(top)) + 1)]
     return batches[::2] + ([batches[-1]] if len(batches) % 2 == 0 else []) if quick else batches
 
@@ -283,15 +288,15 @@ class DecodeStack:
                  accelerator=None, _layers=None):
         import torch
 
-        self.device = _bench._device(device)
-        self.dtype = _dtypes.canonical(dtype or _bench.default_dtype(self.device))
+        self.device = _device.resolve(device)
+        self.dtype = _dtypes.canonical(dtype or _device.default_dtype(self.device))
         self.tdtype = _dtypes.torch_dtype(self.dtype)
         self.spec = _llm.get(model)
         self.format = _kernel(kernel)
         self.kernel = self.format.kernel
         self.weight_format = self.format.weight_format or self.dtype
         self.seed = _validate.count("seed", seed, minimum=0)
-        self.accelerator = (_bench.accelerator_for(self.device) if accelerator is None
+        self.accelerator = (_device.accelerator_for(self.device) if accelerator is None
                             else _hardware.get(accelerator))
         self.shapes = matrix_shapes(self.spec)
         if _layers is not None:
@@ -299,10 +304,10 @@ class DecodeStack:
             return
         if self.format is not DenseWeight:
             raise ValueError(f"build a dense stack, then .quantised({kernel!r})")
-        _bench._refuse_beyond_memory(self.n_params * _dtypes.bytes_per_element(self.dtype),
+        _device.refuse_beyond_memory(self.n_params * _dtypes.bytes_per_element(self.dtype),
                                      self.device, f"the {self.spec.name} stack's weights")
         gen = torch.Generator(device=self.device).manual_seed(self.seed)
-        self.layers = [{name: DenseWeight(_bench._random(  # scaled: activations stay O(1)
+        self.layers = [{name: DenseWeight(_device.random_tensor(  # scaled: activations stay O(1)
             shape, self.tdtype, self.device, shape[1]**-0.5, gen))
             for name, shape in self.shapes.items()} for _ in range(self.spec.n_layers)]
 
@@ -356,15 +361,15 @@ class DecodeStack:
         batch = _validate.count("batch", batch)
         context = _validate.count("context", context, minimum=0)
         m = self.spec
-        _bench._refuse_beyond_memory(self.kv_cache_bytes(batch, context) + self.weight_bytes,
+        _device.refuse_beyond_memory(self.kv_cache_bytes(batch, context) + self.weight_bytes,
                                      self.device, f"batch {batch} at context {context} "
                                      f"(weights + KV cache)")
         gen = torch.Generator(device=self.device).manual_seed(self.seed + 1)
-        x = _bench._random((batch, m.d_model), self.tdtype, self.device, generator=gen)
+        x = _device.random_tensor((batch, m.d_model), self.tdtype, self.device, generator=gen)
         cache = []
         for _ in range(m.n_layers if context else 0):
             shape = (batch, m.n_kv_heads, context, m.head_dim)
-            cache.append(tuple(_bench._random(shape, self.tdtype, self.device, generator=gen)
+            cache.append(tuple(_device.random_tensor(shape, self.tdtype, self.device, generator=gen)
                                for _ in range(2)))
         return x, cache
 
@@ -422,17 +427,18 @@ class DecodeStack:
         if compile:
             fn = _compiled(fn)
         if cuda_graph and on_gpu:
-            fn = _bench._graphed(fn, self.device)
+            fn = _device.graphed(fn, self.device)
         t = _bench.time_fn(fn, min_run_time=min_run_time, device=self.device)
         return self.row(batch, context, t, cuda_graph=cuda_graph and on_gpu, compiled=compile)
 
     def row(self, batch, context, timing, *, cuda_graph=False, compiled=False) -> dict:
         """The step's row for a `bench.Timing`: sizes, ceilings and rates (`step_row`)."""
         acc, spec, act, fmt = self.accelerator, self.spec, self.dtype, self.weight_format
-        ceiling = _call_or_nan(_llm.decode_ceiling, spec, acc, batch, context, fmt,
-                               kv_dtype=act, compute_dtype=act)
-        weight_read = _call_or_nan(_llm.weight_read_ceiling, self.n_params,
-                                   self.weight_bytes / self.n_params, acc.bandwidth, batch)
+        ceiling = _bench.call_or_nan(_llm.decode_ceiling, spec, acc, batch, context, fmt,
+                                     kv_dtype=act, compute_dtype=act)
+        weight_read = _bench.call_or_nan(_llm.weight_read_ceiling, self.n_params,
+                                         self.weight_bytes / self.n_params, acc.bandwidth,
+                                         batch)
         return step_row(device=acc.name, model=spec.name, kernel=self.kernel, dtype=act,
                         weight_format=fmt, n_layers=spec.n_layers, d_model=spec.d_model,
                         batch=batch, context=context, weight_bytes=self.weight_bytes,
@@ -450,8 +456,8 @@ class DecodeStack:
         batches = [_validate.count("batch", b) for b in batches]
         estimate = sweep_estimate_s(self.spec, self.accelerator, batches, context,
                                     self.weight_format, self.dtype, min_run_time=
-                                    _bench._default_min_run_time(self.device, min_run_time))
-        return _bench._sweep(batches, lambda b: self.measure(
+                                    _bench.default_min_run_time(self.device, min_run_time))
+        return _bench.sweep(batches, lambda b: self.measure(
             b, context, cuda_graph=cuda_graph, compile=compile, min_run_time=min_run_time),
             f"decode {self.kernel} context {context}", progress,
             estimate if math.isfinite(estimate) else None)
@@ -465,7 +471,7 @@ def sweep_estimate_s(model, accelerator, batches, context, weight_format, dtype,
     min_run_time = _validate.positive("min_run_time", min_run_time)
     for b in batches:  # bad sizes or formats are errors; only an unknown peak is NaN
         _llm.decode_step_bytes(model, b, context, weight_format, dtype)
-    return sum(_bench.timing_estimate_s(_call_or_nan(
+    return sum(_bench.timing_estimate_s(_bench.call_or_nan(
         _llm.decode_step_time, model, accelerator, b, context, weight_format,
         kv_dtype=dtype, compute_dtype=dtype), min_run_time) for b in batches)
 
@@ -474,16 +480,6 @@ def _batch_context(batch, context):
     """(batch, context) checked: a whole batch >= 1 and a whole context >= 0."""
     return (_validate.count("batch", batch, maximum=1 << 24),
             _validate.count("context", context, minimum=0, maximum=1 << 24))
-
-
-def _call_or_nan(fn, *args, **kwargs) -> float:
-    """`fn(...)` as a float, or nan where the device lacks the figure it needs (a GPU the
-    catalogue does not know: no peak, no bandwidth)."""
-    try:
-        value = float(fn(*args, **kwargs))
-    except (ValueError, KeyError, ZeroDivisionError):
-        return math.nan
-    return value if math.isfinite(value) else math.nan
 
 
 def _bound(spec, acc, batch, context, fmt, act) -> str:
@@ -515,84 +511,44 @@ def _compiled(fn):
     return compiled
 
 
-# --- one row format for every decode step ------------------------------------------------------
+# --- lab 1's stack, and a kernel that failed --------------------------------------------------
 
-#: The columns of a decode-step row, whoever measured it.
-STEP_COLUMNS = ["device", "model", "kernel", "dtype", "weight_format", "n_layers", "d_model",
-                "batch", "context", "weight_bytes", "kv_cache_bytes", "step_bytes",
-                "step_flops", "bound", "cuda_graph", "compiled", "seconds", "iqr_s",
-                "tokens_per_s", "tokens_per_s_per_sequence", "achieved_gb_per_s",
-                "ceiling_tokens_per_s", "fraction_of_ceiling",
-                "weight_read_ceiling_tokens_per_s", "fraction_of_weight_read_ceiling",
-                "torch"]
+#: Lab 1's decode stack on a GPU: 2 GiB of weights, or an eighth of a smaller GPU's memory.
+GPU_DECODE_STACK_BYTES = 2 * 2**30
 
-
-def step_row(*, device, model, kernel, dtype, weight_format, n_layers, d_model, batch,
-             context, weight_bytes, kv_cache_bytes, step_flops, bound, cuda_graph, compiled,
-             timing, ceiling_tokens_per_s, weight_read_ceiling_tokens_per_s) -> dict:
-    """One measured decode step as a dict with `STEP_COLUMNS`: what was run, its bytes
-    (weights + KV cache) and FLOPs, the median seconds and rates derived from them, each
-    ceiling and the fraction reached, and the torch version (kernels change with it)."""
-    import torch
-
-    seconds = timing.median_s
-    step_bytes = weight_bytes + kv_cache_bytes
-    tokens = batch / seconds
-    return {"device": device, "model": model, "kernel": kernel, "dtype": dtype,
-            "weight_format": weight_format, "n_layers": n_layers, "d_model": d_model,
-            "batch": batch, "context": context, "weight_bytes": weight_bytes,
-            "kv_cache_bytes": kv_cache_bytes, "step_bytes": step_bytes,
-            "step_flops": step_flops, "bound": bound, "cuda_graph": bool(cuda_graph),
-            "compiled": bool(compiled), "seconds": seconds, "iqr_s": timing.iqr_s,
-            "tokens_per_s": tokens, "tokens_per_s_per_sequence": 1 / seconds,
-            "achieved_gb_per_s": step_bytes / seconds / 1e9,
-            "ceiling_tokens_per_s": ceiling_tokens_per_s,
-            "fraction_of_ceiling": _bench._fraction(tokens, ceiling_tokens_per_s),
-            "weight_read_ceiling_tokens_per_s": weight_read_ceiling_tokens_per_s,
-            "fraction_of_weight_read_ceiling": _bench._fraction(
-                tokens, weight_read_ceiling_tokens_per_s),
-            "torch": torch.__version__}
+def decode_stack_bytes(accelerator) -> float:
+    """Lab 1: the bytes of fp16 weights its GPU decode stack aims at: 2 GiB, or an eighth
+    of the device's memory if that is less (a T4's 15.84 GB: 1.98 GB)."""
+    acc = accelerator if hasattr(accelerator, "memory_bytes") else _hardware.get(accelerator)
+    return float(min(GPU_DECODE_STACK_BYTES, acc.memory_bytes / 8))
 
 
-def matrix_chain_step(d_model, n_matrices, batch=1, dtype=None, device=None, *,
-                      cuda_graph=False, min_run_time=None, accelerator=None) -> dict:
-    """Lab *Weight reads*: time x = x @ W through `n_matrices` weights [d_model, d_model]
-    (x: [batch, d_model]) and return one `step_row`: its ceiling is the roofline's for the
-    chain's bytes and FLOPs, its weight-read ceiling the bandwidth over the weight bytes.
-    `cuda_graph=True` (GPU only) replays the chain from one CUDA graph."""
-    d_model = _validate.count("d_model", d_model)
-    n_matrices = _validate.count("n_matrices", n_matrices)
-    batch = _validate.count("batch", batch)
-    device, dtype, tdtype, bpe, acc, _ = _bench._target(device, dtype, accelerator)
-    n_params = n_matrices * d_model * d_model
-    _bench._refuse_beyond_memory(n_params * bpe, device, f"{n_matrices} [{d_model}, "
-                                 f"{d_model}] matrices")
-    # Scaled so activations stay O(1) through the chain (no fp16 overflow).
-    weights = [_bench._random((d_model, d_model), tdtype, device, d_model**-0.5)
-               for _ in range(n_matrices)]  # n x [d_model, d_model]
-    x0 = _bench._random((batch, d_model), tdtype, device)  # [batch, d_model]
+def stack_step_seconds(weight_bytes, n_kernels, bandwidth_bytes_per_s, *, achievable=True,
+                       engine=False) -> float:
+    """Lab 1: seconds of a step that reads `weight_bytes` through `n_kernels` kernels at a
+    datasheet bandwidth. `achievable=False`: the ceiling, bytes / bandwidth. Otherwise the
+    achievable model (`achievable.FITTED`): bytes at its `bandwidth` fraction, plus its
+    `kernel_gap_s` a kernel (a replayed graph); `engine=True` adds its fixed `step_s`
+    (scheduler, sampling), which an engine pays and the lab's loop does not."""
+    b = _validate.positive("weight_bytes", weight_bytes)
+    n = _validate.count("n_kernels", n_kernels, minimum=1, maximum=1 << 20)
+    bw = _validate.positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
+    if not achievable:
+        return b / bw
+    eff = _achievable.FITTED
+    return (b / (eff.bandwidth * bw) + n * eff.kernel_gap_s
+            + (eff.step_s if engine else 0.0))
 
-    def step():
-        x = x0
-        for w in weights:
-            x = x @ w
-        return x
 
-    graphed = bool(cuda_graph and device.type == "cuda")
-    t = _bench.time_fn(_bench._graphed(step, device) if graphed else step,
-                       min_run_time=min_run_time, device=device)
-    weight_bytes, flops = n_params * bpe, 2.0 * n_params * batch
-    on_roof = _roofline.evaluate({"chain": {"flops": flops, "bytes": weight_bytes,
-                                            "dtype": dtype}}, acc,
-                                 missing="nan").iloc[0]  # a measured row: NaN ceiling
-    return step_row(device=acc.name, model=f"{n_matrices} x [{d_model}, {d_model}] matrices",
-                    kernel="dense", dtype=dtype, weight_format=dtype, n_layers=n_matrices,
-                    d_model=d_model, batch=batch, context=0, weight_bytes=weight_bytes,
-                    kv_cache_bytes=0.0, step_flops=flops, bound=str(on_roof["bound"]),
-                    cuda_graph=graphed, compiled=False, timing=t,
-                    ceiling_tokens_per_s=_call_or_nan(lambda: batch / on_roof["seconds"]),
-                    weight_read_ceiling_tokens_per_s=_call_or_nan(
-                        _llm.weight_read_ceiling, n_params, bpe, acc.bandwidth, batch))
+def kernel_failure(kernel, exc) -> str:
+    """One line for a kernel whose measurement raised `exc`, as lab 4 and `python -m
+    gpuinfer bench` both report it: out of memory said as such, anything else named with its
+    error, and the other kernels carry on."""
+    if _device.is_oom(exc):
+        return (f"{kernel}: out of GPU memory for a second copy of the weights; skipped, "
+                f"the other kernels carry on.")
+    text = " ".join(str(exc).split())[:300]
+    return f"{kernel}: FAILED ({type(exc).__name__}: {text}); the other kernels carry on."
 
 
 # --- what this torch build can run ---------------------------------------------------------------
@@ -600,9 +556,9 @@ def matrix_chain_step(d_model, n_matrices, batch=1, dtype=None, device=None, *,
 def kernel_available(kernel, device=None) -> bool:
     """Whether this torch build runs `kernel` on `device` (tries a tiny product)."""
     _kernel(kernel)
-    device = _bench._device(device)
+    device = _device.resolve(device)
     try:
-        stack = DecodeStack(_tiny_spec(), _bench.default_dtype(device), device)
+        stack = DecodeStack(_tiny_spec(), _device.default_dtype(device), device)
         if kernel != "dense":
             stack = stack.quantised(kernel)
         stack.output(1, 0)

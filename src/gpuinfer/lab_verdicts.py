@@ -14,6 +14,9 @@ import math
 
 from . import achievable as _achievable
 from . import validate as _v
+# Facts of the measurement stack, kept where they are measured; the labs read them here.
+from .decoding import (GPU_DECODE_STACK_BYTES, decode_stack_bytes,  # noqa: F401
+                       kernel_failure, stack_step_seconds)
 
 #: A timing whose interquartile range is over this fraction of its median is noisy.
 NOISY_SPREAD = 0.25
@@ -22,41 +25,12 @@ NOISY_SPREAD = 0.25
 TOO_LARGE_FOR_ONE_FUSION = 0.25
 
 
-#: Lab 1's decode stack on a GPU: 2 GiB of weights, or an eighth of a smaller GPU's memory.
-GPU_DECODE_STACK_BYTES = 2 * 2**30
-
 #: The achievable model for a lab's bare loop (`achievable.FITTED` less its fixed
 #: `step_s`): the fitted kernels' bandwidth and the gaps between them, but no scheduler,
 #: no sampling, no host bookkeeping, which an engine pays every step and a lab's loop
 #: of matmuls does not. The labs grade their loop against this and the ceiling, and show
 #: the engine's (`achievable.FITTED`) beside them.
 LOOP = dataclasses.replace(_achievable.FITTED, step_s=0.0)
-
-
-def decode_stack_bytes(accelerator) -> float:
-    """Lab 1: the bytes of fp16 weights its GPU decode stack aims at: 2 GiB, or an eighth
-    of the device's memory if that is less (a T4's 15.84 GB: 1.98 GB)."""
-    from . import hardware as _hardware
-
-    acc = accelerator if hasattr(accelerator, "memory_bytes") else _hardware.get(accelerator)
-    return float(min(GPU_DECODE_STACK_BYTES, acc.memory_bytes / 8))
-
-
-def stack_step_seconds(weight_bytes, n_kernels, bandwidth_bytes_per_s, *, achievable=True,
-                       engine=False) -> float:
-    """Lab 1: seconds of a step that reads `weight_bytes` through `n_kernels` kernels at a
-    datasheet bandwidth. `achievable=False`: the ceiling, bytes / bandwidth. Otherwise the
-    achievable model (`achievable.FITTED`): bytes at its `bandwidth` fraction, plus its
-    `kernel_gap_s` a kernel (a replayed graph); `engine=True` adds its fixed `step_s`
-    (scheduler, sampling), which an engine pays and the lab's loop does not."""
-    b = _v.positive("weight_bytes", weight_bytes)
-    n = _v.count("n_kernels", n_kernels, minimum=1, maximum=1 << 20)
-    bw = _v.positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
-    if not achievable:
-        return b / bw
-    eff = _achievable.FITTED
-    return (b / (eff.bandwidth * bw) + n * eff.kernel_gap_s
-            + (eff.step_s if engine else 0.0))
 
 
 def against_achievable(of_ceiling, of_achievable, *, on_gpu) -> str:
@@ -100,19 +74,6 @@ def knee_batch(model, accelerator, context=0, dtype="fp16", *, achievable=True,
     while b <= top and per_sequence(b) >= share * base:
         knee, b = b, 2 * b
     return knee
-
-
-def kernel_failure(kernel, exc) -> str:
-    """Lab 4: one line for a kernel whose measurement raised `exc`, as `python -m
-    gpuinfer bench` reports it: out of memory said as such, anything else named with its
-    error, and the other kernels carry on."""
-    from . import bench as _bench
-
-    if _bench._is_oom(exc):
-        return (f"{kernel}: out of GPU memory for a second copy of the weights; skipped, "
-                f"the other kernels carry on.")
-    text = " ".join(str(exc).split())[:300]
-    return f"{kernel}: FAILED ({type(exc).__name__}: {text}); the other kernels carry on."
 
 
 def read_share(share, *, on_gpu) -> str:

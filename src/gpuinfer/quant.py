@@ -483,10 +483,13 @@ def bytes_per_weight(bits, group_size=None, scale_bytes=2.0, zero_point_bytes=0.
     bits = _bits(bits)
     scale_bytes = _v.non_negative("scale_bytes", scale_bytes)
     zero_point_bytes = _v.non_negative("zero_point_bytes", zero_point_bytes)
-    if group_size is None:
-        return bits / 8
-    group_size = _v.count("group_size", group_size)
-    return bits / 8 + (scale_bytes + zero_point_bytes) / group_size
+    group_size = None if group_size is None else _v.count("group_size", group_size)
+    # The arithmetic is dtypes' (`Format.bytes_per_element`), for a format of these bits
+    # whose per-group overhead is the scale and the zero point together.
+    fmt = _dtypes.Format(f"int{bits}", bits, "int", "int4" if bits <= 4 else "int8",
+                         block_size=group_size,
+                         scale_bits=8 * (scale_bytes + zero_point_bytes))
+    return fmt.bytes_per_element
 
 
 # --- packing int4 ----------------------------------------------------------------------------

@@ -139,3 +139,19 @@ def test_host_copies_by_hand():
     assert tabular.predicted_latency_s(1, "T4", 0.0, dtype="fp16", host_link=link) \
         == pytest.approx(base + copies)
     assert tabular.host_copy_s(1e9, "PCIe Gen3 x16") == pytest.approx(6.5e-6 + 1e9 / bw)
+
+
+def test_predicted_latency_checks_its_arguments_outside_the_displayed_body():
+    import inspect
+
+    # Chapter 6 prints the source: the body is the model, the checks are the decorator's.
+    body = inspect.getsource(tabular.predicted_latency_s.__wrapped__).split('"""')[-1]
+    assert "_v." not in body and "raise" not in body
+    for kw, err, name in ((dict(batch=0), ValueError, "batch"),
+                          (dict(overhead_per_kernel_s=-1e-6), ValueError, "overhead_per_kernel_s"),
+                          (dict(min_kernel_s=float("nan")), ValueError, "min_kernel_s"),
+                          (dict(overlap="yes"), TypeError, "overlap"),
+                          (dict(accelerator="nope"), KeyError, "accelerator")):
+        args = {"batch": 1, "accelerator": "T4", "overhead_per_kernel_s": 1e-5, **kw}
+        with pytest.raises(err, match=name):
+            tabular.predicted_latency_s(**args)

@@ -189,6 +189,23 @@ def overlapped_seconds(kernels, launch_s, device_s, *, overlap=True):
     return _v.scalar_or_array(t)
 
 
+def _device(name, value):
+    """`accelerator` as a catalogue device (`hardware.get`)."""
+    from . import hardware as _hardware
+
+    return _hardware.get(value)
+
+
+def _overlap_or_none(name, value):
+    """True, False, or None (decided from the device: True on a GPU)."""
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"{name} must be True, False or None, got {value!r}")
+    return value
+
+
+@_v.checked(batch=_v.rule(_v.positive, integer=True, array=True), accelerator=_device,
+            overhead_per_kernel_s=_v.non_negative, min_kernel_s=_v.non_negative,
+            overlap=_overlap_or_none)
 def predicted_latency_s(batch, accelerator, overhead_per_kernel_s, *,
                         n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN,
                         n_outputs=DEFAULT_OUTPUTS, dtype="fp32", fused=False,
@@ -208,26 +225,19 @@ def predicted_latency_s(batch, accelerator, overhead_per_kernel_s, *,
       the host launches ahead while the device works, so the slower of the two streams
       sets the pace, and the first launch is always paid.
     Vectorised over `batch`."""
-    from . import hardware as _hardware
     from . import roofline as _roofline
 
-    acc = _hardware.get(accelerator)
-    overhead = _v.non_negative("overhead_per_kernel_s", overhead_per_kernel_s)
-    floor = _v.non_negative("min_kernel_s", min_kernel_s)
     if overlap is None:
-        overlap = acc.kind == "gpu"
-    if not isinstance(overlap, bool):
-        raise TypeError(f"overlap must be True, False or None, got {overlap!r}")
-    batches = _v.positive("batch", batch, integer=True, array=True)
+        overlap = accelerator.kind == "gpu"
     bpe = _dtypes.bytes_per_element(dtype)
     out = []
-    for b in np.atleast_1d(batches):
+    for b in np.atleast_1d(batch):
         ops = _roofline.evaluate(mlp_ops(int(b), n_features, hidden, n_outputs, dtype,
-                                         fused=fused), acc)
-        device = float(np.maximum(ops["seconds"].to_numpy(), floor).sum())
-        t = overlapped_seconds(len(ops), overhead, device, overlap=overlap)
+                                         fused=fused), accelerator)
+        device = float(np.maximum(ops["seconds"].to_numpy(), min_kernel_s).sum())
+        t = overlapped_seconds(len(ops), overhead_per_kernel_s, device, overlap=overlap)
         if host_link is not None:
             t += (host_copy_s(int(b) * n_features * bpe, host_link)
                   + host_copy_s(int(b) * n_outputs * bpe, host_link))
         out.append(t)
-    return float(out[0]) if np.ndim(batches) == 0 else np.array(out)
+    return float(out[0]) if np.ndim(batch) == 0 else np.array(out)

@@ -176,3 +176,49 @@ def test_the_ceiling_holds_trtllms_moe_measurements():
         ceiling = llm_serving.offline_throughput("qwen3-30b-a3b", "B200", i, o, dtype="nvfp4",
                                                  compute_dtype="fp4", kv_dtype="bf16")
         assert ceiling["tokens_per_s"] >= measured, (i, o)
+
+
+def test_the_derated_device_by_hand():
+    # A100 80GB on FITTED: fp16/bf16 peaks x 0.70 x its best 16-bit MAMF fraction
+    # (bf16: 271.2 of 312 TFLOP/s): 0.70 x 271.2e12 = 189.84e12 FLOP/s; its int8 peak
+    # (624e12) has no 8-bit measurement on an A100, so the fp8 median (0.7486, above)
+    # stands in: 624e12 x 0.70 x 0.7486 = 327.0e12; bandwidth 0.85 x 2039e9 = 1733.15e9.
+    acc = A.accelerator("A100 80GB")
+    assert acc.name == "A100 80GB (achievable)"
+    assert acc.peak_flops("fp16") == pytest.approx(0.70 * 271.2e12)
+    assert acc.peak_flops("bf16") == pytest.approx(0.70 * 271.2e12)
+    assert acc.peak_flops("int8") == pytest.approx(
+        624e12 * 0.70 * (1453.4 / 1979 + 3432.5 / 4500) / 2)
+    assert acc.bandwidth == pytest.approx(0.85 * 2039e9)
+    # int8 weight-only: the dequantising kernels stream at a further 0.83.
+    assert A.accelerator("A100 80GB", weight_format="int8").bandwidth == pytest.approx(
+        0.83 * 0.85 * 2039e9)
+    # The ceiling is the datasheet's device.
+    ceil = A.accelerator("A100 80GB", A.CEILING)
+    assert ceil.peaks == hardware.get("A100 80GB").peaks
+    assert ceil.bandwidth == hardware.get("A100 80GB").bandwidth
+
+
+def test_compute_bound_batch_on_the_derated_rates():
+    # On the ceiling it is llm's; on FITTED it is llm's on the derated device, and its
+    # ridge falls from 312e12 / 2039e9 = 153.0 to 189.84e12 / 1733.15e9 = 109.5 FLOP/B,
+    # so the batch falls by about 109.5 / 153.0 = 0.716 (162 -> about 116).
+    dense = llm.compute_bound_batch("llama-2-7b", "A100 80GB", "fp16")
+    assert A.compute_bound_batch("llama-2-7b", "A100 80GB", "fp16", efficiency=False) == dense
+    got = A.compute_bound_batch("llama-2-7b", "A100 80GB", "fp16")
+    assert got == llm.compute_bound_batch("llama-2-7b", A.accelerator("A100 80GB"), "fp16")
+    assert got == pytest.approx(dense * (189.84e12 / 1733.15e9) / (312e12 / 2039e9), rel=0.05)
+
+
+def test_errors_say_where_each_rows_matmul_fraction_comes_from():
+    assert A.matmul_source("H100 SXM", "fp8") == "measured"
+    assert A.matmul_source("A100 80GB", "bf16") == "measured"
+    assert A.matmul_source("B200", "fp4") == "fp8 stand-in"       # B200 has an fp8 figure
+    assert A.matmul_source("GB200", "fp4") == "catalogue median"   # GB200 has none
+    assert A.matmul_source("A100 80GB", "int8") == "catalogue median"
+    e = A.errors()
+    src = dict(zip(zip(e["accelerator"], e["weight_format"]), e["matmul_source"]))
+    assert src[("H100 SXM", "fp8")] == "measured"
+    assert src[("B200", "nvfp4")] == "fp8 stand-in"
+    assert src[("GB200", "nvfp4")] == "catalogue median"
+    assert set(e["matmul_source"]) <= set(A.MATMUL_SOURCES)

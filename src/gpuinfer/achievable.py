@@ -193,6 +193,26 @@ def matmul_fraction(accelerator, dtype) -> float:
     return _matmul_fraction(acc.name, _dtypes.peak_dtype(dtype))
 
 
+#: `matmul_source`'s answers.
+MATMUL_SOURCES = ("measured", "fp8 stand-in", "catalogue median")
+
+
+def matmul_source(accelerator, dtype) -> str:
+    """Where `matmul_fraction(accelerator, dtype)` comes from: "measured" (a MAMF-style
+    figure for that GPU and format: fp16/bf16 for a 16-bit peak, fp8 for fp8), "fp8
+    stand-in" (int8, fp4 or int4 arithmetic with no measurement of its own: the GPU's
+    fp8 fraction serves) or "catalogue median" (the GPU has no measurement of the
+    class: the median over the GPUs that do)."""
+    acc = _hardware.get(accelerator)
+    peak = _dtypes.peak_dtype(dtype)
+    cls = _FALLBACK_CLASS.get(peak, "16")
+    t = matmul_fractions()
+    fmts = ("fp16", "bf16") if cls == "16" else ("fp8",)
+    if not len(t[(t["accelerator"] == acc.name) & t["format"].isin(fmts)]):
+        return "catalogue median"
+    return "measured" if cls == "16" or peak == "fp8" else "fp8 stand-in"
+
+
 @functools.lru_cache(maxsize=None)
 def _matmul_fraction(name, peak) -> float:
     cls = _FALLBACK_CLASS.get(peak, "16")
@@ -202,6 +222,43 @@ def _matmul_fraction(name, peak) -> float:
     if len(mine):
         return float(mine["fraction"].max())
     return float(t[t["format"].isin(fmts)]["fraction"].median())
+
+
+# --- the derated device -------------------------------------------------------------------
+
+def _derate(acc, eff, weight_format):
+    peaks = {k: v * eff.matmul_scale * (eff.matmul if eff.matmul is not None
+                                         else matmul_fraction(acc, k))
+             for k, v in acc.peaks.items()}
+    w = _dtypes.get(weight_format)
+    bw = acc.bandwidth * eff.bandwidth * (eff.weight_only_fraction(w.name) if w.quantised
+                                          else 1.0)
+    return dataclasses.replace(acc, name=f"{acc.name} (achievable)", peaks=peaks,
+                               bandwidth=bw)
+
+
+def accelerator(name, efficiency=FITTED, *, weight_format="fp16"):
+    """The device at the achievable model's rates for a weight matmul, as an
+    `hardware.Accelerator` the roofline functions take: each peak x `matmul_scale` x
+    the fraction a tuned matmul reaches in that format (`matmul_fraction`, or the
+    Efficiency's own `matmul`), the bandwidth x `bandwidth` (and, for int8/int4
+    weight-only `weight_format`, x its `weight_only` factor). Named "<name>
+    (achievable)". Attention's rate (`attention`) and the step's overheads are not in
+    it: use `step_seconds` for a whole step. With `CEILING` the device is the
+    datasheet's."""
+    return _derate(_hardware.get(name), as_efficiency(efficiency), weight_format)
+
+
+def compute_bound_batch(model_, accelerator_, dtype="fp16", *, kv_dtype=None,
+                        compute_dtype=None, efficiency=FITTED) -> float:
+    """`llm.compute_bound_batch` on the derated device (`accelerator`): the smallest batch
+    at which a decode step's weight matmuls turn compute-bound at the rates a real
+    matmul reaches. Sooner than the datasheet's ridge wherever the matmul fraction is
+    below the bandwidth fraction x the weight-only factor (peak falls more than
+    bandwidth)."""
+    acc = _derate(_hardware.get(accelerator_), as_efficiency(efficiency), dtype)
+    return _llm.compute_bound_batch(model(model_), acc, dtype, kv_dtype=kv_dtype,
+                                    compute_dtype=compute_dtype)
 
 
 # --- one step -----------------------------------------------------------------------------
@@ -380,7 +437,8 @@ def predict(row, achievable=True) -> float:
 
 def errors(efficiency=None, split=None):
     """Predicted against measured for every row of `measurements(split)`: columns
-    `measured`, `ceiling`, `achievable` (tokens/s per GPU), `error_pct` (achievable over
+    `matmul_source` (`matmul_source` of the row's GPU and compute format: "measured",
+    "fp8 stand-in" or "catalogue median"), `measured`, `ceiling`, `achievable` (tokens/s per GPU), `error_pct` (achievable over
     measured, minus 1, in %), `measured_over_ceiling`. `df.attrs` holds the median and
     worst absolute % error (`median_abs_error_pct`, `worst_abs_error_pct`) of the rows
     shown."""
@@ -388,6 +446,11 @@ def errors(efficiency=None, split=None):
     df = measurements(split)
     out = df[["id", "split", "source", "engine", "model", "accelerator", "tp",
               "weight_format", "scenario", "input_tokens", "output_tokens"]].copy()
+    out["matmul_source"] = [
+        matmul_source(r["accelerator"], _dtypes.formats(
+            r["weight_format"], r["kv_dtype"] if isinstance(r["kv_dtype"], str) else None,
+            r["compute_dtype"] if isinstance(r["compute_dtype"], str) else None)[2])
+        for _, r in df.iterrows()]
     out["measured"] = df["tokens_per_s_per_gpu"].astype(float)
     out["ceiling"] = [predict(r, False) for _, r in df.iterrows()]
     out["achievable"] = [predict(r, eff) for _, r in df.iterrows()]

@@ -3,6 +3,7 @@ roofline, chunked prefill, a paged KV cache, disaggregation, SLO attainment and 
 against values worked by hand."""
 
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -491,3 +492,58 @@ def test_an_moe_offline_run_from_its_step_model():
     a = llm_serving.offline_throughput("mixtral-8x7b", GPU, 64, 4, tp=2, max_num_seqs=4,
                                        achievable=True)
     assert a["tokens_per_s"] < r["tokens_per_s"]
+
+
+def test_disaggregated_runs_on_the_achievable_model():
+    # One request alone: TTFT is the achievable model's prefill step, and with every
+    # efficiency 1 and every overhead 0 the run is the ceiling's.
+    from gpuinfer import achievable
+
+    fit = llm_serving.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8,
+                                             achievable=True)
+    ceil = llm_serving.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8)
+    assert fit.iloc[0]["ttft"] == pytest.approx(
+        achievable.step_seconds(MODEL, GPU, [1000], [0], logits=[1]))
+    assert fit.iloc[0]["finish"] > ceil.iloc[0]["finish"]
+    ones = dataclasses.replace(achievable.CEILING)
+    same = llm_serving.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8,
+                                              achievable=ones)
+    assert same.iloc[0]["finish"] == pytest.approx(ceil.iloc[0]["finish"], rel=1e-12)
+
+
+def test_tp_step_seconds_by_hand():
+    # TP1: the single-GPU step (a 1,000-token prefill of llama-3-8b on an H100).
+    assert llm_serving.tp_step_seconds(MODEL, GPU, 1, 1000) == pytest.approx(
+        llm.prefill_time(MODEL, GPU, 1000))
+    # TP2 ceiling: the shard's roofline step plus 2 x 32 + 1 = 65 all-reduces of
+    # 1,000 x 4096 x 2 B = 8,192,000 B at NVLink 4's 370.8 GB/s, no latency.
+    from gpuinfer import parallel
+
+    part = parallel.shard(MODEL, 2)
+    got = llm_serving.tp_step_seconds(MODEL, GPU, 2, 1000, parts=True)
+    assert got["n_allreduces"] == 65
+    assert got["comm_s"] == pytest.approx(65 * 8_192_000 / 370.8e9)
+    assert got["total_s"] == pytest.approx(llm.prefill_time(part, GPU, 1000) + got["comm_s"])
+    # The achievable step prices NCCL's ring with its latency: more than the bound.
+    ach = llm_serving.tp_step_seconds(MODEL, GPU, 2, 1000, achievable=True, parts=True)
+    assert ach["comm_s"] == pytest.approx(65 * parallel.interconnect_allreduce_time(
+        8_192_000, 2, "NVLink 4"))
+    assert ach["comm_s"] > got["comm_s"] and ach["total_s"] > got["total_s"]
+    with pytest.raises(ValueError, match="logits"):
+        llm_serving.tp_step_seconds(MODEL, GPU, 2, 4, logits=5)
+
+
+def test_vllm_memory_utilization_defaults():
+    # vLLM's LLM() defaults to 0.92 now (0.9 before); the achievable model keeps 0.9,
+    # the value it was fitted with. kv_cache_budget with u = 0.92 on an H100 (its
+    # memory_bytes M) for llama-3-8b: 0.92 M - weights - reserve.
+    assert llm_serving.VLLM_GPU_MEMORY_UTILIZATION == 0.92
+    assert llm_serving.ACHIEVABLE_GPU_MEMORY_UTILIZATION == 0.9
+    M = hardware.get(GPU).memory_bytes
+    want = 0.92 * M - llm.weight_bytes(MODEL) - llm.DEFAULT_RESERVE_BYTES
+    assert llm_serving.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=0.92) == \
+        pytest.approx(want)
+    a = llm_serving.offline_throughput(MODEL, GPU, 500, 200, achievable=True)
+    b = llm_serving.offline_throughput(MODEL, GPU, 500, 200, achievable=True,
+                                       gpu_memory_utilization=0.9)
+    assert a["kv_budget_bytes"] == b["kv_budget_bytes"]

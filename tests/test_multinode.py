@@ -67,3 +67,15 @@ def test_tp8_pp2_is_tp8s_step_split_in_two_plus_one_send():
     one = multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 8, 2, batch=8, context=4096,
                                  micro_batches=1)
     assert one["tokens_per_s"] == pytest.approx(8 / one["latency_s"])
+
+
+def test_tp_pp_on_the_achievable_model():
+    # The stage is 1/pp of the TP group's achievable step; the send is priced as before.
+    tp8 = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, 8, 4096, achievable=True)
+    roof = multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 8, 2, batch=8, context=4096)
+    r = multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 8, 2, batch=8, context=4096,
+                               achievable=True)
+    assert r["stage_s"] == pytest.approx(tp8["total_s"] / 2)
+    assert r["send_s"] == roof["send_s"]
+    assert r["latency_s"] == pytest.approx(tp8["total_s"] + r["send_s"])
+    assert r["tokens_per_s"] < roof["tokens_per_s"]

@@ -341,3 +341,68 @@ def test_pipeline_latency_is_the_whole_model_and_throughput_scales():
     assert pp16["send_s"] == pytest.approx(across)
     with pytest.raises(ValueError, match="layers"):
         parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 3)
+
+
+def test_tp_step_on_the_achievable_model_and_its_ceiling_by_hand():
+    from gpuinfer import achievable
+
+    # A batch-1 decode step of llama-2-70b on 8 x H100 is bandwidth-bound in every row
+    # (about 1 FLOP a byte, far below the ridge), so at half the bandwidth (and half the
+    # matmul peak, which it never reaches) each row takes twice its roofline time; the
+    # step adds its fixed 1 ms: shard = 2 x roofline shard + 1 ms. No kernel gaps.
+    eff = achievable.Efficiency(matmul=0.5, bandwidth=0.5, attention=1.0, step_s=1e-3,
+                                kernel_gap_s=0.0, attention_dtype=None)
+    roof = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8)
+    ach = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, achievable=eff)
+    assert ach["shard_s"] == pytest.approx(2 * roof["shard_s"] + 1e-3)
+    # The all-reduces are priced as without it: 161 of NCCL's LL ring (the test above).
+    assert ach["comm_s"] == roof["comm_s"]
+    assert ach["total_s"] == pytest.approx(2 * roof["shard_s"] + 1e-3 + roof["comm_s"])
+    assert parallel.tp_decode_step_time("llama-2-70b", "H100 SXM", 8, achievable=eff) \
+        == pytest.approx(ach["total_s"])
+    # The ceiling, a lower bound on time, is the same in both: the roofline shard plus
+    # 161 all-reduces of 16,384 B at NVLink 4's NCCL bus bandwidth, 370.8 GB/s, no
+    # latency: 161 x 44.2 ns = 7.11 us (NCCL's LL ring: 161 x 15.2 us = 2.45 ms).
+    floor = 161 * 16384 / 370.8e9
+    assert roof["ceiling_s"] == pytest.approx(roof["shard_s"] + floor)
+    assert ach["ceiling_s"] == pytest.approx(roof["ceiling_s"])
+    assert roof["ceiling_s"] < roof["total_s"] < ach["total_s"]
+    # The serving simulator's ceiling for the same step is this bound.
+    from gpuinfer import llm_serving
+
+    assert llm_serving.tp_step_seconds("llama-2-70b", "H100 SXM", 8, 1, 0) \
+        == pytest.approx(roof["ceiling_s"])
+
+
+def test_allreduce_floor_by_hand():
+    # Inside an NVLink 4 domain: 1 MB / 370.8e9 B/s = 2.697 us, whatever N (2..8).
+    for n in (2, 8):
+        assert parallel.allreduce_floor_s(1e6, n, "NVLink 4") == pytest.approx(1e6 / 370.8e9)
+    assert parallel.allreduce_floor_s(1e6, 1, "NVLink 4") == 0.0
+    # 16 GPUs, 2 nodes on InfiniBand NDR x8 (400e9 B/s a node): each node moves at least
+    # 2 x 1/2 x 1 MB = 1 MB over 400e9 B/s = 2.5 us, less than NVLink's 2.697 us; 64
+    # GPUs (8 nodes): 2 x 7/8 x 1e6 / 400e9 = 4.375 us, the network's.
+    assert parallel.allreduce_floor_s(1e6, 16, "NVLink 4") == pytest.approx(1e6 / 370.8e9)
+    assert parallel.allreduce_floor_s(1e6, 64, "NVLink 4") == pytest.approx(4.375e-6)
+    # Never above NCCL's modelled all-reduce.
+    for n in (2, 8, 16, 64):
+        for size in (16384, 1e6, 1e9):
+            assert parallel.allreduce_floor_s(size, n, "NVLink 4") < \
+                parallel.interconnect_allreduce_time(size, n, "NVLink 4")
+    with pytest.raises(ValueError, match="n_bytes"):
+        parallel.allreduce_floor_s(-1, 2, "NVLink 4")
+
+
+def test_pp_stage_is_its_share_of_the_achievable_step():
+    from gpuinfer import achievable
+
+    # 4 stages of llama-2-70b (80 layers): a stage is 1/4 of the whole decode step, on
+    # the roofline by default, on the achievable model (overheads included) with it.
+    whole = llm.decode_step_time("llama-2-70b", "H100 SXM", 8, 1024)
+    ach = achievable.decode_step_seconds("llama-2-70b", "H100 SXM", 8, 1024)
+    roof = parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 4, 8, 1024)
+    fit = parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 4, 8, 1024, achievable=True)
+    assert roof["stage_s"] == pytest.approx(whole / 4)
+    assert fit["stage_s"] == pytest.approx(ach / 4)
+    assert fit["send_s"] == roof["send_s"]
+    assert fit["latency_s"] == pytest.approx(ach + fit["sends_s"])

@@ -42,6 +42,14 @@ LLM_COLUMNS = ["arrival", "prompt_tokens", "output_tokens", "start", "first_toke
 #: vLLM's default KV-cache block size, in tokens (`--block-size`, CacheConfig
 #: DEFAULT_BLOCK_SIZE = 16: https://docs.vllm.ai/en/stable/api/vllm/config/cache/).
 DEFAULT_BLOCK_SIZE = 16
+#: vLLM's `gpu_memory_utilization` default: 0.92 in current releases (vllm/entrypoints/
+#: llm.py, `LLM.__init__(..., gpu_memory_utilization: float = 0.92)`), 0.9 before.
+VLLM_GPU_MEMORY_UTILIZATION = 0.92
+#: The fraction `offline_throughput`'s achievable model gives a server unless told: vLLM's
+#: older default, 0.9, the one the achievable model's constants were fitted with
+#: (`achievable.FITTED`); pass `gpu_memory_utilization=VLLM_GPU_MEMORY_UTILIZATION` for
+#: a current vLLM.
+ACHIEVABLE_GPU_MEMORY_UTILIZATION = 0.9
 #: Shortest run of same-shaped steps `simulate_llm` times at once rather than one by one.
 _FAST_FORWARD_MIN = 3
 
@@ -73,7 +81,8 @@ def kv_cache_budget(model, accelerator, dtype="fp16", *, gpu_memory_utilization=
       for weights, activations and KV cache; the KV cache gets u x memory - weights -
       reserve (the reserve standing in for the activations vLLM profiles). A
       per-instance limit: two instances on one GPU each take their own u, and each
-      holds its own copy of the weights.
+      holds its own copy of the weights. vLLM's default u is 0.92 in current
+      releases (`VLLM_GPU_MEMORY_UTILIZATION`), 0.9 before; here no u is assumed.
     - `free_gpu_memory_fraction=f` (TensorRT-LLM's KvCacheConfig, default 0.9): the KV
       cache gets f x the memory still free after the weights and the reserve.
 
@@ -240,9 +249,10 @@ class _StepCost:
     `compute_dtype` (W8A8: "fp8"/"int8"; W4A4: "fp4") sets the peak the matmuls run at;
     `tp` > 1 times one device's shard (`parallel.shard`: an MoE model's experts split
     1/N in width) and adds its 2 x layers + 1 all-reduces of [tokens, d_model] (the
-    ceiling: in-switch reduction, each GPU sending and receiving the message once at
-    NCCL's bus bandwidth for the link, `Interconnect.nccl_bus_bandwidth_bytes_per_s`, no
-    latency; the achievable model: NCCL's fastest ring, `parallel.interconnect_allreduce_time`).
+    ceiling, a lower bound on time: `parallel.allreduce_floor_s`, each GPU sending and
+    receiving the message once at NCCL's bus bandwidth for the link, no latency; the
+    achievable model: NCCL's fastest ring with its latency,
+    `parallel.interconnect_allreduce_time`).
     `efficiency` (an `achievable.Efficiency`; default the ceiling) derates each row's
     peak and bandwidth and adds the step's overheads (`achievable.overheads`)."""
 
@@ -285,7 +295,7 @@ class _StepCost:
             def one(tokens):
                 s = tokens * self.message_per_token
                 if ceiling:
-                    return s / ic.nccl_bus_bandwidth_bytes_per_s
+                    return _parallel.allreduce_floor_s(s, self.tp, ic)
                 return _parallel.interconnect_allreduce_time(s, self.tp, ic)
             self._one = one
 
@@ -329,6 +339,44 @@ class _StepCost:
         z = _aggregates(np.asarray(q, dtype=float), np.asarray(c, dtype=float),
                         np.asarray(lg, dtype=float))
         return float(self.many(z[:, None])[0])
+
+
+def tp_step_seconds(model, accelerator, tp, new_tokens, context=0, logits=None, *,
+                    dtype="fp16", kv_dtype=None, compute_dtype=None, interconnect=None,
+                    achievable=False, parts=False):
+    """Chapter *Beyond one GPU*: seconds of one forward step of a tensor-parallel group of
+    `tp` GPUs, as `simulate_llm` and `offline_throughput` time it: sequence i brings
+    `new_tokens[i]` tokens on top of `context[i]` cached ones (arrays, or numbers for
+    one sequence), `logits[i]` rows of the LM head (default: one each). One device's
+    shard (`parallel.shard`) on the per-operation roofline, plus 2 x layers + 1
+    all-reduces of [tokens, d_model].
+
+    `achievable=False`: the ceiling, a lower bound on the step's time: the roofline,
+    and each all-reduce at `parallel.allreduce_floor_s` (NCCL's bus bandwidth for the
+    link, no latency, messages in the compute format). True (or an
+    `achievable.Efficiency`): the achievable model (derated rates, kernel gaps, the
+    step's fixed cost) and NCCL's fastest ring with its latency
+    (`parallel.interconnect_allreduce_time`), messages in 16 bits. `parallel`'s
+    `tp_decode_step_time` prices NCCL's latency in both, so it is a model, not this
+    bound. With `parts=True` returns {"total_s", "comm_s", "n_allreduces"}."""
+    q = np.atleast_1d(_v.positive("new_tokens", new_tokens, integer=True, array=True))
+    c = np.atleast_1d(_v.non_negative("context", context, integer=True, array=True))
+    lg = (np.ones_like(q) if logits is None else
+          np.atleast_1d(_v.non_negative("logits", logits, integer=True, array=True)))
+    q, c, lg = np.broadcast_arrays(q.astype(float), c.astype(float), lg.astype(float))
+    if np.any(lg > q):
+        raise ValueError("logits must be at most new_tokens for each sequence")
+    timer = _StepCost(model, accelerator, dtype, kv_dtype, compute_dtype, tp=tp,
+                      efficiency=_efficiency(achievable), interconnect=interconnect)
+    z = _aggregates(q, c, lg)
+    total = float(timer.many(z[:, None])[0])
+    if not math.isfinite(total):
+        raise ValueError(f"{_hardware.get(accelerator).name} has no peak for "
+                         f"{_dtypes.formats(dtype, kv_dtype, compute_dtype)[2]} in the catalogue")
+    if not parts:
+        return total
+    return {"total_s": total, "comm_s": float(timer.comm_seconds([q.sum()])[0]),
+            "n_allreduces": timer.n_allreduces}
 
 
 class _LLMServer:
@@ -767,8 +815,9 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
     (vLLM's --max-num-seqs, TensorRT-LLM's max_batch_size; None: no cap) and by
     `max_num_batched_tokens` (a token budget per step: B (I + O - 1) / O <= it). The
     KV budget: for the ceiling, the card's whole memory less one GPU's weights (no
-    reserve); for the achievable model, vLLM's `gpu_memory_utilization` (default 0.9,
-    `kv_cache_budget`). Throughput grows with B (the weights are read once per step),
+    reserve); for the achievable model, vLLM's `gpu_memory_utilization` (`kv_cache_budget`;
+    default `ACHIEVABLE_GPU_MEMORY_UTILIZATION`, 0.9: vLLM's default before it became
+    0.92, the value the model was fitted with). Throughput grows with B (the weights are read once per step),
     so the largest B that fits is the best.
 
     `compute_dtype`: W8A8 ("fp8", "int8") or W4A4 ("fp4") runs the matmuls at that
@@ -803,7 +852,8 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
     if gpu_memory_utilization is None and eff.is_ceiling:
         budget = kv_cache_budget(part, acc, dtype, reserve_bytes=0)
     else:
-        u = 0.9 if gpu_memory_utilization is None else gpu_memory_utilization
+        u = (ACHIEVABLE_GPU_MEMORY_UTILIZATION if gpu_memory_utilization is None
+             else gpu_memory_utilization)
         budget = kv_cache_budget(part, acc, dtype, gpu_memory_utilization=u)
     held = i + (o - 1) / 2
     if not eff.is_ceiling:
@@ -842,7 +892,8 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
 def simulate_disaggregated(arrivals, prompt_tokens, output_tokens, model, accelerator, *,
                            max_batch, prefill_gpus=1, decode_gpus=1, decode_accelerator=None,
                            dtype="fp16", kv_dtype=None, transfer_bytes_per_s=None,
-                           block_size=DEFAULT_BLOCK_SIZE, max_prefill_tokens=None):
+                           block_size=DEFAULT_BLOCK_SIZE, max_prefill_tokens=None,
+                           achievable=False):
     """Chapter *Serving LLMs*: prefill and decode on separate GPUs (DistServe, Splitwise).
     `prefill_gpus` GPUs (`accelerator`) only prefill: each is a `simulate_llm` server
     whose requests end at their first token (whole prefills, up to `max_prefill_tokens`
@@ -853,11 +904,15 @@ def simulate_disaggregated(arrivals, prompt_tokens, output_tokens, model, accele
     order and in prefill-finish order. Each GPU has its own copy of the weights and its
     own KV cache (`kv_cache_budget`).
 
+    `achievable` as in `simulate_llm`: False times both pools' steps on the ceiling,
+    True on the fitted achievable model, or pass an `achievable.Efficiency`.
+
     Returns `simulate_llm`'s columns: `ttft` ends on the prefill GPU; `tpot` and
     `max_gap` include the transfer and the wait for a decode slot."""
     a, P, O, timer, kw = _llm_setup(arrivals, prompt_tokens, output_tokens, model,
                                     accelerator, max_batch, None, dtype, kv_dtype,
-                                    block_size, None, 0, max_prefill_tokens)
+                                    block_size, None, 0, max_prefill_tokens,
+                                    achievable=achievable)
     n_p = _v.count("prefill_gpus", prefill_gpus, maximum=1 << 16)
     n_d = _v.count("decode_gpus", decode_gpus, maximum=1 << 16)
     m = _llm.get(model)
@@ -879,7 +934,7 @@ def simulate_disaggregated(arrivals, prompt_tokens, output_tokens, model, accele
     dec = _hardware.get(decode_accelerator) if decode_accelerator is not None else None
     _, _, _, dtimer, dkw = (a, P, O, timer, kw) if dec is None else _llm_setup(
         np.sort(ready), P, O, m, dec, max_batch, None, dtype, kv_dtype, block_size, None, 0,
-        max_prefill_tokens)
+        max_prefill_tokens, achievable=achievable)
     finish = first.copy()
     max_gap = np.full(a.size, np.nan)
     pre = np.zeros(a.size, dtype=np.int64)

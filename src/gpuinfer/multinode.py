@@ -3,7 +3,9 @@ with pipeline parallelism between servers (TP x PP). Chapter: *Beyond one GPU*. 
 units: bytes, bytes/s, seconds, tokens/s.
 
 Both build on `gpuinfer.parallel` (ring and tree all-reduces, `tp_decode_breakdown`,
-`pp_decode_breakdown`) and are meant to fold into it.
+`pp_decode_breakdown`); they stay a module of their own, the one idea of crossing
+servers, so that `parallel` (sharding inside one server and what its collectives cost)
+stays under ~900 lines.
 
 NVLS_TREE (NCCL, tuning.cc at the commit `hardware.NCCL_NVLS_TREE` cites): NVLink SHARP
 reduces inside each node and a tree joins the nodes; NCCL enables it only across nodes,
@@ -65,7 +67,7 @@ def nvls_tree_allreduce(n_bytes, n_devices, interconnect="NVLink 4", *, network=
 
 
 def tp_pp_decode(model, accelerator, tp, pp, batch=1, context=0, micro_batches=None,
-                 dtype="fp16", interconnect=None, *, network=None) -> dict:
+                 dtype="fp16", interconnect=None, *, network=None, achievable=False) -> dict:
     """Decode with tensor parallelism over `tp` GPUs inside each NVLink domain and `pp`
     pipeline stages, one a domain (TP8 x PP2: two HGX servers). Each stage holds
     n_layers / pp layers and runs them as a TP`tp` group: its time is `tp`-way TP's step
@@ -77,8 +79,12 @@ def tp_pp_decode(model, accelerator, tp, pp, batch=1, context=0, micro_batches=N
     A token of one micro-batch passes every stage: latency_s = pp x stage + (pp-1) sends.
     With `micro_batches` (default `pp`) of `batch` sequences each in flight, a stage
     serves one micro-batch per (stage + send), so tokens_per_s = micro_batches x batch /
-    max(latency_s, micro_batches x (stage + send)). Returns stage_s, send_s, latency_s,
-    tokens_per_s, sequences (micro_batches x batch) and the TP group's breakdown."""
+    max(latency_s, micro_batches x (stage + send)). `achievable`: False (default) times
+    the TP group's shard on the roofline; True (or an `achievable.Efficiency`) on the
+    achievable model, so a stage is its 1/pp share of the achievable TP step; the
+    all-reduces and the send are priced as without it (NCCL's model, latency included:
+    a model, not a lower bound). Returns stage_s, send_s, latency_s, tokens_per_s,
+    sequences (micro_batches x batch) and the TP group's breakdown."""
     m, acc = _llm.get(model), _hardware.get(accelerator)
     tp = _parallel.check_tp_degree(m, tp)
     pp = _v.count("pp", pp, maximum=m.n_layers)
@@ -91,7 +97,8 @@ def tp_pp_decode(model, accelerator, tp, pp, batch=1, context=0, micro_batches=N
     if tp > ic.domain_gpus:
         raise ValueError(f"tp={tp} exceeds {ic.name}'s domain of {ic.domain_gpus:g} GPUs: "
                          "a TP group spans one domain here")
-    group = _parallel.tp_decode_breakdown(m, acc, tp, b, context, dtype, ic, network=network)
+    group = _parallel.tp_decode_breakdown(m, acc, tp, b, context, dtype, ic, network=network,
+                                          achievable=achievable)
     stage_s = group["total_s"] / pp
     send_s = 0.0
     if pp > 1:

@@ -28,8 +28,17 @@ network bandwidth (NCCL runs a channel through each NIC); across nodes NCCL's tr
 competes too. NVLink SHARP (NVLS, in-switch
 reduction) and custom one-shot all-reduces (vLLM, TensorRT-LLM) are not modelled: on
 NVSwitch systems they beat the ring for large and small messages, so this model's
-communication time is an upper bound there. These are ceilings: real libraries add
-kernel launches and synchronisation.
+communication time is an upper bound there.
+
+Two numbers, as everywhere in the course. The *ceiling* is a lower bound on a step's
+time: the shard's per-operation roofline plus each all-reduce at NCCL's bus bandwidth
+for the link and no latency (`allreduce_floor_s`; `llm_serving`'s simulator prices TP
+steps the same way, `llm_serving.tp_step_seconds`), returned as `ceiling_s`. The
+decode functions' `total_s` (and `tp_decode_step_time`) is a *model*, not a bound: the
+shard on the roofline (or, with `achievable=True`, on the calibrated achievable model,
+`gpuinfer.achievable`) plus NCCL's own cost model of its fastest ring or tree, latency
+included. Real libraries add kernel launches and synchronisation; NVLS and one-shot
+all-reduces can beat the ring.
 """
 
 from __future__ import annotations
@@ -81,6 +90,26 @@ def allreduce_time(n_bytes, n_devices, bandwidth, latency=0.0, *, base_latency=0
     if n == 1:
         return _v.scalar_or_array(np.zeros_like(s))
     return _v.scalar_or_array(2.0 * (n - 1) / n * s / bw + 2 * (n - 1) * lat + base)
+
+
+def allreduce_floor_s(n_bytes, n_devices, interconnect, *, network=None) -> float:
+    """Seconds no all-reduce of `n_bytes` on `n_devices` can beat (the ceiling's price,
+    a lower bound on time): every GPU sends and receives the message once at NCCL's bus
+    bandwidth for the link (`Interconnect.nccl_bus_bandwidth_bytes_per_s`, in-switch
+    reduction's best case), no latency; across nodes, at least each node's 2(k-1)/k x
+    n_bytes over its network bandwidth (k nodes), whichever is longer. 0 on one device.
+    `parallel`'s decode models price NCCL's ring or tree with its latency instead
+    (`interconnect_allreduce_time`): more, always."""
+    n = check_devices(n_devices)
+    s = _v.non_negative("n_bytes", n_bytes)
+    if n == 1:
+        return 0.0
+    ic, net, nodes = ring_route(n, interconnect, network)
+    t = s / ic.nccl_bus_bandwidth_bytes_per_s
+    if net is not None:
+        node_bw = net.bandwidth_bytes_per_s * (1 if net.scope == "per node" else ic.domain_gpus)
+        t = max(t, 2.0 * (nodes - 1) / nodes * s / node_bw)
+    return float(t)
 
 
 def ring_route(n, interconnect, network=None):
@@ -392,39 +421,60 @@ def link_for(interconnect, accelerator):
     return _hardware.get_interconnect(interconnect)
 
 
+def _shard_step(part, acc, b, c, dtype, kv_dtype, compute_dtype, achievable):
+    """(ops table, seconds) of one device's decode step: the roofline's (`achievable`
+    False) or the achievable model's rows plus its step overheads."""
+    from . import achievable as _achievable
+
+    eff = _achievable.as_efficiency(achievable)
+    if eff.is_ceiling:
+        ops = _llm.decode_step_breakdown(part, acc, b, c, dtype, kv_dtype=kv_dtype,
+                                         compute_dtype=compute_dtype)
+        return ops, float(ops["seconds"].sum())
+    ops = _achievable.step_breakdown(part, acc, np.ones(b, dtype=int), np.full(b, c), dtype,
+                                     kv_dtype=kv_dtype, compute_dtype=compute_dtype,
+                                     achievable=eff)
+    return ops, float(_achievable.overheads(ops["seconds"].sum(), part.n_layers, eff))
+
+
 def tp_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
                         interconnect=None, *, network=None, kv_dtype=None,
-                        compute_dtype=None) -> dict:
+                        compute_dtype=None, achievable=False) -> dict:
     """The parts of one tensor-parallel decode step on N devices. Returns a dict:
-    `ops` (one device's shard as `llm.decode_step_breakdown`'s table), `shard_s` (its
-    sum: the step's arithmetic and memory time on one device), `n_allreduces`
-    (2 x layers + 1), `allreduce_bytes` ([batch, d_model] in the compute format),
-    `allreduce_s` (one, NCCL's fastest algorithm and protocol), `algorithm`, `protocol`,
-    `comm_s` (all of them),
-    `total_s` (shard_s + comm_s), the bytes behind them and the route (`interconnect`,
-    `network`, `nodes`).
+    `ops` (one device's shard as `llm.decode_step_breakdown`'s table; with `achievable`,
+    `achievable.step_breakdown`'s, `ceiling_s` beside `seconds`), `shard_s` (the step's
+    time on one device: the rows' sum, plus the achievable model's step overheads),
+    `n_allreduces` (2 x layers + 1), `allreduce_bytes` ([batch, d_model] in the compute
+    format), `allreduce_s` (one, NCCL's fastest algorithm and protocol, latency
+    included), `algorithm`, `protocol`, `comm_s` (all of them), `total_s` (shard_s +
+    comm_s: a model, not a bound), `ceiling_s` (the lower bound on the step's time: the
+    shard's roofline plus each all-reduce at `allreduce_floor_s`), the bytes behind them
+    and the route (`interconnect`, `network`, `nodes`).
 
-    `interconnect`: a name ("NVLink 4", "PCIe Gen5 x16") or `hardware.Interconnect`;
-    default: the accelerator's NVLink generation. Past the link's domain the ring takes
-    `network` (default `DEFAULT_NETWORK`)."""
+    `achievable`: False (default) times the shard on the roofline; True on the fitted
+    achievable model (`achievable.FITTED`: derated rates, kernel gaps, a fixed cost a
+    step), or pass an `achievable.Efficiency`. The all-reduces are priced the same way
+    in both (NCCL's cost model). `interconnect`: a name ("NVLink 4", "PCIe Gen5 x16")
+    or `hardware.Interconnect`; default: the accelerator's NVLink generation. Past the
+    link's domain the ring takes `network` (default `DEFAULT_NETWORK`)."""
     m, acc = _llm.get(model), _hardware.get(accelerator)
     n = check_tp_degree(m, n_devices)
     b = _v.count("batch", batch, maximum=1 << 30)
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
     part = shard(m, n)
-    ops = _llm.decode_step_breakdown(part, acc, b, c, dtype, kv_dtype=kv_dtype,
-                                     compute_dtype=compute_dtype)
+    ops, shard_s = _shard_step(part, acc, b, c, dtype, kv_dtype, compute_dtype, achievable)
+    roofline_s = float(ops["ceiling_s" if "ceiling_s" in ops else "seconds"].sum())
     _, kv, compute = _dtypes.formats(dtype, kv_dtype, compute_dtype)
     message = b * m.d_model * _dtypes.bytes_per_element(compute)
     n_allreduces = 2 * m.n_layers + 1
     route = {"interconnect": None, "network": None, "nodes": 1}
-    one, protocol, algorithm = 0.0, None, None
+    one, protocol, algorithm, floor = 0.0, None, None, 0.0
     if n > 1:
         ic = link_for(interconnect, acc)
         one, algorithm, protocol, (ic_name, net_name, nodes) = _fastest_allreduce(
             float(message), n, ic.name, network)
         route = {"interconnect": ic_name, "network": net_name, "nodes": nodes}
-    shard_s = float(ops["seconds"].sum())
+        floor = allreduce_floor_s(message, n, ic, network=network)
     comm_s = n_allreduces * one
     return {"model": m.name, "accelerator": acc.name, "n_devices": n, "batch": b,
             "context": c, "ops": ops,
@@ -432,18 +482,21 @@ def tp_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
             "kv_bytes_per_device": b * c * _llm.kv_cache_bytes_per_token(part, kv),
             "shard_s": shard_s, "n_allreduces": n_allreduces, "allreduce_bytes": message,
             "allreduce_s": one, "algorithm": algorithm, "protocol": protocol,
-            "comm_s": comm_s,
-            "total_s": shard_s + comm_s, **route}
+            "comm_s": comm_s, "total_s": shard_s + comm_s,
+            "ceiling_s": roofline_s + n_allreduces * floor, **route}
 
 
 def tp_decode_step_time(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
                         interconnect=None, *, network=None, kv_dtype=None,
-                        compute_dtype=None) -> float:
-    """Seconds for one tensor-parallel decode step on N devices: the shard's per-operation
-    roofline plus 2 x layers + 1 all-reduces. See `tp_decode_breakdown` for the parts."""
+                        compute_dtype=None, achievable=False) -> float:
+    """Seconds for one tensor-parallel decode step on N devices: the shard's step (on
+    the roofline, or with `achievable` the achievable model's) plus 2 x layers + 1
+    all-reduces at NCCL's modelled cost, latency included. A model, not a lower bound:
+    the bound is `tp_decode_breakdown(...)["ceiling_s"]`, and the serving simulator's
+    ceiling (`llm_serving.tp_step_seconds`) prices the all-reduces that way."""
     return tp_decode_breakdown(model, accelerator, n_devices, batch, context, dtype,
                                interconnect, network=network, kv_dtype=kv_dtype,
-                               compute_dtype=compute_dtype)["total_s"]
+                               compute_dtype=compute_dtype, achievable=achievable)["total_s"]
 
 
 def tp_tradeoff(model, accelerator, batch=1, context=0, dtype="fp16", interconnect=None, *,
@@ -497,7 +550,7 @@ def crossover_devices(model, accelerator, batch=1, context=0, dtype="fp16",
 
 
 def pp_decode_breakdown(model, accelerator, n_stages, batch=1, context=0, dtype="fp16",
-                        interconnect=None, *, network=None) -> dict:
+                        interconnect=None, *, network=None, achievable=False) -> dict:
     """Pipeline parallelism on `n_stages` devices, each holding n_layers / n_stages whole
     layers. One token still passes every stage in turn, so its latency is the whole
     model's step time plus (stages - 1) point-to-point sends of [batch, d_model]
@@ -505,6 +558,10 @@ def pp_decode_breakdown(model, accelerator, n_stages, batch=1, context=0, dtype=
     is busy and throughput rises n_stages-fold. No overlap of sends and compute assumed;
     a send costs NCCL's Simple-protocol base and step latency plus bytes / bandwidth, over
     the link inside a domain and over `network` for the hand-offs between domains.
+
+    A stage's time is its share, 1 / n_stages, of the whole model's decode step: the
+    roofline's (`achievable` False) or the achievable model's, overheads included
+    (`achievable` True or an `achievable.Efficiency`).
 
     Returns stage_s, send_s (the slowest hand-off), sends_s (all of them), latency_s (one
     token, one micro-batch) and tokens_per_s (all micro-batches, pipeline full: the
@@ -515,7 +572,8 @@ def pp_decode_breakdown(model, accelerator, n_stages, batch=1, context=0, dtype=
         raise ValueError(f"{s} stages do not divide {m.name}'s {m.n_layers} layers")
     b = _v.count("batch", batch, maximum=1 << 30)
     _, _, compute = _dtypes.formats(dtype)
-    whole_s = _llm.decode_step_time(m, acc, b, context, dtype)
+    c = _v.count("context", context, minimum=0, maximum=1 << 30)
+    whole_s = _shard_step(m, acc, b, c, dtype, None, None, achievable)[1]
     stage_s = whole_s / s
     send_bytes = float(b) * m.d_model * _dtypes.bytes_per_element(compute)
     sends = []  # the (s - 1) hand-offs: inside a domain over the link, between domains over the network

@@ -12,7 +12,6 @@ import pytest
 
 from gpuinfer import batching, hardware, llm, llm_serving
 
-
 MODEL, GPU = "llama-3-8b", "H100 SXM"
 KV = llm.kv_cache_bytes_per_token(MODEL)   # 2 x 32 x 8 x 128 x 2 B = 131,072 B
 

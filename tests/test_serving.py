@@ -8,7 +8,6 @@ import torch
 
 from gpuinfer import hardware, llm, serving
 
-
 # --- layer fusion -----------------------------------------------------------------------
 
 def test_unfused_chain_bytes_by_hand():

@@ -32,9 +32,18 @@ from . import hardware as _hardware
 from . import llm as _llm
 from . import roofline as _roofline
 from . import validate as _v
-from .batching import (MAX_BATCH, MAX_SEARCH_STEPS, MAX_TOKENS, bisect_rate, check_arrivals,
-                       check_frame, check_per_request, check_rel_tol, check_trace_length,
-                       poisson_arrivals)
+from .batching import (
+    MAX_BATCH,
+    MAX_SEARCH_STEPS,
+    MAX_TOKENS,
+    bisect_rate,
+    check_arrivals,
+    check_frame,
+    check_per_request,
+    check_rel_tol,
+    check_trace_length,
+    poisson_arrivals,
+)
 
 #: Columns of `simulate_llm`'s result, one row per request.
 LLM_COLUMNS = ["arrival", "prompt_tokens", "output_tokens", "start", "first_token",

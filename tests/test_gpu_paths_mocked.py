@@ -541,6 +541,26 @@ def test_clocks_are_sampled_while_the_work_runs(fake_gpus, monkeypatch):
     assert bench.clock_scaled_peak(65e12, got) == pytest.approx(65e12 * 585 / 1590)
 
 
+def test_the_clock_scaled_peak_divides_by_the_clock_the_peak_is_quoted_at():
+    # An H100 SXM quotes 989 TFLOP/s at 1,830 MHz (catalogue boost_clock_hz); NVML's max is
+    # 1,980 MHz. At 1,980 MHz the tensor cores do 989e12 x 1980 / 1830 = 1.0701e15 FLOP/s;
+    # dividing by NVML's max (the old rule) gave 989e12, 7.6% low.
+    state = {"sm_clock_mhz": 1980.0, "sm_clock_max_mhz": 1980.0}
+    h100 = hardware.get("H100 SXM")
+    assert bench.clock_scaled_peak(989e12, state, h100) == pytest.approx(1.0701e15, rel=1e-4)
+    assert bench.clock_scaled_peak(989e12, state, "H100 SXM") == pytest.approx(1.0701e15,
+                                                                                 rel=1e-4)
+    # a T4 held at 585 MHz by its cap: 65e12 x 585 / 1590 = 23.92e12
+    t4_state = {"sm_clock_mhz": 585.0, "sm_clock_max_mhz": 1590.0}
+    assert bench.clock_scaled_peak(65e12, t4_state, "T4") == pytest.approx(23.915e12, rel=1e-4)
+    # no clock in the row (H100 PCIe): NVML's max stands in, 756e12 x 1500 / 1755
+    pcie = {"sm_clock_mhz": 1500.0, "sm_clock_max_mhz": 1755.0}
+    assert bench.clock_scaled_peak(756e12, pcie, "H100 PCIe") == pytest.approx(756e12 * 1500
+                                                                                 / 1755)
+    with pytest.raises(TypeError, match="acc"):
+        bench.clock_scaled_peak(989e12, state, 3)
+
+
 def threading_event_wait():
     import threading
 

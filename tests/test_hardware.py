@@ -394,6 +394,34 @@ def test_cpu_cache_from_sysfs(monkeypatch, tmp_path):
     assert hardware.cpu().cache_bytes is None   # the reference row has no cache figure
 
 
+# Dense fp16 tensor-core FLOP per clock for the whole chip = tensor cores x FLOP a clock
+# each (FMA = 2 FLOP), from the architecture whitepapers as quoted by each row's
+# clock_source: Turing 64 FMA (T4: 320 cores); Ampere GA100 256 FMA (A100: 108 SMs x 4 =
+# 432); Ada 128 FMA with fp32 accumulate on the data-centre parts (L4: 58 SMs x 4 = 232);
+# Hopper 512 FMA (H100 SXM / H200: 132 SMs x 4 = 528).
+TENSOR_FLOP_PER_CLOCK = {
+    "T4": 320 * 128,                 # 40,960
+    "L4": 232 * 256,                 # 59,392: x 2.04e9 = 121.16e12 against 121
+    "A100 40GB": 432 * 512,          # 221,184: x 1.41e9 = 311.87e12 against 312
+    "A100 80GB": 432 * 512,
+    "A100 80GB PCIe": 432 * 512,
+    "A100 40GB PCIe": 432 * 512,
+    "H100 SXM": 528 * 1024,          # 540,672: x 1.83e9 = 989.43e12 against 989
+    "H200": 528 * 1024,
+}
+
+
+def test_every_boost_clock_reproduces_its_rows_dense_fp16_peak():
+    df = hardware.catalogue()
+    with_clock = sorted(df.loc[df["boost_clock_hz"].notna(), "name"])
+    assert with_clock == sorted(TENSOR_FLOP_PER_CLOCK), "a row gained a clock: add it here"
+    for name in with_clock:
+        acc = hardware.get(name)
+        assert acc.clock_source, name
+        assert TENSOR_FLOP_PER_CLOCK[name] * acc.boost_clock_hz == pytest.approx(
+            acc.peak_flops("fp16"), rel=0.01), name
+
+
 def test_t4_clocks_are_in_the_table_and_give_its_datasheet_peak():
     t4 = hardware.get("T4")
     assert (t4.boost_clock_hz, t4.base_clock_hz) == (1590e6, 585e6)
@@ -401,9 +429,12 @@ def test_t4_clocks_are_in_the_table_and_give_its_datasheet_peak():
     # T4 datasheet: 320 Turing tensor cores; each does a 4x4x4 matrix FMA a clock (64 FMA
     # = 128 FLOP, Volta/Turing whitepapers): 320 x 128 x 1590e6 = 65.13e12, the 65 TFLOP/s.
     assert 320 * 128 * t4.boost_clock_hz == pytest.approx(t4.peak_flops("fp16"), rel=0.005)
-    # No source read for the other rows' clocks: None on the row, NaN in the frame.
-    assert hardware.get("H100 SXM").boost_clock_hz is None
+    # No clock that reproduces the peak was found for the H100 PCIe (its 1755 MHz boost
+    # gives 456 x 1024 x 1.755e9 = 819.5 TFLOP/s, not the 756 quoted): None on the row, NaN
+    # in the frame; the H100 SXM quotes no base clock.
+    assert hardware.get("H100 PCIe").boost_clock_hz is None
     df = hardware.catalogue().set_index("name")
-    assert df.loc["T4", "base_clock_hz"] == 585e6 and math.isnan(df.loc["H100 SXM", "boost_clock_hz"])
+    assert df.loc["T4", "base_clock_hz"] == 585e6 and math.isnan(df.loc["H100 PCIe", "boost_clock_hz"])
+    assert math.isnan(df.loc["H100 SXM", "base_clock_hz"])
     with pytest.raises(ValueError, match="base_clock_hz"):
         hardware.Accelerator("x", 1e9, 1e9, base_clock_hz=2e9, boost_clock_hz=1e9)

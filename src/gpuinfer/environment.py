@@ -292,14 +292,27 @@ def describe_clocks(state) -> str:
             f"{num('temperature_c', 'C')}; throttle reasons: {state['throttle_reasons']}")
 
 
-def clock_scaled_peak(peak_flops, state) -> float:
-    """A datasheet peak (FLOP/s, quoted at the maximum SM clock) scaled to the SM clock a
-    `clocks()` reading saw: what the same tensor cores can do at the clock the GPU held
-    (a T4 at its 70 W cap runs well below its 1,590 MHz boost). NaN if not read."""
+def clock_scaled_peak(peak_flops, state, acc=None) -> float:
+    """A datasheet peak (FLOP/s) scaled to the SM clock a `clocks()` reading (or a
+    `ClockSampler.summary()`) saw: what the same tensor cores can do at the clock the GPU
+    held (a T4 at its 70 W cap runs well below its 1,590 MHz boost). The peak is quoted at
+    the catalogue entry `acc`'s `boost_clock_hz` (an H100 SXM's 989 TFLOP/s at 1,830 MHz,
+    while NVML's maximum is 1,980): pass `acc` (an `Accelerator` or a catalogue name) to
+    divide by that clock; without it, or where the entry has no clock, NVML's maximum SM
+    clock stands in. NaN if the clocks were not read."""
     peak_flops = _validate.positive_or_nan("peak_flops", peak_flops, array=False)
     if not isinstance(state, dict):
         raise TypeError(f"state must be the dict clocks() returns, got {state!r:.80}")
-    sm, top = state.get("sm_clock_mhz", math.nan), state.get("sm_clock_max_mhz", math.nan)
+    if isinstance(acc, str):
+        from . import hardware
+
+        acc = hardware.get(acc)
+    elif acc is not None and not hasattr(acc, "boost_clock_hz"):
+        raise TypeError(f"acc must be a hardware.Accelerator, a catalogue name or None, "
+                        f"got {acc!r:.80}")
+    quoted = getattr(acc, "boost_clock_hz", None)
+    sm = state.get("sm_clock_mhz", math.nan)
+    top = quoted / 1e6 if quoted else state.get("sm_clock_max_mhz", math.nan)
     if not all(_validate.is_number(v) and math.isfinite(v) and v > 0
                for v in (peak_flops, sm, top)):
         return math.nan

@@ -203,10 +203,29 @@ _TORCH_FP32_ACCUMULATE = ("torch's fp16 matmul accumulates in fp32 (cuBLAS CUDA_
                           "half the fp16-accumulate rate, and that is the peak stored here.")
 
 
+#: Sources of the SM clock each datasheet peak is quoted at (the boost clock): the peak
+#: must equal tensor cores x dense FLOP per clock per tensor core x that clock
+#: (tests/test_hardware.py checks every row that has one).
+_A100_CLOCKS = ("1410 MHz boost, 1095 MHz base: https://glennklockwood.com/garden/peak-FLOPS "
+                "(and deviceQuery's 'GPU Max Clock rate: 1410 MHz', https://upb-pc2.atlassian."
+                "net/wiki/spaces/PC2DOK/pages/1900609/NVIDIA+A100+40GB+with+NVLINK); 108 SMs, "
+                "432 tensor cores of 256 fp16 FMA a clock (the A100 whitepaper, as quoted in "
+                "https://forums.developer.nvidia.com/t/how-to-calculate-the-tensor-core-fp16-"
+                "performance-of-h100/244727)")
+_H100_CLOCKS = ("1830 MHz for tensor-core work (1980 MHz is NVML's max, the clock of "
+                "non-tensor work): https://glennklockwood.com/garden/processors/h100 and "
+                "https://glennklockwood.com/garden/peak-FLOPS (528 tensor cores x 1024 FLOP a "
+                "clock x 1.83 GHz = 989.4 TFLOP/s)")
+_L4_CLOCKS = ("2040 MHz boost, 795 MHz base: https://fpsbench.com/compare/gpu/nvidia-l4-vs-"
+              "nvidia-tesla-m40 (7,424 shading units = 58 SMs, 232 tensor cores) and "
+              "https://cputronic.com/de/gpu/nvidia-l4 (third-party spec tables)")
+
 def _gpu(name, memory_bytes, bandwidth_gb, peaks, *, marketing_gb, memory_source, source,
          note="", aliases=(), tdp_w=None, cache_bytes=None, clocks_mhz=None, clock_source=""):
-    """A GPU row; `clocks_mhz`: (boost, base) SM clocks in MHz, with `clock_source`."""
-    boost, base = (None, None) if clocks_mhz is None else (c * 1e6 for c in clocks_mhz)
+    """A GPU row; `clocks_mhz`: (boost, base) SM clocks in MHz, with `clock_source`
+    (base None where no source gives it)."""
+    boost, base = (None, None) if clocks_mhz is None else (
+        None if c is None else c * 1e6 for c in clocks_mhz)
     return Accelerator(name, memory_bytes, bandwidth_gb * GB, peaks, tdp_w=tdp_w,
                        cache_bytes=cache_bytes, source=source, note=note, aliases=aliases,
                        memory_marketing_bytes=marketing_gb * GB, memory_source=memory_source,
@@ -234,7 +253,8 @@ _ENTRIES = [
          memory_source=f"deviceQuery 22478 MiB, {_THAMADA}L4_deviceQuery.py "
                        "(nvidia-smi: 23034 MiB)",
          source="https://www.nvidia.com/en-us/data-center/l4/",
-         note="Colab paid tier. " + NVIDIA_SPARSITY),
+         note="Colab paid tier. " + NVIDIA_SPARSITY,
+         clocks_mhz=(2040, 795), clock_source=_L4_CLOCKS),
     _gpu("A10", 23_609_475_072, 600,
          _peaks(fp16=125, bf16=125, int8=250, tf32=62.5, fp32=31.2), tdp_w=150,
          cache_bytes=6 * MiB, marketing_gb=24, aliases=("nvidia a10",),
@@ -327,14 +347,16 @@ _ENTRIES = [
                        "42,405,855,232 B (https://upb-pc2.atlassian.net/wiki/spaces/PC2DOK/"
                        "pages/1900609/NVIDIA+A100+40GB+with+NVLINK); nvidia-smi: 40960 MiB",
          source=A100_DATASHEET,
-         note="SXM (the 40GB PCIe card is 'A100 40GB PCIe'). " + NVIDIA_SPARSITY),
+         note="SXM (the 40GB PCIe card is 'A100 40GB PCIe'). " + NVIDIA_SPARSITY,
+         clocks_mhz=(1410, 1095), clock_source=_A100_CLOCKS),
     _gpu("A100 80GB", 85_100_068_864, 2039,
          _peaks(fp16=312, bf16=312, int8=624, tf32=156, fp32=19.5), tdp_w=400,
          cache_bytes=40 * MiB, marketing_gb=80,
          aliases=("nvidia a100-sxm4-80gb", "a100 80gb sxm", "a100"),
          memory_source=f"deviceQuery 81158 MiB, {_THAMADA}A100SXMx4_deviceQuery.py "
                        "(nvidia-smi: 81920 MiB)",
-         source=A100_DATASHEET, note="SXM. " + NVIDIA_SPARSITY),
+         source=A100_DATASHEET, note="SXM. " + NVIDIA_SPARSITY,
+         clocks_mhz=(1410, 1095), clock_source=_A100_CLOCKS),
     _gpu("A100 80GB PCIe", 81049 * MiB, 1935,
          _peaks(fp16=312, bf16=312, int8=624, tf32=156, fp32=19.5), tdp_w=300,
          cache_bytes=40 * MiB, marketing_gb=80,
@@ -343,7 +365,8 @@ _ENTRIES = [
                        "mixbench/issues/47), read as MiB: the same output gives the 40 MiB L2 "
                        "as 40960 KB",
          source=A100_DATASHEET,
-         note="PCIe Gen4 card, 300 W; no NVLink unless bridged in pairs. " + NVIDIA_SPARSITY),
+         note="PCIe Gen4 card, 300 W; no NVLink unless bridged in pairs. " + NVIDIA_SPARSITY,
+         clocks_mhz=(1410, 1095), clock_source=_A100_CLOCKS),
     _gpu("A100 40GB PCIe", 42_298_834_944, 1555,
          _peaks(fp16=312, bf16=312, int8=624, tf32=156, fp32=19.5), tdp_w=250,
          cache_bytes=40 * MiB, marketing_gb=40,
@@ -352,14 +375,16 @@ _ENTRIES = [
                        "40 GB of HBM2); detect() replaces it with the card's own",
          source=A100_DATASHEET,
          note="PCIe Gen4 card: the datasheet's 1,555 GB/s and peaks (those of the SXM "
-              "40GB), 250 W; no NVLink unless bridged in pairs. " + NVIDIA_SPARSITY),
+              "40GB), 250 W; no NVLink unless bridged in pairs. " + NVIDIA_SPARSITY,
+         clocks_mhz=(1410, 1095), clock_source=_A100_CLOCKS),
     _gpu("H100 SXM", 85_045_477_376, 3350,
          _peaks(fp16=989, bf16=989, fp8=1979, int8=1979, tf32=494.5, fp32=67), tdp_w=700,
          cache_bytes=50 * MiB, marketing_gb=80,
          aliases=("nvidia h100 80gb hbm3", "h100", "nvidia h100"),
          memory_source=f"deviceQuery 81106 MiB, {_THAMADA}H100SXMx8_deviceQuery.py "
                        f"(nvidia-smi: 81559 MiB, {_MODAL_SMI})",
-         source="https://www.nvidia.com/en-us/data-center/h100/", note=NVIDIA_SPARSITY),
+         source="https://www.nvidia.com/en-us/data-center/h100/", note=NVIDIA_SPARSITY,
+         clocks_mhz=(1830, None), clock_source=_H100_CLOCKS),
     _gpu("H100 PCIe", 80 * GB, 2000,
          _peaks(fp16=756, bf16=756, fp8=1513, int8=1513, tf32=378, fp32=51), tdp_w=350,
          cache_bytes=50 * MiB, marketing_gb=80, aliases=("nvidia h100 pcie",),
@@ -387,7 +412,10 @@ _ENTRIES = [
                        "non-MIG torch figure found (on an H100 the same comparison is 79.25 "
                        "GiB for 7g.80gb against torch's 79.21 GiB)",
          source="https://www.nvidia.com/en-us/data-center/h200/",
-         note="SXM. Same compute as the H100 SXM, more and faster memory. " + NVIDIA_SPARSITY),
+         note="SXM. Same compute as the H100 SXM, more and faster memory. " + NVIDIA_SPARSITY,
+         clocks_mhz=(1830, None),
+         clock_source="same GH100 compute as the H100 SXM (989 TFLOP/s fp16 at the same clock; "
+                      "https://glennklockwood.com/garden/processors/h100): " + _H100_CLOCKS),
     _gpu("H200 NVL", 139.75 * GiB, 4800, _peaks(fp16=835.5, bf16=835.5, fp8=1671),
          tdp_w=600, cache_bytes=50 * MiB, marketing_gb=141, aliases=("nvidia h200 nvl",),
          memory_source="ASSUMED the H200 SXM's (same 141 GB part; the MIG guide lists both "

@@ -541,6 +541,43 @@ def test_clocks_are_sampled_while_the_work_runs(fake_gpus, monkeypatch):
     assert bench.clock_scaled_peak(65e12, got) == pytest.approx(65e12 * 585 / 1590)
 
 
+def test_bench_stages_carry_the_clock_sampled_during_their_work(fake_gpus, monkeypatch):
+    # A T4 held at 585 MHz by its 70 W cap while a stage's matmuls run, then idle and
+    # boosting to 1,590 MHz once they stop. The old rule read the clock after the stage
+    # and stamped 1,590 MHz on every row; the rows must carry the 585 of the work.
+    fake_gpus(T4)
+    nvml = _fake_pynvml(reasons=0x4)
+    working = {"now": True}
+    nvml.nvmlDeviceGetClockInfo = lambda h, kind: (
+        (585 if working["now"] else 1590) if kind == 1 else 5000)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    row = {"dtype": "fp16", "m": 4096, "n": 4096, "k": 4096, "flops": 2 * 4096**3,
+           "bytes": 3 * 2 * 4096**2, "intensity": 1365.3, "seconds": 5e-3,
+           "achieved_tflops": 27.5, "roofline_tflops": 65.0}
+
+    def work():
+        import pandas as pd
+
+        while sum(c[0] == "power" for c in nvml.calls) < 5:  # the work: 5 NVML samples long
+            threading_event_wait()
+        working["now"] = False   # the work is over: the card boosts again
+        return pd.DataFrame([row])
+
+    stage = bench_suite._stage(torch.device("cuda"), work)
+    assert stage.clocks["sm_clock_mhz"] == 585 and stage.clocks["samples"] >= 1
+    assert stage.clocks["nvml"].startswith("ok; median of")
+    env = {"device": "Tesla T4", "catalogue_entry": "T4", "device_type": "cuda",
+           "torch": torch.__version__, "cuda": "12.4", "date": "2025-01-01",
+           "cpu_threads": 2, "sm_clock_mhz": 1590.0, "sm_clock_max_mhz": 1590.0,
+           "memory_clock_mhz": 5001.0, "power_limit_w": 70.0, "power_draw_w": 30.0,
+           "temperature_c": 50.0, "throttle_reasons": "none", "nvml": "ok"}
+    df = bench_suite.tidy_stages({"matmul": stage}, env)
+    assert bench.clocks("cuda")["sm_clock_mhz"] == 1590       # the reading after the work
+    assert df["sm_clock_mhz"].tolist() == [585.0]              # the rows: during the work
+    assert df["throttle_reasons"].tolist() == ["software power cap"]
+    assert df["memory_clock_mhz"].tolist() == [5001.0]         # not sampled: env's reading
+
+
 def test_the_clock_scaled_peak_divides_by_the_clock_the_peak_is_quoted_at():
     # An H100 SXM quotes 989 TFLOP/s at 1,830 MHz (catalogue boost_clock_hz); NVML's max is
     # 1,980 MHz. At 1,980 MHz the tensor cores do 989e12 x 1980 / 1830 = 1.0701e15 FLOP/s;

@@ -6,6 +6,7 @@ Imports of torch and `bench` stay inside the functions, so the command line star
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -96,7 +97,10 @@ def plan_estimate(plan, accelerator) -> dict:
 
 @dataclass
 class Stage:
-    """One stage of a bench run: its raw rows, wall seconds, and the GPU's clocks after it."""
+    """One stage of a bench run: its raw rows, wall seconds, and the GPU's clocks while it
+    ran (`environment.ClockSampler.summary()`: the median SM clock of NVML samples taken
+    during the stage, throttle reasons with their shares; a reading after the stage only
+    where no sample could be taken)."""
     rows: object  # pandas DataFrame
     seconds: float
     clocks: dict
@@ -104,11 +108,23 @@ class Stage:
 
 
 def _stage(device, measure) -> Stage:
+    """Run `measure()` while NVML is sampled (`environment.sample_clocks`): the clocks
+    stamped on the stage's rows are those the work ran at, not the idle or re-boosted
+    clock after it (a 70 W T4 drops from 1,590 to ~900 MHz under load)."""
     from . import environment as _environment
 
     start = time.perf_counter()
-    rows = measure()
-    return Stage(rows, time.perf_counter() - start, _environment.clocks(device))
+    with _environment.sample_clocks(device) as sampler:
+        rows = measure()
+    seconds = time.perf_counter() - start
+    clocks = sampler.summary()
+    if clocks.get("samples"):
+        clocks["nvml"] = f"ok; median of {clocks['samples']} samples during the stage"
+    elif device.type == "cuda":  # no sample taken (too short, or NVML failed to start)
+        clocks = _environment.clocks(device)
+        if str(clocks.get("nvml", "")).startswith("ok"):
+            clocks["nvml"] = "ok; read after the stage (no sample taken during it)"
+    return Stage(rows, seconds, clocks)
 
 
 def measure_plan(plan, device, progress=True) -> dict:
@@ -169,12 +185,18 @@ def measure_plan(plan, device, progress=True) -> dict:
 
 
 def tidy_stages(stages, env):
-    """The stages' rows in the reference schema, each with the clocks read after it."""
+    """The stages' rows in the reference schema, each with the clocks sampled while its
+    stage ran (`Stage.clocks`); a field the samples lack (the memory clock) is `env`'s."""
     import pandas as pd
 
     from . import reference as _reference
 
-    frames = [_reference.tidy(s.rows, name, {**env, **s.clocks}) for name, s in stages.items()]
+    def during(clocks):
+        return {k: v for k, v in clocks.items() if k in _reference.CLOCK_COLUMNS
+                and not (isinstance(v, float) and math.isnan(v))}
+
+    frames = [_reference.tidy(s.rows, name, {**env, **during(s.clocks)})
+              for name, s in stages.items()]
     return pd.concat([f for f in frames if not f.empty], ignore_index=True)
 
 

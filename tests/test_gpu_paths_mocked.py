@@ -213,6 +213,13 @@ CAPTURE_ERRORS = [
     RuntimeError("CUDA error: operation failed due to a previous error during capture"),
     RuntimeError("cudaErrorStreamCaptureInvalidated: capture invalidated"),
 ]
+# cuBLAS's allocation failures, as torch words them (aten/src/ATen/cuda/CublasHandlePool.cpp
+# and CUDABlas.cpp): the first GEMM on a graph's side stream near full memory.
+CUBLAS_ERRORS = [
+    RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"),
+    RuntimeError("CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling "
+                 "`cublasCreate(handle)`"),
+]
 
 
 @pytest.mark.parametrize("exc, oom", [
@@ -227,13 +234,13 @@ CAPTURE_ERRORS = [
     (ValueError("out of memory"), False),  # not an allocation failure, whatever it says
     # A failed capture with memory to spare (no GPU here at all) is a bug, not a size:
     # a host copy inside the captured step says exactly this.
-    *[(e, False) for e in CAPTURE_ERRORS],
+    *[(e, False) for e in CAPTURE_ERRORS + CUBLAS_ERRORS],
 ])
 def test_out_of_memory_is_recognised(exc, oom):
     assert dev.is_oom(exc) is oom
 
 
-@pytest.mark.parametrize("exc", CAPTURE_ERRORS)
+@pytest.mark.parametrize("exc", CAPTURE_ERRORS + CUBLAS_ERRORS)
 @pytest.mark.parametrize("free_share, oom", [(0.02, True), (0.5, False)])
 def test_a_failed_capture_is_out_of_memory_only_when_memory_is_nearly_full(
         fake_gpus, monkeypatch, exc, free_share, oom):
@@ -576,6 +583,32 @@ def test_bench_stages_carry_the_clock_sampled_during_their_work(fake_gpus, monke
     assert df["sm_clock_mhz"].tolist() == [585.0]              # the rows: during the work
     assert df["throttle_reasons"].tolist() == ["software power cap"]
     assert df["memory_clock_mhz"].tolist() == [5001.0]         # not sampled: env's reading
+
+
+def test_sizes_follow_the_free_memory_not_the_total(fake_gpus, monkeypatch):
+    # A T4 (15.84e9 B) whose driver reports 15.3e9 B free, 0.2e9 B already in torch's pool
+    # (another CUDA context, as under gpu-check, holds the rest). Free for a measurement:
+    # 15.3e9 + 0.2e9 - 0.5e9 margin = 15.0e9.
+    fake_gpus(T4)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i=None: (15.3e9, 15_843_721_216))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda i=None: 0.2e9)
+    cuda = torch.device("cuda")
+    assert dev.available_bytes(cuda) == pytest.approx(15.0e9)
+    dev.refuse_beyond_memory(14.9e9, cuda, "a pool")          # fits
+    with pytest.raises(ValueError, match=r"a pool needs 15.1 GB, more than the 15 GB free"):
+        dev.refuse_beyond_memory(15.1e9, cuda, "a pool")      # under the total, over the free
+    # The lab stack and its largest batch fit in what is free, with the margin to spare:
+    # weights <= 0.4 x 15.0e9 = 6.0e9; the KV cache at batch 512, context 256 is about
+    # 1.2x the weights (mistral-7b: 8 KV heads x 128 x 2 (K, V) x 2 B = 4,096 B a token a
+    # layer; 512 x 256 x 4,096 = 0.537e9 B a layer against 0.436e9 B of weights a layer).
+    spec = decoding.lab_model(decoding.LAB_MODEL, cuda, "fp16")
+    weights = (spec.n_params - spec.d_model) * 2
+    kv = 512 * 256 * llm.kv_cache_bytes_per_token(spec, "fp16")
+    assert weights <= 0.4 * 15.0e9
+    assert weights + kv + dev.GPU_MEMORY_MARGIN_BYTES <= 15.3e9 + 0.2e9
+    # the driver cannot say: the total less the margin
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i=None: 1 / 0)
+    assert dev.available_bytes(cuda) == pytest.approx(15_843_721_216 - 0.5e9)
 
 
 def test_the_clock_scaled_peak_divides_by_the_clock_the_peak_is_quoted_at():

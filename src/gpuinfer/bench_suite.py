@@ -40,6 +40,8 @@ def bench_plan(device, sizes="full", *, accelerator=None) -> dict:
     else:
         device = _device.resolve(device)
         memory, cache = _bench.memory_bytes(device), _bench.cache_bytes(device)
+        if on_gpu:  # the stack is sized to the memory free for it (another context's not)
+            memory = _device.available_bytes(device)
     dtype = _bench.default_dtype(kind)
     if sizes == "tiny":
         model = dataclasses.replace(_decoding.lab_model(

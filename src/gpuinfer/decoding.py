@@ -216,7 +216,8 @@ def lab_model(model=LAB_MODEL, device=None, dtype=None, *, weight_budget_bytes=N
     embeddings (vocab_size 0), as a `llm.ModelSpec` that `llm.decode_ceiling` and friends
     accept. Lab: *A decode step, batched*.
 
-    GPU: full width, as many layers as fit in 40% of the memory torch reports (a 7B stack
+    GPU: full width, as many layers as fit in 40% of the memory free for it
+    (`device.available_bytes`: free plus torch's pool, less a margin; a 7B stack
     on an A100 or H100; about half of it on a 16 GB T4; a MIG slice or an unknown GPU
     alike), leaving room for the KV cache. CPU: 1/8 of the width (heads and FFN scaled
     alike, head_dim kept) and enough layers for about 128 MB of weights. Budget in bytes.
@@ -236,7 +237,7 @@ def lab_model(model=LAB_MODEL, device=None, dtype=None, *, weight_budget_bytes=N
                                 vocab_size=0)
     layer_bytes = (shape.n_params - shape.d_model) * _dtypes.bytes_per_element(dtype)
     if weight_budget_bytes is None:
-        weight_budget_bytes = (GPU_WEIGHT_SHARE * _device.memory_bytes(device)
+        weight_budget_bytes = (GPU_WEIGHT_SHARE * _device.available_bytes(device)
                                if kind == "cuda" else CPU_WEIGHT_BUDGET_BYTES)
     budget = _validate.positive("weight_budget_bytes", weight_budget_bytes)
     n_layers = int(max(1, min(base.n_layers, budget // layer_bytes)))

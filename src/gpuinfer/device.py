@@ -9,7 +9,8 @@ The measurement layer's devices, shared by `bench` (the timer and its sweeps),
   sweep is planned against; `target` resolves device, dtype and entry at once.
 - `random_tensor`: random values (never zeros, which some kernels shortcut) made in the
   dtype itself; `graphed` captures a function in a CUDA graph and returns its replay.
-- `refuse_beyond_memory` refuses a size beyond the device's memory before allocating;
+- `refuse_beyond_memory` refuses a size beyond the device's free memory
+  (`available_bytes`) before allocating;
   `is_oom` says whether a failure was out of memory (a failed CUDA-graph capture counts
   only when the GPU's memory is nearly full); `free_memory`, `first_that_fits`.
 """
@@ -135,13 +136,43 @@ def memory_bytes(device=None) -> float:
         return _hardware.cpu().memory_bytes
 
 
+#: Bytes kept free on a GPU beyond what a measurement sizes itself to: the CUDA context's
+#: growth, cuBLAS workspaces, the allocator's fragmentation.
+GPU_MEMORY_MARGIN_BYTES = 0.5e9
+
+
+def available_bytes(device=None) -> float:
+    """Bytes a measurement on `device` may size itself to: on a GPU, what the driver has
+    free plus what this process's torch already holds (`mem_get_info()[0] +
+    memory_reserved()`; another process's CUDA context, as under gpu-check, is not
+    there), less `GPU_MEMORY_MARGIN_BYTES`, and never above `memory_bytes`; where the
+    driver cannot say, `memory_bytes` less the margin. On a CPU, `memory_bytes`."""
+    import torch
+
+    device = resolve(device)
+    total = memory_bytes(device)
+    if device.type != "cuda":
+        return total
+    try:
+        index = gpu_index(device)
+        free, _ = torch.cuda.mem_get_info(index)
+        have = float(free) + float(torch.cuda.memory_reserved(index))
+    except Exception:  # no driver, a mocked or broken CUDA
+        have = total
+    return max(min(have, total) - GPU_MEMORY_MARGIN_BYTES, 0.0)
+
+
 def refuse_beyond_memory(nbytes, device, what):
-    """Raise ValueError, naming `what`, when `nbytes` exceed `device`'s memory: refused
-    before any allocation, so a size that cannot fit fails at once and says why."""
-    have = memory_bytes(device)
+    """Raise ValueError, naming `what`, when `nbytes` exceed what `device` has free for
+    it (`available_bytes`: on a GPU the free memory plus torch's own pool, less a
+    margin): refused before any allocation, so a size that cannot fit fails at once and
+    says why."""
+    have = available_bytes(device)
     if nbytes > have:
+        where = (f"free (of {memory_bytes(device) / 1e9:,.3g} GB)" if device.type == "cuda"
+                 else "this cpu has")
         raise ValueError(f"{what} needs {nbytes / 1e9:,.3g} GB, more than the "
-                         f"{have / 1e9:,.3g} GB this {device.type} has: choose smaller sizes")
+                         f"{have / 1e9:,.3g} GB {where}: choose smaller sizes")
 
 
 class Target(NamedTuple):
@@ -227,6 +258,10 @@ _ALLOCATION_TEXT = ("out of memory", "can't allocate memory", "cudaerrormemoryal
 _CAPTURE_TEXT = ("operation not permitted when stream is capturing", "capture invalidated",
                  "operation failed due to a previous error during capture",
                  "cudaerrorstreamcaptureinvalidated", "cudaerrorstreamcaptureunsupported")
+# cuBLAS cannot allocate its workspace or handle: the first GEMM on a new stream (a CUDA
+# graph's side stream) near full memory raises these. Out of memory only when the GPU's
+# memory is nearly full: the same words with memory to spare are a broken setup.
+_CUBLAS_ALLOC_TEXT = ("cublas_status_alloc_failed", "cublas_status_not_initialized")
 #: A GPU with less than this share of its memory free counts as full.
 MEMORY_NEAR_FULL_SHARE = 0.1
 
@@ -257,8 +292,10 @@ def _memory_nearly_full() -> bool:
 def is_oom(exc) -> bool:
     """Whether `exc` says the device (or the host) ran out of memory: an OutOfMemoryError
     or MemoryError anywhere in its chain, an allocator's RuntimeError saying so, or a
-    failed CUDA-graph capture while the GPU's memory is nearly full. Any other failure,
-    a capture error with memory to spare included, is a bug, not a size to step down."""
+    failed CUDA-graph capture or cuBLAS allocation failure (CUBLAS_STATUS_ALLOC_FAILED,
+    CUBLAS_STATUS_NOT_INITIALIZED from cublasCreate) while the GPU's memory is nearly
+    full. Any other failure, those with memory to spare included, is a bug, not a size to
+    step down."""
     import torch
 
     oom_types = tuple({getattr(torch, "OutOfMemoryError", MemoryError),
@@ -269,7 +306,8 @@ def is_oom(exc) -> bool:
     texts = [str(e).lower() for e in chain if isinstance(e, RuntimeError)]
     if any(t in text for text in texts for t in _ALLOCATION_TEXT):
         return True
-    return any(t in text for text in texts for t in _CAPTURE_TEXT) and _memory_nearly_full()
+    return (any(t in text for text in texts for t in _CAPTURE_TEXT + _CUBLAS_ALLOC_TEXT)
+            and _memory_nearly_full())
 
 
 def free_memory():

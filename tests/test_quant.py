@@ -226,6 +226,38 @@ def test_pack_int4_halves_bytes_and_round_trips():
     assert torch.equal(quant.unpack_int4(quant.pack_int4(qt)), qt)
 
 
+def test_pack_int4_of_a_tensor_never_copies_it_to_the_host(monkeypatch):
+    # Int4UnpackWeight.from_dense packs a GPU stack's int8 weights: a copy to the host
+    # (.cpu()/.numpy()/.to('cpu')) to range-check them was ~3 GB of PCIe for a T4 stack.
+    q = torch.tensor([[-8, 7, 0, -1], [3, -4, 5, 6]], dtype=torch.int8)
+    expected = quant.pack_int4(q.numpy())  # the numpy route, before the traps are set
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("pack_int4 copied the tensor to the host")
+
+    real_to = torch.Tensor.to
+
+    def to(self, *args, **kwargs):
+        if any(str(a) == "cpu" for a in (*args, kwargs.get("device"))):
+            refuse()
+        return real_to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "cpu", refuse)
+    monkeypatch.setattr(torch.Tensor, "numpy", refuse)
+    monkeypatch.setattr(torch.Tensor, "tolist", refuse)
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    packed = quant.pack_int4(q)
+    # [-8, 7] -> low nibble 0x8, high 0x7 -> 0x78 = 120; [0, -1] -> 0xF0 = 240
+    assert packed.dtype == torch.uint8 and packed.shape == (2, 2)
+    monkeypatch.undo()
+    assert packed.tolist() == [[120, 240], [0xC3, 0x65]] == expected.tolist()
+    with pytest.raises(ValueError, match="got -9..7"):
+        quant.pack_int4(torch.tensor([[-9, 7]], dtype=torch.int8))
+    # on meta tensors nothing can be read: the shape and dtype still come out right
+    meta = quant.pack_int4(torch.empty(4096, 11008, dtype=torch.int8, device="meta"))
+    assert meta.shape == (4096, 5504) and meta.dtype == torch.uint8
+
+
 # --- metrics -----------------------------------------------------------------------------------
 
 def test_metrics_by_hand():

@@ -498,25 +498,44 @@ def pack_int4(q):
     """Two 4-bit integers per byte (element 2j in the low nibble, 2j+1 in the high one),
     halving the last dimension: what makes int4 weights take 0.5 byte each. Accepts
     integers that are all signed 4-bit (-8..7, two's complement nibbles) or all unsigned
-    (0..15); floats and values outside 4 bits are refused."""
-    torch_like = _is_torch(q)
+    (0..15); floats and values outside 4 bits are refused. A tensor is checked and packed
+    with torch operations on its own device (its minimum and maximum are the only values
+    read back; none on `meta`): no copy of the weights to the host."""
+    if _is_torch(q):
+        return _pack_int4_torch(q)
     arr = _integer_array("q", q)
-    if arr.ndim == 0 or arr.size == 0:
+    _check_pack_shape(arr.shape, arr.size)
+    _check_nibbles(int(arr.min()), int(arr.max()))
+    nib = (arr.astype(np.int16) & 0xF).astype(np.uint8)
+    return nib[..., 0::2] | (nib[..., 1::2] << 4)
+
+
+def _check_pack_shape(shape, size):
+    if len(shape) == 0 or size == 0:
         raise ValueError(f"q must be a non-empty array of 4-bit integers, got shape "
-                         f"{arr.shape}")
-    if arr.shape[-1] % 2:
+                         f"{tuple(shape)}")
+    if shape[-1] % 2:
         raise ValueError(f"q must have an even last dimension to pack pairs, got shape "
-                         f"{arr.shape}: pad it with a zero")
-    lo, hi = int(arr.min()), int(arr.max())
+                         f"{tuple(shape)}: pad it with a zero")
+
+
+def _check_nibbles(lo, hi):
     if lo < -8 or hi > 15 or (lo < 0 and hi > 7):
         raise ValueError(f"values must fit in 4 bits: all in -8..7 (signed) or all in "
                          f"0..15 (unsigned); got {lo}..{hi}")
-    if torch_like:
-        import torch
 
-        nib = (q.to(torch.int16) & 0xF).to(torch.uint8)
-        return nib[..., 0::2] | (nib[..., 1::2] << 4)
-    nib = (arr.astype(np.int16) & 0xF).astype(np.uint8)
+
+def _pack_int4_torch(q):
+    """`pack_int4` of a tensor, on its device (see there)."""
+    import torch
+
+    if q.is_floating_point() or q.is_complex() or q.dtype == torch.bool:
+        raise TypeError(f"q must hold integers (quantize's output), got a tensor of {q.dtype}")
+    _check_pack_shape(tuple(q.shape), q.numel())
+    if q.device.type != "meta":
+        lo, hi = torch.aminmax(q.detach())  # reduced on the device; two scalars read back
+        _check_nibbles(int(lo), int(hi))
+    nib = (q.to(torch.int16) & 0xF).to(torch.uint8)
     return nib[..., 0::2] | (nib[..., 1::2] << 4)
 
 

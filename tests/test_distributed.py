@@ -37,6 +37,61 @@ def test_sharded_layer_on_two_gloo_processes_equals_the_unsharded_one():
     assert sorted(df[df.kind == "allreduce"].message_bytes) == [4096, 65536]
 
 
+def _lockstep_rank(rank, port, results):
+    """One rank of the lockstep test: the leader's timer makes exactly 40 calls."""
+    import datetime
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    from gpuinfer import bench
+
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=60))
+    try:
+        buf = torch.zeros(8, dtype=torch.float16)   # the payload: fp16, as on a GPU
+        calls = [0]
+
+        def call():
+            dist.all_reduce(buf)
+            calls[0] += 1
+
+        def forty_calls(fn, device=None, min_run_time=None):
+            for _ in range(40):
+                fn()
+            return "timed"
+
+        bench.time_fn = forty_calls
+        got = distributed._lockstep_time(call, None, rank == 0, torch.device("cpu"), 0.0)
+        results.put((rank, got, calls[0], bool(torch.isfinite(buf).all()),
+                     float(buf.abs().max())))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_lockstep_followers_stop_after_forty_calls_and_the_payload_stays_finite():
+    # 40 timed calls on the leader: the followers go in chunks of 32, so the leader pads
+    # to 64 calls (40 + 24). The stop flag is its own int32 tensor reduced with MAX; the
+    # fp16 payload stays zero (a flag summed inside it doubled every call: 2**40 is inf).
+    pytest.importorskip("torch")
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = distributed._free_port()
+    procs = [ctx.Process(target=_lockstep_rank, args=(r, port, results)) for r in range(2)]
+    for p in procs:
+        p.start()
+    got = sorted(results.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert got == [(0, "timed", 64, True, 0.0), (1, None, 64, True, 0.0)]
+
+
 def test_lab_runner_rejects_bad_setups():
     with pytest.raises(ValueError, match="backend"):
         distributed.run_tp_lab(2, backend="mpi")

@@ -92,35 +92,48 @@ def tp_mlp_forward(x, w_in_shard, w_out_shard, group=None):
     return y
 
 
-def _lockstep_time(call, buf, leader, device, min_run_time, chunk=32):
+def _lockstep_time(call, group, leader, device, min_run_time, chunk=32):
     """Time a collective `call()` with `bench.time_fn` on the leader rank while the other
     ranks keep joining it.
 
     The timer decides how many calls to make as it goes, so the ranks cannot agree on a
-    count in advance. Instead the followers call in chunks of `chunk` and, after each
-    chunk, read a stop flag carried in the last element of the all-reduced `buf` (zero
-    until the leader raises it). After timing, the leader raises the flag and pads its
-    calls to the end of the followers' chunk. Nobody reads the flag between calls, so no
-    host synchronisation is added to the timed calls. Returns the leader's Timing (None on
-    the others)."""
+    count in advance. Instead every rank calls in chunks of `chunk` and, after each chunk,
+    all-reduces a separate int32 stop flag with MAX (zero until the leader raises it; MAX
+    keeps it at 1, where a flag summed inside an fp16 payload grew N-fold a call to inf).
+    Only the followers read the flag, so no host synchronisation is added to the leader's
+    timed calls; the leader's share of the flag is one 4-byte all-reduce every `chunk`
+    calls. After timing, the leader raises the flag and pads its calls to the end of the
+    followers' chunk. Returns the leader's Timing (None on the others)."""
+    import torch
+    import torch.distributed as dist
+
     from . import bench
+
+    flag = torch.zeros(1, device=device, dtype=torch.int32)
+
+    def exchange_flag():
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
 
     if not leader:
         while True:
             for _ in range(chunk):
                 call()
-            if float(buf[-1]) > 0.5:
+            exchange_flag()
+            if int(flag.item()) > 0:
                 return None
     calls = [0]
 
     def counted():
         call()
         calls[0] += 1
+        if calls[0] % chunk == 0:
+            exchange_flag()  # zero: the followers go on
 
     timing = bench.time_fn(counted, device=device, min_run_time=min_run_time)
-    buf[-1] = 1.0  # the sum stays >= 1 from here on: zeros elsewhere stay zero
+    flag.fill_(1)
     for _ in range(chunk - calls[0] % chunk):
         call()
+    exchange_flag()
     bench.synchronize(device)
     return timing
 
@@ -129,12 +142,12 @@ def _timed_allreduce(n_elems, group, leader, device, tdtype, min_run_time):
     import torch
     import torch.distributed as dist
 
-    buf = torch.zeros(n_elems + 1, device=device, dtype=tdtype)  # payload + stop flag
+    buf = torch.zeros(n_elems, device=device, dtype=tdtype)
 
     def call():
         dist.all_reduce(buf, group=group)
 
-    return _lockstep_time(call, buf, leader, device, min_run_time)
+    return _lockstep_time(call, group, leader, device, min_run_time)
 
 
 def _timed_tp_step(x, w_in, w_out, group, leader, device, min_run_time):
@@ -142,14 +155,13 @@ def _timed_tp_step(x, w_in, w_out, group, leader, device, min_run_time):
     import torch.distributed as dist
 
     batch, d_model = x.shape[0], w_out.shape[1]
-    buf = torch.zeros(batch * d_model + 1, device=device, dtype=x.dtype)  # + stop flag
-    out = buf[:-1].view(batch, d_model)  # the partial sum is written in place
+    out = torch.zeros(batch, d_model, device=device, dtype=x.dtype)  # written in place
 
     def call():
         tp_mlp_partial(x, w_in, w_out, out=out)
-        dist.all_reduce(buf, group=group)
+        dist.all_reduce(out, group=group)
 
-    return _lockstep_time(call, buf, leader, device, min_run_time)
+    return _lockstep_time(call, group, leader, device, min_run_time)
 
 
 def _join_group(backend, rank, world_size, device, timeout_s):
@@ -192,26 +204,28 @@ def _worker(rank, world_size, port, config, results):
         sizes = [n for n in config["group_sizes"] if n > 1]
         groups = {n: dist.new_group(list(range(n))) for n in sizes}  # every rank creates all
         d_model, d_ff, batch = config["d_model"], config["d_ff"], config["batch"]
-        gen = torch.Generator().manual_seed(config["seed"])  # the same weights on every rank
-        x = torch.randn(batch, d_model, generator=gen)
-        w_in = torch.randn(d_model, d_ff, generator=gen) * d_model ** -0.5
-        w_out = torch.randn(d_ff, d_model, generator=gen) * d_ff ** -0.5
+        # The same weights on every rank, drawn on the rank's own device (no full-width
+        # fp32 copy through host memory on every rank) from a seeded generator, in fp32.
+        gen = torch.Generator(device=device).manual_seed(config["seed"])
+        x = torch.randn(batch, d_model, generator=gen, device=device)
+        w_in = torch.randn(d_model, d_ff, generator=gen, device=device) * d_model ** -0.5
+        w_out = torch.randn(d_ff, d_model, generator=gen, device=device) * d_ff ** -0.5
         ref = mlp_reference(x, w_in, w_out)  # [batch, d_model], unsharded, fp32
-        x_dev = x.to(device, tdtype)
+        x_dev = x.to(tdtype)
         min_t = config["min_run_time"]
 
         for n in [1, *sizes]:
             member = rank < n
             group = groups.get(n)
             if member:
-                w_in_s = column_shard(w_in, rank, n).to(device, tdtype)
-                w_out_s = row_shard(w_out, rank, n).to(device, tdtype)
+                w_in_s = column_shard(w_in, rank, n).to(tdtype)
+                w_out_s = row_shard(w_out, rank, n).to(tdtype)
                 # Correctness: the sharded layer against the unsharded one.
                 if n > 1:
                     y = tp_mlp_forward(x_dev, w_in_s, w_out_s, group=group)
                 else:
                     y = tp_mlp_partial(x_dev, w_in_s, w_out_s)
-                err = float((y.float().cpu() - ref).abs().max())
+                err = float((y.float() - ref).abs().max())
                 # Compute only: the rank's shard without the all-reduce.
                 compute = bench.time_fn(lambda: tp_mlp_partial(x_dev, w_in_s, w_out_s),
                                         device=device, min_run_time=min_t)

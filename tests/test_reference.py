@@ -174,10 +174,10 @@ def test_every_published_figure_cites_a_key_of_the_bibliography():
 
 
 def test_engine_measurements_are_the_achievable_models_table():
-    from gpuinfer import achievable, reference
+    from gpuinfer import calibration, reference
 
     df = reference.engine_measurements()
-    assert len(df) == len(achievable.measurements())
+    assert len(df) == len(calibration.measurements())
     # gpt-fast's rows are the same figures as GPT_FAST_TOKENS_PER_S.
     gf = df[df["engine"] == "gpt-fast"].set_index("weight_format")["tokens_per_s"]
     assert gf["bf16"] == reference.GPT_FAST_TOKENS_PER_S["bf16"]

@@ -28,9 +28,11 @@ roofline and adds what a step costs beyond its kernels:
 - a fixed `step_s` per step: the scheduler, sampling, the host's bookkeeping (fitted).
 
 With every efficiency 1 and every overhead 0 (`CEILING`) the model is the roofline
-exactly. `FITTED` holds the constants fitted on the training rows of
-`measurements()` (`calibrate` refits them; `errors` reports predicted against measured,
-held-out rows apart).
+exactly. `FITTED` holds the constants fitted on the training rows of the published engine
+measurements: the fit, and the errors against the held-out rows, are in
+`gpuinfer.calibration` (`measurements`, `predict`, `errors`, `calibrate`), which uses the
+serving simulator for its offline rows; this module imports neither `llm_serving` nor
+`parallel`.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import pathlib
 
 import numpy as np
 
@@ -48,9 +49,6 @@ from . import llm as _llm
 from . import roofline as _roofline
 from . import tabular as _tabular
 from . import validate as _v
-
-#: The measurements table: one published engine figure a row (see `measurements`).
-MEASUREMENTS_CSV = pathlib.Path(__file__).parent / "data" / "published" / "engine_measurements.csv"
 
 #: Kernels one decoder layer launches in a decode step: `parallel.KERNELS_PER_LAYER`'s
 #: illustrative count (13, the TP layout's; at TP 1 the two all-reduces are absent but
@@ -69,7 +67,8 @@ EAGER_LAUNCH_S = 3.8e-6
 #: same figure, rounded, serves both.
 ATTENTION_FRACTION = 0.75
 
-#: Llama-3.1-405B (meta-llama/Llama-3.1-405B config.json): for the calibration rows only,
+#: Llama-3.1-405B (meta-llama/Llama-3.1-405B config.json): for the calibration rows
+#: (`gpuinfer.calibration`) only,
 #: the course's catalogue does not list it.
 LLAMA_3_1_405B = _llm.ModelSpec(
     name="llama-3.1-405b", n_layers=126, d_model=16384, n_heads=128, n_kv_heads=8,
@@ -143,9 +142,9 @@ class Efficiency:
 CEILING = Efficiency(matmul=1.0, bandwidth=1.0, weight_only=(), attention=1.0, step_s=0.0,
                      kernel_gap_s=0.0, cuda_graphs=True, launch_s=0.0, attention_dtype=None)
 
-#: Fitted on the 6 training rows of `measurements()` by `calibrate()` (a test refits
-#: them): matmuls sustain 0.70 of the MAMF fraction (`matmul_scale`; an H100's fp8 GEMMs:
-#: 0.70 x 0.709 = 0.50 of the datasheet peak in TensorRT-LLM's runs); bytes stream at 0.85
+#: Fitted on the 6 training rows of `calibration.measurements()` by
+#: `calibration.calibrate()` (a test refits them): matmuls sustain 0.70 of the MAMF
+#: fraction (`matmul_scale`; an H100's fp8 GEMMs: 0.70 x 0.709 = 0.50 of the datasheet peak in TensorRT-LLM's runs); bytes stream at 0.85
 #: of the datasheet bandwidth; int8 and int4 weight-only matmuls at 0.83 and 0.74 of that
 #: (gpt-fast's dequantising kernels); 1.6 ms a step for the scheduler, sampling and the
 #: host's bookkeeping. Four dense rows fix three constants loosely: bandwidth and step_s
@@ -338,9 +337,6 @@ def as_efficiency(achievable) -> Efficiency:
                     f"an achievable.Efficiency, got {achievable!r}")
 
 
-_efficiency = as_efficiency  # the old private name, still used by gpuinfer.speculative
-
-
 def step_breakdown(model_, accelerator, new_tokens, context=0, dtype="fp16", *,
                    logits=None, kv_dtype=None, compute_dtype=None, achievable=True):
     """`llm.forward_step_breakdown`'s table with each row timed on the achievable model:
@@ -398,113 +394,3 @@ def fraction_of_ceiling(model_, accelerator, batch=1, context=0, dtype="fp16", *
     return (decode_tokens_per_s(model_, accelerator, batch, context, dtype, achievable=eff, **kw)
             / decode_tokens_per_s(model_, accelerator, batch, context, dtype, achievable=False,
                                   **kw))
-
-
-# --- the published measurements, the fit and its errors ------------------------------------
-
-def measurements(split=None):
-    """The published engine measurements the model is calibrated on and checked against
-    (src/gpuinfer/data/published/engine_measurements.csv): one row per figure, with its
-    `source` (a references.bib key), `url`, engine and version, model, accelerator, TP,
-    formats (`weight_format`, `compute_dtype`, `kv_dtype`), scenario ("decode": a fixed
-    batch; "offline": maximum load, `llm_serving.offline_throughput`), lengths and
-    `tokens_per_s` (total) / `tokens_per_s_per_gpu`. `split`: "train" or "heldout"."""
-    import pandas as pd
-
-    df = pd.read_csv(MEASUREMENTS_CSV)
-    if split is not None:
-        split = _v.choice("split", split, ["train", "heldout"])
-        df = df[df["split"] == split]
-    return df.reset_index(drop=True)
-
-
-def predict(row, achievable=True) -> float:
-    """Predicted output tokens/s per GPU for one row of `measurements()`."""
-    from . import llm_serving as _serving
-
-    eff = as_efficiency(achievable)
-    kw = dict(dtype=row["weight_format"], compute_dtype=row["compute_dtype"],
-              kv_dtype=row["kv_dtype"])
-    m = model(row["model"])
-    if row["scenario"] == "decode":
-        b = int(row["batch"])
-        c = int(row["input_tokens"]) + int(row["output_tokens"]) // 2
-        return decode_tokens_per_s(m, row["accelerator"], b, c, achievable=eff, **kw)
-    return _serving.offline_throughput(
-        m, row["accelerator"], int(row["input_tokens"]), int(row["output_tokens"]),
-        tp=int(row["tp"]), achievable=eff, **kw)["tokens_per_s_per_gpu"]
-
-
-def errors(efficiency=None, split=None):
-    """Predicted against measured for every row of `measurements(split)`: columns
-    `matmul_source` (`matmul_source` of the row's GPU and compute format: "measured",
-    "fp8 stand-in" or "catalogue median"), `measured`, `ceiling`, `achievable` (tokens/s per GPU), `error_pct` (achievable over
-    measured, minus 1, in %), `measured_over_ceiling`. `df.attrs` holds the median and
-    worst absolute % error (`median_abs_error_pct`, `worst_abs_error_pct`) of the rows
-    shown."""
-    eff = FITTED if efficiency is None else as_efficiency(efficiency)
-    df = measurements(split)
-    out = df[["id", "split", "source", "engine", "model", "accelerator", "tp",
-              "weight_format", "scenario", "input_tokens", "output_tokens"]].copy()
-    out["matmul_source"] = [
-        matmul_source(r["accelerator"], _dtypes.formats(
-            r["weight_format"], r["kv_dtype"] if isinstance(r["kv_dtype"], str) else None,
-            r["compute_dtype"] if isinstance(r["compute_dtype"], str) else None)[2])
-        for _, r in df.iterrows()]
-    out["measured"] = df["tokens_per_s_per_gpu"].astype(float)
-    out["ceiling"] = [predict(r, False) for _, r in df.iterrows()]
-    out["achievable"] = [predict(r, eff) for _, r in df.iterrows()]
-    out["error_pct"] = 100 * (out["achievable"] / out["measured"] - 1)
-    out["measured_over_ceiling"] = out["measured"] / out["ceiling"]
-    a = out["error_pct"].abs()
-    out.attrs["median_abs_error_pct"] = float(a.median())
-    out.attrs["worst_abs_error_pct"] = float(a.max())
-    return out
-
-
-def _log_errors(eff, rows):
-    return np.array([math.log(predict(r, eff) / r["tokens_per_s_per_gpu"])
-                     for _, r in rows.iterrows()])
-
-
-def calibrate(*, rows=None, rounds=20):
-    """Fit the achievable model's free constants on the training rows (default
-    `measurements("train")`): `bandwidth` (0.40-1.00 by 0.01), `matmul_scale` (0.40-1.00
-    by 0.01) and `step_s` (0-3 ms by 0.1 ms) by least squares on the log error of the
-    rows without int8/int4 weights (coordinate descent over those grids, `rounds`
-    sweeps at most, from the cited model with no derating), then each weight-only format's `weight_only` factor to its
-    own rows by bisection (gpt-fast's int8 and int4). Everything else stays as cited.
-    Returns (Efficiency, `errors` on the training rows)."""
-    train = measurements("train") if rows is None else rows
-    wo = train["weight_format"].map(lambda f: _dtypes.get(f).quantised
-                                    and _dtypes.peak_dtype(f) in ("int8", "int4"))
-    dense = train[~wo]
-    grids = {"bandwidth": np.round(np.arange(0.40, 1.0001, 0.01), 2),
-             "matmul_scale": np.round(np.arange(0.40, 1.0001, 0.01), 2),
-             "step_s": np.round(np.arange(0.0, 3.0001e-3, 0.1e-3), 5)}
-    # Start from the cited model alone (no derating, no step cost), not from FITTED.
-    eff = dataclasses.replace(FITTED, weight_only=(), matmul_scale=1.0, bandwidth=1.0,
-                              step_s=0.0)
-
-    def loss(e):
-        return float(np.sum(_log_errors(e, dense) ** 2))
-
-    for _ in range(_v.count("rounds", rounds, maximum=100)):
-        before = eff
-        for name, grid in grids.items():
-            eff = min((dataclasses.replace(eff, **{name: float(x)}) for x in grid), key=loss)
-        if eff == before:
-            break
-    fitted = []
-    for fmt in ("int8", "int4"):
-        mine = train[train["weight_format"].map(lambda f: _dtypes.peak_dtype(f) == fmt) & wo]
-        if not len(mine):
-            continue
-        lo, hi = 0.05, 1.0
-        for _ in range(30):
-            mid = (lo + hi) / 2
-            e = dataclasses.replace(eff, weight_only=((fmt, mid),))
-            lo, hi = (mid, hi) if _log_errors(e, mine).mean() < 0 else (lo, mid)
-        fitted.append((fmt, round((lo + hi) / 2, 2)))
-    eff = dataclasses.replace(eff, weight_only=tuple(fitted))
-    return eff, errors(eff, "train")

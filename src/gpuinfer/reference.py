@@ -367,12 +367,12 @@ def published(experiment=None) -> "pandas.DataFrame":
 def engine_measurements(split=None) -> "pandas.DataFrame":
     """Published serving-engine measurements (TensorRT-LLM's performance overview,
     gpt-fast): the table the achievable model is calibrated on and the ceiling is
-    checked against, one cited row per figure. See `gpuinfer.achievable.measurements`
-    (`split`: "train" or "heldout") and `achievable.errors` for predicted against
+    checked against, one cited row per figure. See `gpuinfer.calibration.measurements`
+    (`split`: "train" or "heldout") and `calibration.errors` for predicted against
     measured."""
-    from . import achievable as _achievable
+    from . import calibration as _calibration
 
-    return _achievable.measurements(split)
+    return _calibration.measurements(split)
 
 
 def speedup(run, baseline_kernel="dense") -> "pandas.DataFrame":

@@ -125,14 +125,14 @@ def test_running_decode_steps_together_changes_nothing(monkeypatch):
 def test_the_step_timer_matches_the_package_on_mixed_steps():
     rng = np.random.default_rng(1)
     for model, gpu, dtype in [(MODEL, GPU, "fp16"), ("llama-2-7b", "A100 80GB", "int4")]:
-        fast = llm_serving._StepCost(model, gpu, dtype)
         ref = llm.step_timer(model, gpu, dtype)
         for _ in range(50):
             b = int(rng.integers(1, 40))
             q = np.where(rng.random(b) < 0.2, rng.integers(1, 900, b), 1)
             c = rng.integers(0, 4000, b)
-            lg = (rng.random(b) < 0.7).astype(float)
-            assert fast(q, c, lg) == pytest.approx(ref(q, c, lg), rel=1e-9)
+            lg = (rng.random(b) < 0.7).astype(int)
+            fast = llm_serving.tp_step_seconds(model, gpu, 1, q, c, lg, dtype=dtype)
+            assert fast == pytest.approx(ref(q, c, lg), rel=1e-9)
 
 
 def test_kv_cache_budget_by_hand():
@@ -393,18 +393,20 @@ def test_the_closed_form_step_cost_equals_the_old_fit():
 
     for (model, gpu, dtype, compute, tp, ach), old in OLD_FIT.items():
         eff = achievable.FITTED if ach else achievable.CEILING
-        t = llm_serving._StepCost(model, gpu, dtype, None, compute, tp=tp, efficiency=eff)
         for (q, c, lg), want in zip(STEPS, old):
-            assert t(q, c, lg) == pytest.approx(want, rel=1e-9)
+            got = llm_serving.tp_step_seconds(model, gpu, tp, q, c, lg, dtype=dtype,
+                                              compute_dtype=compute, achievable=eff)
+            assert got == pytest.approx(want, rel=1e-9)
     # Llama-3-70B fp8 TP2 on the ceiling: the old fit's steps less its all-reduces at the
     # datasheet's 450 GB/s, plus the same at NCCL's 370.8 GB/s: 161 all-reduces of
     # tokens x 8,192 x 1 B (tokens: 1, 512, 332, 202, 64 new tokens a step).
     old = [0.010378648704212281, 0.01950836217861174, 0.013806179267357608,
            0.011629362902793905, 0.010557995235542135]
-    t = llm_serving._StepCost("llama-3-70b", GPU, "fp8", None, "fp8", tp=2)
     for (q, c, lg), want, n in zip(STEPS, old, (1, 512, 332, 202, 64)):
         comm = 161 * n * 8192 * (1 / 370.8e9 - 1 / 450e9)
-        assert t(q, c, lg) == pytest.approx(want + comm, rel=1e-9)
+        got = llm_serving.tp_step_seconds("llama-3-70b", GPU, 2, q, c, lg, dtype="fp8",
+                                          compute_dtype="fp8")
+        assert got == pytest.approx(want + comm, rel=1e-9)
 
 
 def test_the_closed_form_rows_are_the_step_models_rows():

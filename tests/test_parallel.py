@@ -374,6 +374,38 @@ def test_tp_step_on_the_achievable_model_and_its_ceiling_by_hand():
         == pytest.approx(roof["ceiling_s"])
 
 
+def test_fp8_all_reduces_in_16_bits_on_the_achievable_model_as_in_the_simulator():
+    # W8A8 fp8 llama-3-70b (d_model 8,192) at TP2 on H100s, batch 1: the matmuls' output,
+    # and so the all-reduced activations, are bf16 in the engines: 1 x 8,192 x 2 B =
+    # 16,384 B a message on the achievable model; the ceiling keeps the compute format's
+    # 1 x 8,192 x 1 B = 8,192 B (the smallest message: a bound stays a bound).
+    assert parallel.tp_message_bytes_per_value("fp8") == 1
+    assert parallel.tp_message_bytes_per_value("fp8", True) == 2
+    assert parallel.tp_message_bytes_per_value("fp32", True) == 4
+    kw = dict(dtype="fp8", compute_dtype="fp8")
+    ach = parallel.tp_decode_breakdown("llama-3-70b", "H100 SXM", 2, 1, 0, achievable=True,
+                                       **kw)
+    roof = parallel.tp_decode_breakdown("llama-3-70b", "H100 SXM", 2, 1, 0, **kw)
+    assert ach["allreduce_bytes"] == 16_384 and roof["allreduce_bytes"] == 8_192
+    # 2 x 80 + 1 = 161 all-reduces, each at NCCL's model for its message.
+    assert ach["comm_s"] == pytest.approx(
+        161 * parallel.interconnect_allreduce_time(16_384, 2, "NVLink 4"), rel=1e-12)
+    # The bound is the same in both: 161 x 8,192 B over NVLink 4's 370.8 GB/s bus
+    # bandwidth (2 GPUs: each sends the message once) = 3.557 us, beside the roofline.
+    floor = 161 * 8_192 / 370.8e9
+    assert roof["ceiling_s"] == pytest.approx(roof["ops"]["seconds"].sum() + floor)
+    assert ach["ceiling_s"] == pytest.approx(roof["ceiling_s"])
+    # The serving simulator prices the same messages: its achievable all-reduces are
+    # parallel's, its ceiling's the floor.
+    from gpuinfer import llm_serving
+
+    sim = llm_serving.tp_step_seconds("llama-3-70b", "H100 SXM", 2, 1, parts=True,
+                                      achievable=True, **kw)
+    assert sim["comm_s"] == pytest.approx(ach["comm_s"], rel=1e-12)
+    sim_ceil = llm_serving.tp_step_seconds("llama-3-70b", "H100 SXM", 2, 1, parts=True, **kw)
+    assert sim_ceil["comm_s"] == pytest.approx(floor, rel=1e-12)
+
+
 def test_allreduce_floor_by_hand():
     # Inside an NVLink 4 domain: 1 MB / 370.8e9 B/s = 2.697 us, whatever N (2..8).
     for n in (2, 8):

@@ -401,7 +401,7 @@ def weight_bytes(model, dtype="fp16") -> float:
     table = m.embedding_params
     norms = (2 * m.n_layers + 1) * m.d_model + m.n_layers * (
         m.q_lora_rank + m.kv_lora_rank if m.is_mla else 0)
-    experts = m.n_moe_layers * m.n_experts * m.expert_params * _expert_bytes(m, weight)
+    experts = m.n_moe_layers * m.n_experts * m.expert_params * expert_bytes(m, weight)
     router = m.n_moe_layers * m.router_params_per_layer  # kept in the activation format
     if m.tied_embeddings:  # one table serves as embedding and head: stored as the head
         return float(matmuls * w + experts + table * w + (norms + router) * a)
@@ -415,9 +415,10 @@ def _dense_matmul_params(m) -> int:
             + m.n_moe_layers * m.n_shared_experts * m.expert_params)
 
 
-def _expert_bytes(m, weight) -> float:
-    """Bytes of one routed-expert weight: `weight`'s, or the shipped `expert_dtype`'s if
-    narrower (gpt-oss's MXFP4 experts are not widened by asking for bf16)."""
+def expert_bytes(m, weight) -> float:
+    """Bytes of one routed-expert weight of model `m` (a `ModelSpec`): `weight`'s, or
+    the shipped `expert_dtype`'s if narrower (gpt-oss's MXFP4 experts are not widened
+    by asking for bf16)."""
     w = _dtypes.bytes_per_element(weight)
     return min(w, _dtypes.bytes_per_element(m.expert_dtype)) if m.expert_dtype else w
 
@@ -441,7 +442,7 @@ def step_weight_bytes(model, dtype="fp16", tokens=1):
     if not m.is_moe:
         return dense
     t = _v.positive("tokens", tokens, integer=True, array=True)
-    routed = (m.n_moe_layers * m.expert_params * _expert_bytes(m, weight)
+    routed = (m.n_moe_layers * m.expert_params * expert_bytes(m, weight)
               * experts_touched(m, t))
     router = m.n_moe_layers * m.router_params_per_layer * _dtypes.bytes_per_element(act)
     return _v.scalar_or_array(dense + router + routed)
@@ -456,7 +457,7 @@ def routed_expert_weight_bytes(model, tokens, dtype="fp16"):
     if not m.is_moe:
         return _v.scalar_or_array(np.zeros(np.shape(tokens)))
     weight, _, _ = _dtypes.formats(dtype)
-    return _v.scalar_or_array(m.n_moe_layers * m.expert_params * _expert_bytes(m, weight)
+    return _v.scalar_or_array(m.n_moe_layers * m.expert_params * expert_bytes(m, weight)
                               * np.asarray(experts_touched(m, tokens)))
 
 
@@ -577,9 +578,14 @@ def weight_read_ceiling_from(n_params, bytes_per_param, bandwidth, batch=1):
 
 # --- the operations of a forward step ------------------------------------------------------
 
-class _StepModel:
+class StepModel:
     """The constants of one (model, formats) pair, and the operations table of a step as
-    arrays: built once, evaluated many times (the serving simulator calls it per step)."""
+    arrays: built once, evaluated many times (the serving simulator calls it per step).
+    `step_terms(new_tokens, context, logits)` and `decode_terms(batch, context)` return
+    {operation: (FLOPs, bytes, dtype)} (`operations(model)`'s rows), arrays broadcast
+    over the sequences; `STEP_CONSTANTS` names the constants they read. `touched`: a
+    measured count of distinct experts per MoE layer in place of the uniform-routing
+    expectation."""
 
     def __init__(self, model, dtype="fp16", kv_dtype=None, compute_dtype=None, flash=True,
                  touched=None):
@@ -614,7 +620,7 @@ class _StepModel:
         self.shared_weight_bytes = n_moe * m.n_shared_experts * pe * w
         self.shared_flops_per_token = 2.0 * n_moe * m.n_shared_experts * pe
         self.shared_act_bytes_per_token = n_moe * m.n_shared_experts * expert_act * a
-        self.expert_bytes = n_moe * pe * _expert_bytes(m, self.weight)  # one expert a layer
+        self.expert_bytes = n_moe * pe * expert_bytes(m, self.weight)  # one expert a layer
         self.expert_flops_per_token = 2.0 * m.experts_per_token * n_moe * pe
         self.expert_act_bytes_per_token = m.experts_per_token * n_moe * expert_act * a
         has_vocab = m.vocab_size > 0  # a bare layer stack has no embedding and no head
@@ -699,7 +705,7 @@ class _StepModel:
                           pairs_full=float(np.sum(q * (c + q))))
 
 
-#: The constants of `_StepModel` that `decode_terms` reads: what the website's calculator
+#: The constants of `StepModel` that `decode_terms` reads: what the website's calculator
 #: (_static/calculator.js, `decodeTerms`) needs to rebuild a decode step in the browser.
 STEP_CONSTANTS = ("linear_weight_bytes", "linear_flops_per_token", "linear_act_bytes_per_token",
                   "head_weight_bytes", "head_flops_per_row", "head_act_bytes_per_row",
@@ -718,7 +724,7 @@ def step_constants(model, dtype="fp16", *, kv_dtype=None, compute_dtype=None) ->
     bytes. The website's calculator rebuilds a decode step from them in JavaScript; a
     test checks it against this module on every model x device x format x (batch,
     context) of a grid."""
-    sm = _StepModel(model, dtype, kv_dtype, compute_dtype)
+    sm = StepModel(model, dtype, kv_dtype, compute_dtype)
     return {"weight_dtype": sm.weight, "kv_dtype": sm.kv, "compute_dtype": sm.compute,
             "weight_bytes": weight_bytes(model, dtype),
             **{k: float(getattr(sm, k)) for k in STEP_CONSTANTS}}
@@ -732,7 +738,11 @@ def _table(terms):
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-def _breakdown(terms, accelerator):
+def breakdown(terms, accelerator):
+    """The operations table of `terms` ({operation: (FLOPs, bytes, dtype)}, as
+    `StepModel.step_terms` returns) timed on `accelerator`'s roofline
+    (`roofline.evaluate`: `intensity`, `memory_s`, `compute_s`, `seconds`, `bound`), with
+    `share`, each row's fraction of the summed seconds (NaN when the step takes none)."""
     out = _roofline.evaluate(_table(terms), accelerator)
     total = out["seconds"].sum()
     out["share"] = out["seconds"] / total if total > 0 else np.nan
@@ -759,8 +769,8 @@ def decode_step_breakdown(model, accelerator, batch=1, context=0, dtype="fp16", 
     and `decode_ceiling` take arrays."""
     b = _v.count("batch", batch, maximum=1 << 30)
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
-    sm = _StepModel(model, dtype, kv_dtype, compute_dtype)
-    return _breakdown(sm.decode_terms(b, c), accelerator)
+    sm = StepModel(model, dtype, kv_dtype, compute_dtype)
+    return breakdown(sm.decode_terms(b, c), accelerator)
 
 
 def decode_step_time(model, accelerator, batch=1, context=0, dtype="fp16", *,
@@ -769,7 +779,7 @@ def decode_step_time(model, accelerator, batch=1, context=0, dtype="fp16", *,
     max(bytes / bandwidth, FLOPs / peak) (see `decode_step_breakdown`). Vectorised over
     `batch` and `context`."""
     b, c = _decode_args(batch, context)
-    sm = _StepModel(model, dtype, kv_dtype, compute_dtype)
+    sm = StepModel(model, dtype, kv_dtype, compute_dtype)
     return _roofline.step_seconds(sm.decode_terms(b, c), accelerator)
 
 
@@ -792,7 +802,7 @@ def decode_step_time_overlapped(model, accelerator, batch=1, context=0, dtype="f
     model used to be too optimistic at large batches. Vectorised."""
     acc = _hardware.get(accelerator)
     b, c = _decode_args(batch, context)
-    sm = _StepModel(model, dtype, kv_dtype, compute_dtype)
+    sm = StepModel(model, dtype, kv_dtype, compute_dtype)
     terms = sm.decode_terms(b, c)
     flops = sum(f for f, _, _ in terms.values())
     nbytes = sum(x for _, x, _ in terms.values())
@@ -804,7 +814,7 @@ def decode_step_bytes(model, batch=1, context=0, dtype="fp16", kv_dtype=None):
     """DRAM bytes of one decode step, summed over its operations: the matmul weights
     once, the batch's KV caches, the activations, the gathered embedding rows."""
     b, c = _decode_args(batch, context)
-    terms = _StepModel(model, dtype, kv_dtype).decode_terms(b, c)
+    terms = StepModel(model, dtype, kv_dtype).decode_terms(b, c)
     return _v.scalar_or_array(sum(x for _, x, _ in terms.values()))
 
 
@@ -813,7 +823,7 @@ def decode_step_flops(model, batch=1, context=0):
     gathered, not multiplied), plus attention: 4 x layers x query heads x head_dim per
     (query, key) pair, context + 1 keys per sequence (the cache and the token itself)."""
     b, c = _decode_args(batch, context)
-    terms = _StepModel(model).decode_terms(b, c)
+    terms = StepModel(model).decode_terms(b, c)
     return _v.scalar_or_array(sum(f for f, _, _ in terms.values()))
 
 
@@ -853,7 +863,7 @@ def compute_bound_batch(model, accelerator, dtype="fp16", *, kv_dtype=None,
     experts: Qwen3-30B-A3B's 768-wide ones put it 1.7x above ridge x E / k on an H100),
     and before the batch touches every expert it reads fewer bytes.""" 
     acc = _hardware.get(accelerator)
-    sm = _StepModel(model, dtype, kv_dtype, compute_dtype)
+    sm = StepModel(model, dtype, kv_dtype, compute_dtype)
     peak = _roofline.peak(acc, sm.compute)
     bw = _roofline.bandwidth(acc)
     worst = 0.0
@@ -912,7 +922,7 @@ def attention_dominant_context(model, accelerator, batch=None, dtype="fp16", *,
         return math.nan
     diff = []
     for c in (0.0, 1.0):
-        t = _breakdown(_StepModel(model, dtype, kv_dtype, compute_dtype).decode_terms(b, c),
+        t = breakdown(StepModel(model, dtype, kv_dtype, compute_dtype).decode_terms(b, c),
                        acc)["seconds"]
         weights = t["linear"] + t["lm_head"]
         for op in ("router", "shared_experts", "experts"):
@@ -966,7 +976,7 @@ def max_batch_within(model, accelerator, context, step_s, dtype="fp16", *, kv_dt
     if fits < 1:
         return 0
     lo, hi = 0, fits  # step(lo) <= limit (or lo = 0); find the last batch that meets it
-    sm = _StepModel(model, dtype, kv_dtype, compute_dtype)
+    sm = StepModel(model, dtype, kv_dtype, compute_dtype)
     def meets(b):
         return _roofline.step_seconds(sm.decode_terms(b, context), accelerator) <= limit
     if meets(hi):
@@ -998,8 +1008,8 @@ def forward_step_breakdown(model, accelerator, new_tokens, context=0, dtype="fp1
     of `decode_step_breakdown`. `flash=False`: an attention kernel that writes the score
     matrix (bytes FlashAttention saves)."""
     q, c, lg = _step_args(new_tokens, context, logits)
-    sm = _StepModel(model, dtype, kv_dtype, compute_dtype, flash)
-    return _breakdown(sm.step_terms(q, c, lg), accelerator)
+    sm = StepModel(model, dtype, kv_dtype, compute_dtype, flash)
+    return breakdown(sm.step_terms(q, c, lg), accelerator)
 
 
 def step_timer(model, accelerator, dtype="fp16", *, kv_dtype=None, compute_dtype=None,
@@ -1008,7 +1018,7 @@ def step_timer(model, accelerator, dtype="fp16", *, kv_dtype=None, compute_dtype
     the sum of `forward_step_breakdown`'s rows, for a simulator that times thousands of
     steps. The model, device and formats are fixed when it is made."""
     acc = _hardware.get(accelerator)
-    sm = _StepModel(model, dtype, kv_dtype, compute_dtype, flash)
+    sm = StepModel(model, dtype, kv_dtype, compute_dtype, flash)
     bw = _roofline.bandwidth(acc)
     peak = _roofline.peak(acc, sm.compute)
 
@@ -1017,7 +1027,8 @@ def step_timer(model, accelerator, dtype="fp16", *, kv_dtype=None, compute_dtype
         c = np.asarray(context, dtype=float)
         lg = np.ones_like(q) if logits is None else np.asarray(logits, dtype=float)
         terms = sm.step_terms(q, c, lg)
-        return float(sum(_roofline._seconds(f, b, peak, bw) for f, b, _ in terms.values()))
+        return float(sum(_roofline.op_seconds_unchecked(f, b, peak, bw)
+                         for f, b, _ in terms.values()))
 
     return seconds
 

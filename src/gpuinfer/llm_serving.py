@@ -27,9 +27,11 @@ from collections import deque
 
 import numpy as np
 
+from . import achievable as _achievable
 from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
+from . import parallel as _parallel
 from . import roofline as _roofline
 from . import validate as _v
 from .batching import (
@@ -66,17 +68,9 @@ _FAST_FORWARD_MIN = 3
 # --- LLM serving: prefill and decode on one GPU, a paged KV cache ----------------------
 
 def _shard(model, tp):
-    from . import parallel as _parallel
-
     m = _llm.get(model)
     n = _parallel.check_tp_degree(m, tp)
     return _parallel.shard(m, n) if n > 1 else m
-
-
-def _efficiency(achievable):
-    from . import achievable as _achievable
-
-    return _achievable.as_efficiency(achievable)
 
 
 def kv_cache_budget(model, accelerator, dtype="fp16", *, gpu_memory_utilization=None,
@@ -176,7 +170,7 @@ def paging_gain(model, accelerator, lengths, *, max_len, block_size=DEFAULT_BLOC
         raise ValueError(f"{m.name}'s cache on {acc.name} ({budget / 1e9:.3g} GB) holds no "
                          f"sequence of max_len={max_len:,} tokens")
     timer = _StepCost(m, acc, dtype, kv_dtype, compute_dtype,
-                      efficiency=_efficiency(achievable))
+                      efficiency=_achievable.as_efficiency(achievable))
     out = {}
     for k, b in batches.items():
         z = np.array([1.0, b, b, b * (c + 1), b * c])
@@ -267,9 +261,6 @@ class _StepCost:
 
     def __init__(self, model, accelerator, dtype="fp16", kv_dtype=None, compute_dtype=None,
                  tp=1, efficiency=None, interconnect=None):
-        from . import achievable as _achievable
-        from . import parallel as _parallel
-
         m = _llm.get(model)
         acc = _hardware.get(accelerator)
         self.tp = _parallel.check_tp_degree(m, tp)
@@ -291,9 +282,9 @@ class _StepCost:
         # Tensor parallelism: the all-reduces of each step, by its token count.
         self.n_allreduces = 2 * m.n_layers + 1 if self.tp > 1 else 0
         # The ceiling all-reduces in the compute format; engines in 16 bits (the matmuls'
-        # output), whatever the matmuls' input format.
-        act = _dtypes.bytes_per_element(compute)
-        self.message_per_token = m.d_model * (act if self.eff.is_ceiling else max(act, 2.0))
+        # output), whatever the matmuls' input format: parallel's rule.
+        self.message_per_token = m.d_model * _parallel.tp_message_bytes_per_value(
+            compute, self.eff)
         self._comm = {}
         if self.tp > 1:
             ic = (_hardware.interconnect_for(acc) if interconnect is None
@@ -376,7 +367,7 @@ def tp_step_seconds(model, accelerator, tp, new_tokens, context=0, logits=None, 
     if np.any(lg > q):
         raise ValueError("logits must be at most new_tokens for each sequence")
     timer = _StepCost(model, accelerator, dtype, kv_dtype, compute_dtype, tp=tp,
-                      efficiency=_efficiency(achievable), interconnect=interconnect)
+                      efficiency=_achievable.as_efficiency(achievable), interconnect=interconnect)
     z = _aggregates(q, c, lg)
     total = float(timer.many(z[:, None])[0])
     if not math.isfinite(total):
@@ -726,7 +717,7 @@ def _llm_setup(arrivals, prompt_tokens, output_tokens, model, accelerator, max_b
             f"{blocks_total:,} the cache holds ({budget / 1e9:.3g} GB): it could never "
             f"run. Shorten it, or give the cache more memory")
     timer = _StepCost(m, acc, dtype, kv_dtype, compute_dtype, tp=tp,
-                      efficiency=_efficiency(achievable), interconnect=interconnect)
+                      efficiency=_achievable.as_efficiency(achievable), interconnect=interconnect)
     if not math.isfinite(timer([1], [0], [1])):
         fmt = dtype if compute_dtype is None else f"{dtype} (computing in {compute_dtype})"
         raise ValueError(f"{acc.name} has no peak for {fmt} in the catalogue: no roofline "
@@ -852,7 +843,7 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
                 "serving run")
         raise ValueError(f"ep={e}: {what}; {m.name} runs here with ep=1 (use tp, which "
                          f"splits each expert's width: parallel.shard)")
-    eff = _efficiency(achievable)
+    eff = _achievable.as_efficiency(achievable)
     part = _shard(m, tp)
     n = _v.count("tp", tp, maximum=1 << 16)
     block = _v.count("block_size", block_size, maximum=MAX_TOKENS)

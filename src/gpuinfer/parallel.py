@@ -49,6 +49,7 @@ import math
 
 import numpy as np
 
+from . import achievable as _achievable
 from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
@@ -421,11 +422,27 @@ def link_for(interconnect, accelerator):
     return _hardware.get_interconnect(interconnect)
 
 
+def tp_message_bytes_per_value(compute_dtype, achievable=False) -> float:
+    """Bytes per value of a tensor-parallel all-reduce's message ([tokens, d_model]).
+
+    The ceiling (`achievable` False): the compute format's, the smallest message the
+    matmuls could hand over, so the bound stays a bound. The achievable model (True or
+    an `achievable.Efficiency`): what engines send, the activations' dtype, at least 16
+    bits: W8A8 fp8/int8 and W4A4 fp4 matmuls write their output in bf16/fp16 and the
+    engine all-reduces that (2 bytes a value; fp32 stays 4)."""
+    # vLLM: RowParallelLinear.forward all-reduces the output of quant_method.apply, which
+    # the fp8 linear methods return in the input's 16-bit dtype
+    # (https://github.com/vllm-project/vllm/blob/main/vllm/model_executor/layers/linear.py).
+    # TensorRT-LLM reduces in the input dtype too: its fused all-reduce + RMSNorm + FP8
+    # kernels quantise after the reduction, and its low-precision all-reduce strategy is
+    # opt-in (cpp/tensorrt_llm/kernels/communicationKernels/allReduceFusionKernels.h).
+    act = _dtypes.bytes_per_element(compute_dtype)
+    return act if _achievable.as_efficiency(achievable).is_ceiling else max(act, 2.0)
+
+
 def _shard_step(part, acc, b, c, dtype, kv_dtype, compute_dtype, achievable):
     """(ops table, seconds) of one device's decode step: the roofline's (`achievable`
     False) or the achievable model's rows plus its step overheads."""
-    from . import achievable as _achievable
-
     eff = _achievable.as_efficiency(achievable)
     if eff.is_ceiling:
         ops = _llm.decode_step_breakdown(part, acc, b, c, dtype, kv_dtype=kv_dtype,
@@ -444,8 +461,9 @@ def tp_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     `ops` (one device's shard as `llm.decode_step_breakdown`'s table; with `achievable`,
     `achievable.step_breakdown`'s, `ceiling_s` beside `seconds`), `shard_s` (the step's
     time on one device: the rows' sum, plus the achievable model's step overheads),
-    `n_allreduces` (2 x layers + 1), `allreduce_bytes` ([batch, d_model] in the compute
-    format), `allreduce_s` (one, NCCL's fastest algorithm and protocol, latency
+    `n_allreduces` (2 x layers + 1), `allreduce_bytes` ([batch, d_model] at
+    `tp_message_bytes_per_value`: the compute format's on the ceiling, at least 16 bits
+    on the achievable model), `allreduce_s` (one, NCCL's fastest algorithm and protocol, latency
     included), `algorithm`, `protocol`, `comm_s` (all of them), `total_s` (shard_s +
     comm_s: a model, not a bound), `ceiling_s` (the lower bound on the step's time: the
     shard's roofline plus each all-reduce at `allreduce_floor_s`), the bytes behind them
@@ -465,7 +483,7 @@ def tp_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     ops, shard_s = _shard_step(part, acc, b, c, dtype, kv_dtype, compute_dtype, achievable)
     roofline_s = float(ops["ceiling_s" if "ceiling_s" in ops else "seconds"].sum())
     _, kv, compute = _dtypes.formats(dtype, kv_dtype, compute_dtype)
-    message = b * m.d_model * _dtypes.bytes_per_element(compute)
+    message = b * m.d_model * tp_message_bytes_per_value(compute, achievable)
     n_allreduces = 2 * m.n_layers + 1
     route = {"interconnect": None, "network": None, "nodes": 1}
     one, protocol, algorithm, floor = 0.0, None, None, 0.0
@@ -474,7 +492,9 @@ def tp_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
         one, algorithm, protocol, (ic_name, net_name, nodes) = _fastest_allreduce(
             float(message), n, ic.name, network)
         route = {"interconnect": ic_name, "network": net_name, "nodes": nodes}
-        floor = allreduce_floor_s(message, n, ic, network=network)
+        # The bound all-reduces the smallest message: the compute format's.
+        floor = allreduce_floor_s(b * m.d_model * tp_message_bytes_per_value(compute), n, ic,
+                                  network=network)
     comm_s = n_allreduces * one
     return {"model": m.name, "accelerator": acc.name, "n_devices": n, "batch": b,
             "context": c, "ops": ops,
@@ -779,12 +799,12 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     else:
         check_tp_degree(m, n)
         part, local_b = shard(m, n), b
-    sm = _llm._StepModel(part, dtype, kv_dtype)
+    sm = _llm.StepModel(part, dtype, kv_dtype)
     terms = sm.step_terms(np.full(local_b, float(q)), np.full(local_b, float(c)),
                           np.ones(local_b))
     terms.pop("experts")
     # The busiest device's experts: whole experts (the full model's), its share of pairs.
-    full = _llm._StepModel(m, dtype, kv_dtype)
+    full = _llm.StepModel(m, dtype, kv_dtype)
     pairs = tokens * k / n * imb
     touched = min(local_experts, E) * (1.0 - (1.0 - k / E) ** tokens)
     experts = (pairs / k * full.expert_flops_per_token,
@@ -795,7 +815,7 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
         if op == "lm_head":
             ordered["experts"] = experts
         ordered[op] = t
-    ops = _llm._breakdown(ordered, acc)
+    ops = _llm.breakdown(ordered, acc)
     experts_s = float(ops.loc["experts", "seconds"])
     attention_s = float(ops["seconds"].sum()) - experts_s
     route = {"interconnect": None, "network": None, "nodes": 1}
@@ -824,7 +844,7 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     total = (max(float(ops["seconds"].sum()), comm_s) if overlap
              else float(ops["seconds"].sum()) + comm_s)
     # Memory: the non-expert part (replicated, or its TP shard) plus E/N whole experts.
-    expert_all = m.n_moe_layers * E * m.expert_params * _llm._expert_bytes(
+    expert_all = m.n_moe_layers * E * m.expert_params * _llm.expert_bytes(
         m, _dtypes.formats(dtype)[0])
     non_expert = _llm.weight_bytes(part, dtype) - (
         expert_all if mode == "dp" else expert_all / n)

@@ -60,7 +60,6 @@ def op_seconds(flops, bytes_, peak_flops, bandwidth):
 #: arrays themselves (a simulator timing thousands of steps): the same formula,
 #: max(bytes / bandwidth, flops / peak), broadcast over numpy arrays.
 op_seconds_unchecked = op_seconds.__wrapped__
-_seconds = op_seconds_unchecked  # the old private name, still used by gpuinfer.llm
 
 
 class MissingPeak(ValueError):

@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 
+from . import achievable as _ach
 from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
@@ -118,9 +119,7 @@ def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, conte
         steps = np.asarray(_llm.decode_step_time(d, acc, b, c + np.arange(k), ddt)) if k \
             else np.zeros(0)
     else:
-        from . import achievable as _ach
-
-        eff = _ach._efficiency(achievable)
+        eff = _ach.as_efficiency(achievable)
         w = _dtypes.formats(dtype)[0]
 
         def device(table, wf=w):

@@ -25,6 +25,7 @@ PREDICTION = {
     "gpuinfer.roofline", "gpuinfer.llm", "gpuinfer.dtypes", "gpuinfer.batching",
     "gpuinfer.llm_serving", "gpuinfer.speculative", "gpuinfer.parallel",
     "gpuinfer.multinode", "gpuinfer.cost", "gpuinfer.tabular", "gpuinfer.achievable",
+    "gpuinfer.calibration",
     "gpuinfer.validate", "gpuinfer.colocation", "gpuinfer.mig_sizing",
     "gpuinfer.hardware", "gpuinfer.hardware.devices", "gpuinfer.hardware.links",
     "gpuinfer.hardware.lookup", "gpuinfer.hardware.measured", "gpuinfer.hardware.mig",
@@ -36,28 +37,13 @@ MEASUREMENT = {"gpuinfer.bench", "gpuinfer.device", "gpuinfer.environment",
 #: Known `module._private` uses in files whose owners are removing them now; each entry is
 #: (using file, "module._name"). A new use fails the test, and so does an entry that is
 #: gone (remove it here then).
-ALLOWED_PRIVATE = {
-    # to remove: owner fixing now
-    ("src/gpuinfer/llm.py", "gpuinfer.roofline._seconds"),
-    ("src/gpuinfer/parallel.py", "gpuinfer.llm._StepModel"),
-    ("src/gpuinfer/parallel.py", "gpuinfer.llm._breakdown"),
-    ("src/gpuinfer/parallel.py", "gpuinfer.llm._expert_bytes"),
-    ("src/gpuinfer/speculative.py", "gpuinfer.achievable._efficiency"),
-    ("chapters/08_multi_gpu.ipynb", "gpuinfer.llm_serving._StepCost"),
-}
+ALLOWED_PRIVATE: set = set()
 #: Known cycles (each a sorted tuple of the modules in it) being broken now; a new cycle
 #: fails the test, and so does an entry that is gone.
-ALLOWED_CYCLES = {
-    # to remove: owner fixing now (achievable imports llm_serving in a function,
-    # llm_serving imports achievable and parallel, parallel imports achievable)
-    ("gpuinfer.achievable", "gpuinfer.llm_serving", "gpuinfer.parallel"),
-}
+ALLOWED_CYCLES: set = set()
 #: Prediction modules that still build torch objects in a function; to move to the
 #: measurement layer (for example `device`) by their owners, then remove here.
-ALLOWED_TORCH = {
-    "gpuinfer.dtypes",   # dtypes.torch_dtype: the storage dtype of a format
-    "gpuinfer.tabular",  # tabular.mlp, synthetic_batch: ch06's torch model and batch
-}
+ALLOWED_TORCH: set[str] = set()   # torch_dtype lives in device, the MLP in tabular_model
 
 
 def _module_name(path: Path) -> str:

@@ -10,27 +10,27 @@ import torch
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
-from gpuinfer import onnx_runtime as ox, tabular  # noqa: E402
+from gpuinfer import onnx_runtime as ox, tabular_model  # noqa: E402
 
 HIDDEN = (256, 256, 256)
 
 
 @pytest.fixture(scope="module")
 def mlp_onnx(tmp_path_factory):
-    module = tabular.mlp(hidden=HIDDEN)
-    path = ox.export(module, tabular.synthetic_batch(16), tmp_path_factory.mktemp("m") / "mlp.onnx")
+    module = tabular_model.mlp(hidden=HIDDEN)
+    path = ox.export(module, tabular_model.synthetic_batch(16), tmp_path_factory.mktemp("m") / "mlp.onnx")
     return module, path
 
 
 @pytest.fixture(scope="module")
 def calibration():
-    return [tabular.synthetic_batch(64, seed=s).numpy() for s in range(4)]
+    return [tabular_model.synthetic_batch(64, seed=s).numpy() for s in range(4)]
 
 
 def test_export_runs_in_onnx_runtime_like_torch_at_any_batch(mlp_onnx):
     module, path = mlp_onnx
     assert ox.op_counts(path) == {"Gemm": 4, "Relu": 3}      # 4 Linear layers, 3 ReLUs
-    x = tabular.synthetic_batch(40, seed=9)                    # not the exported batch of 16
+    x = tabular_model.synthetic_batch(40, seed=9)                    # not the exported batch of 16
     y = ox.session(path, "off").run(None, {"x": x.numpy()})[0]
     assert np.allclose(y, module(x).detach().numpy(), rtol=1e-4, atol=1e-6)
 
@@ -57,7 +57,7 @@ def test_int8_model_is_within_tolerance_of_fp32(mlp_onnx, calibration, tmp_path)
     ops = ox.op_counts(q)
     assert ops["QuantizeLinear"] == 1 + 4 + 3          # x, the 4 Gemm outputs, the 3 ReLU outputs
     assert ops["DequantizeLinear"] == 8 + 4 + 4        # those, 4 weights, 4 int32 biases
-    x = tabular.synthetic_batch(256, seed=100)
+    x = tabular_model.synthetic_batch(256, seed=100)
     y32 = module(x).detach().numpy()
     y8 = ox.session(q).run(None, {"x": x.numpy()})[0]
     acc = ox.accuracy(y32, y8)

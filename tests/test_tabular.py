@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from gpuinfer import hardware, roofline, tabular
+from gpuinfer import hardware, roofline, tabular, tabular_model
 
 
 def test_params_by_hand_and_against_torch():
     # 64 -> 1024 -> 1024 -> 1024 -> 1: (64*1024 + 1024) + 2*(1024*1024 + 1024) + (1024 + 1)
     assert tabular.mlp_params() == 66_560 + 2 * 1_049_600 + 1_025 == 2_166_785
-    model = tabular.mlp()
+    model = tabular_model.mlp()
     assert sum(p.numel() for p in model.parameters()) == tabular.mlp_params()
     assert tabular.mlp_params() < 10_000_000  # a "small model"
     assert tabular.mlp_params(10, (5,), 2) == 10 * 5 + 5 + 5 * 2 + 2
@@ -29,22 +29,22 @@ def test_flops_and_bytes_by_hand():
 
 
 def test_kernel_count_matches_the_modules():
-    model = tabular.mlp(hidden=(32, 32))
+    model = tabular_model.mlp(hidden=(32, 32))
     assert tabular.mlp_kernels((32, 32)) == len(model) == 5
 
 
 def test_model_runs_on_the_synthetic_batch():
-    x = tabular.synthetic_batch(16, seed=1)
+    x = tabular_model.synthetic_batch(16, seed=1)
     assert x.shape == (16, tabular.DEFAULT_FEATURES) and x.dtype == torch.float32
     # The last 8 x 4 columns are one-hot: one 1 per categorical column.
     onehot = x[:, -32:].reshape(16, 8, 4)
     assert torch.equal(onehot.sum(-1), torch.ones(16, 8))
-    assert torch.equal(x, tabular.synthetic_batch(16, seed=1))  # seeded
+    assert torch.equal(x, tabular_model.synthetic_batch(16, seed=1))  # seeded
     with torch.no_grad():
-        y = tabular.mlp()(x)
+        y = tabular_model.mlp()(x)
     assert y.shape == (16, 1)
     # Same seed, same weights.
-    a, b = tabular.mlp(seed=3), tabular.mlp(seed=3)
+    a, b = tabular_model.mlp(seed=3), tabular_model.mlp(seed=3)
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
 
 
@@ -116,7 +116,7 @@ def test_predicted_latency_by_hand():
     (lambda: tabular.mlp_flops(0), ValueError, "batch"),
     (lambda: tabular.mlp_flops(2.5), ValueError, "batch"),
     (lambda: tabular.mlp_flops(10**12), ValueError, "batch"),
-    (lambda: tabular.synthetic_batch(4, n_features=8, n_categorical=3, categories=4),
+    (lambda: tabular_model.synthetic_batch(4, n_features=8, n_categorical=3, categories=4),
      ValueError, "fit"),
     (lambda: tabular.predicted_latency_s(1, "T4", -1.0), ValueError, "overhead_per_kernel_s"),
     (lambda: tabular.predicted_latency_s(1, "T4", None), TypeError, "overhead_per_kernel_s"),

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpuinfer import tabular, triton_server as ts
+from gpuinfer import tabular_model, triton_server as ts
 
 
 # --- the Python-version trap ---------------------------------------------------------------
@@ -62,7 +62,7 @@ def test_free_port_can_be_bound_on_loopback():
 # --- arguments -------------------------------------------------------------------------------
 
 def test_served_model_checks_its_arguments():
-    m = tabular.mlp(hidden=(8,))
+    m = tabular_model.mlp(hidden=(8,))
     with pytest.raises(ValueError, match="max_batch"):
         ts.ServedModel("a", m, 64, 1, max_batch=0)
     with pytest.raises(ValueError, match="preferred"):
@@ -109,7 +109,7 @@ def test_summarize_counts_only_answered_requests():
 
 
 def test_simulate_like_uses_each_models_policy_and_the_real_arrivals():
-    m = tabular.mlp(hidden=(8,))
+    m = tabular_model.mlp(hidden=(8,))
     models = {"a": ts.ServedModel("a", m, 64, 1, max_batch=1),
               "b": ts.ServedModel("b", m, 64, 1, max_batch=4)}
     # Two requests to "a", 1 ms apart, each served alone in 2 ms: the second waits 1 ms.
@@ -124,7 +124,7 @@ def test_simulate_like_uses_each_models_policy_and_the_real_arrivals():
 
 
 def test_service_times_are_positive_per_batch():
-    table = ts.service_times(tabular.mlp(hidden=(32,)), [1, 4], 64, min_run_time=0.01)
+    table = ts.service_times(tabular_model.mlp(hidden=(32,)), [1, 4], 64, min_run_time=0.01)
     assert list(table["batch"]) == [1, 4] and (table["seconds"] > 0).all()
 
 
@@ -143,8 +143,8 @@ def test_triton_batches_concurrent_requests_on_the_cpu():
 
     if not ts.python_backend_check()["ok"]:
         pytest.fail(ts.python_backend_check()["fix"])
-    module = tabular.mlp(hidden=(256, 256))
-    x = tabular.synthetic_batch(64).numpy()                      # [64, 64]
+    module = tabular_model.mlp(hidden=(256, 256))
+    x = tabular_model.synthetic_batch(64).numpy()                      # [64, 64]
     model = ts.ServedModel("mlp", module, 64, 1, max_batch=16, max_queue_delay_s=0.005)
     with ts.serve([model]) as server:
         url = server.grpc_url
@@ -153,7 +153,7 @@ def test_triton_batches_concurrent_requests_on_the_cpu():
             inp = grpcclient.InferInput("x", [1, 64], "FP32")
             inp.set_data_from_numpy(x[:1])
             y = client.infer("mlp", [inp]).as_numpy("y")
-        assert np.allclose(y, module(tabular.synthetic_batch(64)[:1]).detach().numpy(),
+        assert np.allclose(y, module(tabular_model.synthetic_batch(64)[:1]).detach().numpy(),
                            rtol=1e-5, atol=1e-6)
         # 200 requests at 2,000 requests/s, open loop: many arrive within 5 ms of each other.
         requests = ts.poisson_load(server, {"mlp": 2000.0}, 200, x, seed=3, max_seconds=20)
@@ -170,7 +170,7 @@ def test_triton_batches_concurrent_requests_on_the_cpu():
 
 def test_server_stops_after_an_error_inside_the_block():
     pytest.importorskip("pytriton")
-    model = ts.ServedModel("tiny", tabular.mlp(hidden=(8,)), 64, 1, max_batch=4)
+    model = ts.ServedModel("tiny", tabular_model.mlp(hidden=(8,)), 64, 1, max_batch=4)
     with pytest.raises(ZeroDivisionError):
         with ts.serve([model]) as server:
             url = server.grpc_url

@@ -51,7 +51,7 @@ from . import validate as _validate
 # through `bench` (bench.default_device(), bench.environment(), bench.first_that_fits ...).
 from .device import (FALLBACK_CACHE_BYTES, MiB, accelerator_for,  # noqa: F401
                      cache_bytes, default_device, default_dtype, first_that_fits,
-                     free_memory, memory_bytes, synchronize)
+                     free_memory, memory_bytes, synchronize, torch_dtype)
 from .environment import (CLOCK_FIELDS, THROTTLE_REASONS, ClockSampler,  # noqa: F401
                           clock_scaled_peak, clocks, describe_clocks, describe_sampled,
                           environment, sample_clocks, throttle_reasons)

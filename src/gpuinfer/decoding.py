@@ -291,7 +291,7 @@ class DecodeStack:
 
         self.device = _device.resolve(device)
         self.dtype = _dtypes.canonical(dtype or _device.default_dtype(self.device))
-        self.tdtype = _dtypes.torch_dtype(self.dtype)
+        self.tdtype = _device.torch_dtype(self.dtype)
         self.spec = _llm.get(model)
         self.format = _kernel(kernel)
         self.kernel = self.format.kernel

@@ -175,6 +175,18 @@ def refuse_beyond_memory(nbytes, device, what):
                          f"{have / 1e9:,.3g} GB {where}: choose smaller sizes")
 
 
+def torch_dtype(dtype):
+    """The torch dtype used to *store* `dtype` in the labs (fp32, fp16, bf16, int8)."""
+    import torch
+
+    table = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
+             "bf16": torch.bfloat16, "int8": torch.int8}
+    name = _dtypes.canonical(dtype)
+    if name not in table:
+        raise ValueError(f"{name} has no plain torch storage dtype; use one of {', '.join(table)}")
+    return table[name]
+
+
 class Target(NamedTuple):
     """What every measurement resolves first: where it runs and in which format."""
     device: object          # torch.device
@@ -191,7 +203,7 @@ def target(device, dtype, accelerator=None) -> Target:
     device = resolve(device)
     dtype = _dtypes.canonical(dtype or default_dtype(device))
     acc = accelerator_for(device) if accelerator is None else _hardware.get(accelerator)
-    return Target(device, dtype, _dtypes.torch_dtype(dtype), _dtypes.bytes_per_element(dtype),
+    return Target(device, dtype, torch_dtype(dtype), _dtypes.bytes_per_element(dtype),
                    acc, acc.cache_bytes or FALLBACK_CACHE_BYTES)
 
 

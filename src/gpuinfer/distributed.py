@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import device as _device
 from . import dtypes as _dtypes
 from . import parallel as _parallel
 from . import validate as _validate
@@ -198,7 +199,7 @@ def _worker(rank, world_size, port, config, results):
         device = torch.device("cpu")
     _join_group(backend, rank, world_size, device, config["timeout_s"])
     try:
-        tdtype = _dtypes.torch_dtype(config["dtype"])
+        tdtype = _device.torch_dtype(config["dtype"])
         bpe = _dtypes.bytes_per_element(config["dtype"])
         rows = []
         sizes = [n for n in config["group_sizes"] if n > 1]

@@ -147,18 +147,6 @@ def formats(dtype, kv_dtype=None, compute_dtype=None) -> tuple[str, str, str]:
     return weight.name, kv, compute
 
 
-def torch_dtype(dtype):
-    """The torch dtype used to *store* `dtype` in the labs (fp32, fp16, bf16, int8)."""
-    import torch
-
-    table = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16,
-             "bf16": torch.bfloat16, "int8": torch.int8}
-    name = canonical(dtype)
-    if name not in table:
-        raise ValueError(f"{name} has no plain torch storage dtype; use one of {', '.join(table)}")
-    return table[name]
-
-
 def table():
     """Every format as a DataFrame: bits, block size, scale bits, bytes per element."""
     import pandas as pd

@@ -1,5 +1,6 @@
-"""A small model on tabular data: an MLP, its parameters, FLOPs and bytes, a synthetic
-batch, and a latency model of fixed per-kernel overhead plus roofline work.
+"""A small model on tabular data: an MLP's parameters, FLOPs and bytes, and a latency
+model of fixed per-kernel overhead plus roofline work. The MLP itself in torch and a
+synthetic batch for it are `tabular_model`'s (this module needs no torch).
 
 Chapter: *CPU or GPU? Cost per prediction*; lab: *Small model: CPU or GPU?*. SI units:
 seconds, bytes, FLOP, FLOP/s, bytes/s.
@@ -43,7 +44,8 @@ HOST_COPY_LATENCY_S = 6.5e-6
 HOST_COPY_SOURCE = "https://github.com/NVIDIA/gdrcopy"
 
 
-def _widths(n_features, hidden, n_outputs) -> list[int]:
+def layer_widths(n_features, hidden, n_outputs) -> list[int]:
+    """[n_features, *hidden, n_outputs], each checked (a whole number, not too large)."""
     if isinstance(hidden, (str, bytes)) or not hasattr(hidden, "__iter__"):
         raise TypeError(f"hidden must be a tuple of layer widths, got {hidden!r}")
     hidden = tuple(hidden)
@@ -52,14 +54,15 @@ def _widths(n_features, hidden, n_outputs) -> list[int]:
             _v.count("n_outputs", n_outputs, maximum=1 << 24)]
 
 
-def _batch(batch) -> int:
+def check_batch(batch) -> int:
+    """`batch` checked: a whole number of rows >= 1."""
     return _v.count("batch", batch, maximum=1 << 30)
 
 
 def mlp_params(n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN,
                n_outputs=DEFAULT_OUTPUTS) -> int:
     """Parameters of the MLP: sum over layers of in x out weights + out biases."""
-    w = _widths(n_features, hidden, n_outputs)
+    w = layer_widths(n_features, hidden, n_outputs)
     return sum(a * b + b for a, b in zip(w[:-1], w[1:]))
 
 
@@ -74,8 +77,8 @@ def mlp_ops(batch=1, n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN,
     may stay in cache, so the bytes are an upper bound there."""
     import pandas as pd
 
-    w = _widths(n_features, hidden, n_outputs)
-    b = _batch(batch)
+    w = layer_widths(n_features, hidden, n_outputs)
+    b = check_batch(batch)
     bpe = _dtypes.bytes_per_element(dtype)
     compute = _dtypes.canonical(dtype)
     rows = {}
@@ -106,54 +109,8 @@ def mlp_bytes(batch=1, n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN,
 
 def mlp_kernels(hidden=DEFAULT_HIDDEN) -> int:
     """Kernels an eager forward pass launches: one addmm per Linear, one per ReLU."""
-    _widths(1, hidden, 1)
+    layer_widths(1, hidden, 1)
     return 2 * len(tuple(hidden)) + 1
-
-
-def mlp(n_features=DEFAULT_FEATURES, hidden=DEFAULT_HIDDEN, n_outputs=DEFAULT_OUTPUTS, *,
-        dtype="fp32", device="cpu", seed=0):
-    """The MLP as a torch.nn.Sequential in eval mode (weights seeded), on `device`."""
-    import torch
-
-    w = _widths(n_features, hidden, n_outputs)
-    gen_state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    try:
-        layers = []
-        for i, (a, b) in enumerate(zip(w[:-1], w[1:])):
-            layers.append(torch.nn.Linear(a, b))
-            if i < len(w) - 2:
-                layers.append(torch.nn.ReLU())
-        model = torch.nn.Sequential(*layers)
-    finally:
-        torch.random.set_rng_state(gen_state)
-    return model.to(device=device, dtype=_dtypes.torch_dtype(dtype)).eval()
-
-
-def synthetic_batch(batch, n_features=DEFAULT_FEATURES, *, n_categorical=8, categories=4,
-                    dtype="fp32", device="cpu", seed=0):
-    """A tabular batch [batch, n_features]: standardised numeric columns (normal, mean 0,
-    variance 1) followed by `n_categorical` one-hot encoded columns of `categories`
-    levels each (n_categorical x categories columns)."""
-    import torch
-
-    b = _batch(batch)
-    n_features = _v.count("n_features", n_features, maximum=1 << 24)
-    n_categorical = _v.count("n_categorical", n_categorical, minimum=0, maximum=1 << 20)
-    categories = _v.count("categories", categories, minimum=1, maximum=1 << 20)
-    n_onehot = n_categorical * categories
-    if not 0 <= n_onehot <= n_features:
-        raise ValueError(f"{n_categorical} categorical columns x {categories} levels "
-                         f"= {n_onehot} one-hot columns do not fit in {n_features} features")
-    gen = torch.Generator().manual_seed(seed)
-    numeric = torch.randn(b, n_features - n_onehot, generator=gen)  # [batch, numeric]
-    parts = [numeric]
-    if n_categorical:
-        codes = torch.randint(0, categories, (b, n_categorical), generator=gen)
-        onehot = torch.nn.functional.one_hot(codes, categories).reshape(b, n_onehot)
-        parts.append(onehot.float())  # [batch, n_categorical * categories]
-    x = torch.cat(parts, dim=1)
-    return x.to(device=device, dtype=_dtypes.torch_dtype(dtype))
 
 
 def host_copy_s(n_bytes, link, latency_s=HOST_COPY_LATENCY_S):

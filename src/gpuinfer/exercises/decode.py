@@ -90,8 +90,10 @@ def _():
 
 @register("decode-mbu-llama3-8b-h100", where=WHERE,
           question="MBU of a server measuring 1,600 tokens/s in total for Llama-3-8B fp16 "
-          "at batch 32, context 2,048, on an H100 SXM (3.35 TB/s). A fraction between 0 "
-          "and 1, three decimals.", unit="fraction (0-1)",
+          "at batch 32, context 2,048, on an H100 SXM (3.35 TB/s), counting the bytes a step "
+          "reads (the weight matmuls, the caches, the activations; the embedding table is "
+          "gathered one row a token, not read whole). A fraction between 0 and 1, three "
+          "decimals.", unit="fraction (0-1)",
           hint="Steps/s = tokens/s / batch; each step moves the weight matmuls' bytes plus "
           "32 sequences' caches (llm.decode_step_bytes); divide the bytes/s by the datasheet "
           "bandwidth.",

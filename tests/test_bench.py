@@ -269,3 +269,29 @@ def test_time_fn_resizes_blocks_when_the_sizing_call_was_mostly_overhead(monkeyp
     t = bench.time_fn(fn, device="cpu", min_run_time=0.05)
     assert t.calls_per_block == 100 and t.blocks == 5
     assert t.median_s == pytest.approx(1e-4)
+
+
+def test_time_fn_pins_the_calling_thread_to_one_core_and_restores_it(monkeypatch, capsys):
+    import os
+
+    calls = []
+    if hasattr(os, "sched_setaffinity"):
+        before = os.sched_getaffinity(0)
+        core = min(before)
+
+        def fn():
+            calls.append(os.sched_getaffinity(0))
+
+        bench.time_fn(fn, device=torch.device("cpu"), min_run_time=1e-3, pin_core=core)
+        assert calls and all(c == {core} for c in calls)    # warm-up and every timed call
+        assert os.sched_getaffinity(0) == before               # restored afterwards
+        with pytest.raises(ValueError, match="pin_core must be one of"):
+            bench.time_fn(fn, device=torch.device("cpu"), pin_core=max(before) + 1000)
+        assert os.sched_getaffinity(0) == before
+    with pytest.raises(ValueError, match="pin_core"):
+        bench.time_fn(lambda: None, device=torch.device("cpu"), pin_core=-1)
+    # An OS without affinity calls: a note, and the timing still runs.
+    monkeypatch.delattr(os, "sched_setaffinity", raising=False)
+    monkeypatch.setattr(bench, "_PIN_NOTE_SHOWN", [])
+    t = bench.time_fn(lambda: None, device=torch.device("cpu"), min_run_time=1e-3, pin_core=0)
+    assert t.median_s >= 0 and "cannot pin" in capsys.readouterr().out

@@ -133,7 +133,7 @@ _TIME_FN_ARGS = dict(
 
 @_validate.checked(**_TIME_FN_ARGS)
 def time_fn(fn, *, warmup=3, min_run_time=None, device=None, num_threads=None,
-            min_blocks=MIN_BLOCKS) -> Timing:
+            min_blocks=MIN_BLOCKS, pin_core=None) -> Timing:
     """Time `fn()` with `torch.utils.benchmark.Timer`: `warmup` untimed calls, one timed
     call that sizes the blocks, then blocks of the same number of calls, each about
     `min_run_time / min_blocks` seconds (at least one call), until `min_run_time` seconds
@@ -151,8 +151,21 @@ def time_fn(fn, *, warmup=3, min_run_time=None, device=None, num_threads=None,
     perf_counter (the Timer's default clock synchronises every GPU torch sees, even for
     CPU work). `num_threads` (CPU threads) defaults to torch.get_num_threads(); 1
     reproduces the Timer's own default. Blocks run with the garbage collector off, as
-    timeit does."""
+    timeit does.
+
+    `pin_core` (a CPU core number, or None): the calling thread is pinned to that core
+    (`os.sched_setaffinity`) for the warm-up and the timing, and its affinity restored
+    afterwards, so the scheduler cannot move it between cores mid-measurement (chapter
+    *CPU or GPU?* times one-thread CPU work this way: with `num_threads=1` torch runs it
+    on the calling thread). Where the OS offers no affinity call (macOS, Windows), a note
+    is printed and the timing runs unpinned."""
     import torch.utils.benchmark as tbench
+
+    if pin_core is not None:
+        pin_core = _validate.count("pin_core", pin_core, minimum=0, maximum=1 << 16)
+        with pinned_to_core(pin_core):
+            return time_fn(fn, warmup=warmup, min_run_time=min_run_time, device=device,
+                           num_threads=num_threads, min_blocks=min_blocks)
 
     if min_run_time is None:
         min_run_time = GPU_MIN_RUN_TIME_S if device.type == "cuda" else CPU_MIN_RUN_TIME_S
@@ -173,6 +186,34 @@ def time_fn(fn, *, warmup=3, min_run_time=None, device=None, num_threads=None,
     q1, median, q3 = np.percentile(per_call, [25, 50, 75])
     return Timing(median_s=float(median), iqr_s=float(q3 - q1), blocks=len(per_call),
                   calls_per_block=int(number))
+
+
+_PIN_NOTE_SHOWN = []
+
+
+@contextlib.contextmanager
+def pinned_to_core(core):
+    """The calling thread pinned to CPU `core` within the block (`os.sched_setaffinity`
+    of this thread), its previous affinity restored after; a printed note and no pinning
+    where the OS has no affinity call. ValueError for a core this process may not use."""
+    import os
+
+    if not (hasattr(os, "sched_setaffinity") and hasattr(os, "sched_getaffinity")):
+        if not _PIN_NOTE_SHOWN:  # once a session, not once a measurement
+            _PIN_NOTE_SHOWN.append(core)
+            print(f"note: this OS cannot pin a thread to a core (no os.sched_setaffinity): "
+                  f"timings run unpinned instead of on core {core}")
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    if core not in before:
+        raise ValueError(f"pin_core must be one of the cores this process may run on "
+                         f"({', '.join(map(str, sorted(before)))}), got {core!r}")
+    os.sched_setaffinity(0, {core})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 #: Most calls in one timed block (a call of a few nanoseconds would ask for millions).

@@ -91,6 +91,26 @@ def test_the_targets_from_hand_rows():
                              [{"lab": "01_weight_reads.ipynb", "passed": True, "seconds": 42}],
                              500)
     assert "MISSED" in text and "OVER BUDGET" in text and "01_weight_reads.ipynb" in text
+    assert "the budget is an H200's" in text
+    # No card to blame here (no clocks, no catalogue entry): a miss says nothing more.
+    assert "power-capped card:" not in text and "expected, not a fault" not in text
+    # A T4 whose matmul stage was held by its 70 W cap (software power cap in 9 of 10
+    # samples, median 900 of 1590 MHz): the miss says so instead of reading as a fault.
+    stages["matmul"].clocks = {"sm_clock_mhz": 900.0, "sm_clock_max_mhz": 1590.0,
+                               "throttle_shares": {"software power cap": 0.9}}
+    why = {t["target"]: t["why"] for t in gpu_check.check_targets(stages, "T4")}
+    assert why["fp16 matmul, largest square"] == (
+        "power-capped card: software power cap in 90% of the samples, median SM clock 900 "
+        "of 1,590 MHz; expected, not a fault")
+    assert why["weight read, largest"] == ""                    # met: nothing to explain
+    # No clocks sampled, but a 70 W card by its catalogue entry: still explained.
+    stages["matmul"].clocks = {}
+    t4 = gpu_check.check_targets(stages, "T4")
+    assert "a 70 W card cannot hold its boost clock" in t4[1]["why"]
+    assert gpu_check.check_targets(stages, "H100 SXM")[1]["why"] == ""   # a 700 W card
+    env = {"device_type": "cuda", "device": "Tesla T4", "catalogue_entry": "T4"}
+    report = gpu_check.dry_run_report(env, [], total_s=600, targets=t4)
+    assert "| missed: a 70 W card cannot hold its boost clock" in report
 
 
 # --- one kernel failing does not stop the others --------------------------------------------

@@ -648,3 +648,38 @@ def test_clock_sampling_degrades_without_a_gpu_or_nvml(fake_gpus):
     got = clk.summary()
     assert "nvidia-ml-py is not installed" in got["nvml"] and math.isnan(got["sm_clock_mhz"])
     assert math.isnan(bench.clock_scaled_peak(65e12, got))
+
+
+@pytest.mark.parametrize("kernel", list(decoding.KERNELS))
+def test_the_decode_step_never_reads_back_to_the_host(monkeypatch, kernel):
+    # graphed() captures DecodeStack.step_fn: a .item(), .cpu(), .numpy() or .tolist()
+    # inside it is illegal in a CUDA-graph capture. On the CPU, make each raise while the
+    # step runs (the stack and its inputs are built first, where reads are allowed).
+    if kernel != "dense" and not decoding.kernel_available(kernel, "cpu"):
+        pytest.skip(f"{kernel}: no CPU kernel in this torch")
+    stack = decoding.DecodeStack(decoding._tiny_spec(), "fp32", "cpu")
+    if kernel != "dense":
+        stack = stack.quantised(kernel)
+    steps = [stack.step_fn(2, 0), stack.step_fn(2, 8)]  # without and with a KV cache
+
+    def host_read(self, *args, **kwargs):
+        raise AssertionError("the decode step read a tensor back to the host")
+
+    for name in ("item", "cpu", "numpy", "tolist"):
+        monkeypatch.setattr(torch.Tensor, name, host_read)
+    outs = [step() for step in steps]
+    monkeypatch.undo()
+    assert [tuple(o.shape) for o in outs] == [(2, 64), (2, 64)]
+    assert all(bool(torch.isfinite(o).all()) for o in outs)
+
+
+def test_kernel_available_says_no_when_torch_lacks_the_int8_pack_kernel(monkeypatch):
+    # Older torch builds raise NotImplementedError from _weight_int8pack_mm on some devices
+    # ("Could not run 'aten::_weight_int8pack_mm' with arguments from the 'CUDA' backend").
+    def missing(*args, **kwargs):
+        raise NotImplementedError("Could not run 'aten::_weight_int8pack_mm' with arguments "
+                                  "from the 'CUDA' backend")
+
+    monkeypatch.setattr(torch, "_weight_int8pack_mm", missing, raising=False)
+    assert decoding.kernel_available("int8-pack", "cpu") is False
+    assert decoding.kernel_available("dense", "cpu") is True     # the others are untouched

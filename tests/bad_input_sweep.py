@@ -51,7 +51,7 @@ BASES = [
     # roofline
     ("roofline.attainable_flops", "intensity=10, peak_flops=1e12, bandwidth=1e11",
      {"intensity": "num", "peak_flops": "num", "bandwidth": "num"}),
-    ("roofline.op_seconds", "flops=1e9, bytes_=1e6, peak_flops=1e12, bandwidth=1e11",
+    ("roofline.op_time_s", "flops=1e9, bytes_=1e6, peak_flops=1e12, bandwidth=1e11",
      {"flops": "num", "bytes_": "num", "peak_flops": "num", "bandwidth": "num"}),
     ("roofline.matmul_flops", "m=8, n=8, k=8", {"m": "count", "n": "count", "k": "count"}),
     ("roofline.matmul_bytes", "m=8, n=8, k=8, dtype='fp16'",
@@ -64,9 +64,9 @@ BASES = [
     ("roofline.bandwidth_or_nan", "accelerator='A100'", {"accelerator": "name"}),
     ("roofline.evaluate", "ops={'a': {'flops': 1e9, 'bytes': 1e6, 'dtype': 'fp16'}}, "
      "accelerator='A100'", {"ops": "df", "accelerator": "name"}),
-    ("roofline.total_seconds", "ops={'a': {'flops': 1e9, 'bytes': 1e6, 'dtype': 'fp16'}}, "
+    ("roofline.total_s", "ops={'a': {'flops': 1e9, 'bytes': 1e6, 'dtype': 'fp16'}}, "
      "accelerator='T4'", {"ops": "df", "accelerator": "name"}),
-    ("roofline.step_seconds", "terms={'a': (1e9, 1e6, 'fp16')}, accelerator='A100'",
+    ("roofline.step_s", "terms={'a': (1e9, 1e6, 'fp16')}, accelerator='A100'",
      {"terms": "df", "accelerator": "name"}),
     ("roofline.plot", "accelerator='A100', dtype='fp16'", {"accelerator": "name", "dtype": "name"}),
     # dtypes
@@ -302,7 +302,7 @@ BASES = [
     ("hardware.derated", "name='A100', bandwidth_fraction=0.8",
      {"name": "name", "bandwidth_fraction": "frac"}),
     ("hardware.mig_slice", "name='A100', profile='1g.10gb'", {"name": "name", "profile": "name"}),
-    ("achievable.decode_step_seconds", "model_='llama-3-8b', accelerator='A100', batch=4",
+    ("achievable.decode_step_s", "model_='llama-3-8b', accelerator='A100', batch=4",
      {"batch": "count", "context": "count", "dtype": "name"}),
 ]
 
@@ -315,7 +315,7 @@ NEGATIVE_OK = ["quant.fake_quantize", "quant.quantize", "quant.sqnr_db", "quant.
 #: (target, words of the arguments...): a NaN or inf answer the docstring promises for
 #: that input (NaN peak: "unknown" gives NaN; M/D/1 beyond rho = 1: inf; a static-batching
 #: delay of inf is a policy, shown as such).
-DOCUMENTED = [("roofline.op_seconds", "float('nan')"),
+DOCUMENTED = [("roofline.op_time_s", "float('nan')"),
               ("batching.md1_mean_wait", "1e30"),
               ("batching.sweep", "float('inf')"),
               ("bench.clock_scaled_peak", "peak_flops=float('nan')"),  # peak unknown

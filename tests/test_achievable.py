@@ -23,10 +23,10 @@ def test_reduces_to_the_ceiling_with_every_efficiency_one_and_overhead_zero(mode
     assert ONES.is_ceiling
     q, c = [1, 1, 300], [100, 900, 0]
     want = llm.forward_step_time(model, gpu, q, c, dtype, compute_dtype=compute)
-    assert A.step_seconds(model, gpu, q, c, dtype, compute_dtype=compute,
-                          achievable=ONES) == pytest.approx(want, rel=1e-12)
-    assert A.step_seconds(model, gpu, q, c, dtype, compute_dtype=compute,
-                          achievable=False) == pytest.approx(want, rel=1e-12)
+    assert A.step_s(model, gpu, q, c, dtype, compute_dtype=compute,
+                    achievable=ONES) == pytest.approx(want, rel=1e-12)
+    assert A.step_s(model, gpu, q, c, dtype, compute_dtype=compute,
+                    achievable=False) == pytest.approx(want, rel=1e-12)
     assert A.decode_tokens_per_s(model, gpu, 8, 512, dtype, compute_dtype=compute,
                                  achievable=ONES) == pytest.approx(
         llm.decode_ceiling(model, gpu, 8, 512, dtype, compute_dtype=compute), rel=1e-12)
@@ -105,7 +105,7 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="step_s"):
         A.Efficiency(step_s=-1)
     with pytest.raises(TypeError, match="achievable"):
-        A.step_seconds("llama-3-8b", "H100 SXM", [1], [0], achievable="yes")
+        A.step_s("llama-3-8b", "H100 SXM", [1], [0], achievable="yes")
     with pytest.raises(ValueError, match="dtype"):
         A.Efficiency(weight_only=(("int9", 0.5),))
     assert A.model("llama-3.1-405b").n_params == pytest.approx(405.85e9, rel=0.001)

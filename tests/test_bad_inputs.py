@@ -97,7 +97,7 @@ def test_a_bad_input_gets_a_clear_error(call, error, words):
 
 def test_documented_nan_stays_nan():
     # NaN in means "unknown" where the docstring says so, and gives NaN out, not an error.
-    assert math.isnan(roofline.op_seconds(1e9, 1e6, NAN, 1e11))
+    assert math.isnan(roofline.op_time_s(1e9, 1e6, NAN, 1e11))
     assert math.isnan(bench.timing_estimate_s(NAN, 0.05))
     assert math.isnan(bench.clock_scaled_peak(1e12, {}))
     t4 = roofline.evaluate({"a": {"flops": 1.0, "bytes": 1.0, "dtype": "bf16"}}, "T4",
@@ -115,12 +115,12 @@ def test_checked_keeps_the_body_the_formula():
     # The decorator checks the arguments; the body a page prints holds no check.
     import inspect
 
-    body = inspect.getsource(roofline.op_seconds.__wrapped__)
+    body = inspect.getsource(roofline.op_time_s.__wrapped__)
     assert "_v." not in body.split('"""')[-1]
     with pytest.raises(ValueError, match="flops must be a finite number >= 0"):
-        roofline.op_seconds(-1.0, 1.0, 1e12, 1e11)
-    with pytest.raises(TypeError, match=r"op_seconds\(\): missing a required argument"):
-        roofline.op_seconds(1.0, 1.0, 1e12)
+        roofline.op_time_s(-1.0, 1.0, 1e12, 1e11)
+    with pytest.raises(TypeError, match=r"op_time_s\(\): missing a required argument"):
+        roofline.op_time_s(1.0, 1.0, 1e12)
     # max(1e6 B / 1e11 B/s, 1e9 FLOP / 1e12 FLOP/s) = max(1e-5, 1e-3) = 1e-3 s
-    assert roofline.op_seconds(1e9, 1e6, 1e12, 1e11) == pytest.approx(1e-3)
-    assert isinstance(roofline.op_seconds(1e9, 1e6, 1e12, 1e11), float)
+    assert roofline.op_time_s(1e9, 1e6, 1e12, 1e11) == pytest.approx(1e-3)
+    assert isinstance(roofline.op_time_s(1e9, 1e6, 1e12, 1e11), float)

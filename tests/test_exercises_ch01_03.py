@@ -173,7 +173,7 @@ def test_largest_batch_within_achievable_meets_the_objective_and_the_next_does_n
 
     b = decode_exercises.largest_batch_within("llama-3-8b", "A100 80GB", 4096, 0.035,
                                               achievable=True)
-    step = achievable.decode_step_seconds
+    step = achievable.decode_step_s
     assert step("llama-3-8b", "A100 80GB", b, 4096) <= 0.035 < step("llama-3-8b", "A100 80GB", b + 1, 4096)
     # Nothing meets an objective shorter than the fixed cost: 0 sequences.
     assert decode_exercises.largest_batch_within("llama-3-8b", "A100 80GB", 4096, 1e-3,

@@ -59,8 +59,8 @@ def test_tp_step_is_the_serving_simulators_and_reduces_to_the_ceiling():
         assert ceiling == parallel.tp_decode_step_time("llama-2-70b", "H100 SXM", n, batch, 4096)
         got = px.tp_decode_step_s("llama-2-70b", "H100 SXM", n, batch, 4096)
         ones = np.ones(batch, dtype=int)
-        sim = llm_serving.tp_step_seconds("llama-2-70b", "H100 SXM", n, ones, 4096 * ones,
-                                          achievable=achievable.FITTED)
+        sim = llm_serving.tp_step_s("llama-2-70b", "H100 SXM", n, ones, 4096 * ones,
+                                    achievable=achievable.FITTED)
         assert got == pytest.approx(sim, rel=1e-9)
         assert got > ceiling
 
@@ -81,7 +81,7 @@ def test_the_serving_simulators_ceiling_is_not_the_chapters():
     # bandwidth: 161 x 16,384 B / 370.8e9 B/s = 7.1 us in all.
     from gpuinfer import llm_serving
 
-    sim = llm_serving.tp_step_seconds("llama-2-70b", "H100 SXM", 8, 1, parts=True)["comm_s"]
+    sim = llm_serving.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, parts=True)["comm_s"]
     assert sim == pytest.approx(161 * 16_384 / 370.8e9, rel=1e-9)
     ring = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, 1, 4096)["comm_s"]
     assert ring == pytest.approx(161 * (6.6e-6 + 14 * 0.6e-6 + 1.75 * 16_384 / 141e9), rel=1e-9)

@@ -116,7 +116,7 @@ def test_speculation_cutoff_on_the_achievable_model_by_another_route():
     # acceptance 0.6, 256 tokens of context, H100 SXM) on the achievable model: a round
     # yields (1 - 0.6^5) / (1 - 0.6) = 0.92224 / 0.4 = 2.3056 tokens; speculation pays
     # while 2.3056 x plain step > verify + 4 draft steps. speculative.cutoff_batch (its
-    # own bisection over 1..4096) and the plain step from achievable.decode_step_seconds.
+    # own bisection over 1..4096) and the plain step from achievable.decode_step_s.
     from gpuinfer import achievable, speculative
 
     e = (1 - 0.6 ** 5) / (1 - 0.6)
@@ -128,7 +128,7 @@ def test_speculation_cutoff_on_the_achievable_model_by_another_route():
     for b, pays in [(cut - 1, True), (cut, False)]:
         r = speculative.round_breakdown("llama-3-8b", speculative.LLAMA_3_2_1B, "H100 SXM",
                                         batch=b, achievable=True, **kw)
-        plain = achievable.decode_step_seconds("llama-3-8b", "H100 SXM", b, 256)
+        plain = achievable.decode_step_s("llama-3-8b", "H100 SXM", b, 256)
         assert math.isclose(r["plain_step_s"], plain, rel_tol=1e-9)
         assert (e * plain > r["verify_s"] + r["draft_s"]) is pays
     # On the ceiling the cut-off is batch 103: its own slip.

@@ -131,7 +131,7 @@ def test_the_step_timer_matches_the_package_on_mixed_steps():
             q = np.where(rng.random(b) < 0.2, rng.integers(1, 900, b), 1)
             c = rng.integers(0, 4000, b)
             lg = (rng.random(b) < 0.7).astype(int)
-            fast = llm_serving.tp_step_seconds(model, gpu, 1, q, c, lg, dtype=dtype)
+            fast = llm_serving.tp_step_s(model, gpu, 1, q, c, lg, dtype=dtype)
             assert fast == pytest.approx(ref(q, c, lg), rel=1e-9)
 
 
@@ -394,8 +394,8 @@ def test_the_closed_form_step_cost_equals_the_old_fit():
     for (model, gpu, dtype, compute, tp, ach), old in OLD_FIT.items():
         eff = achievable.FITTED if ach else achievable.CEILING
         for (q, c, lg), want in zip(STEPS, old):
-            got = llm_serving.tp_step_seconds(model, gpu, tp, q, c, lg, dtype=dtype,
-                                              compute_dtype=compute, achievable=eff)
+            got = llm_serving.tp_step_s(model, gpu, tp, q, c, lg, dtype=dtype,
+                                        compute_dtype=compute, achievable=eff)
             assert got == pytest.approx(want, rel=1e-9)
     # Llama-3-70B fp8 TP2 on the ceiling: the old fit's steps less its all-reduces at the
     # datasheet's 450 GB/s, plus the same at NCCL's 370.8 GB/s: 161 all-reduces of
@@ -404,53 +404,9 @@ def test_the_closed_form_step_cost_equals_the_old_fit():
            0.011629362902793905, 0.010557995235542135]
     for (q, c, lg), want, n in zip(STEPS, old, (1, 512, 332, 202, 64)):
         comm = 161 * n * 8192 * (1 / 370.8e9 - 1 / 450e9)
-        got = llm_serving.tp_step_seconds("llama-3-70b", GPU, 2, q, c, lg, dtype="fp8",
-                                          compute_dtype="fp8")
+        got = llm_serving.tp_step_s("llama-3-70b", GPU, 2, q, c, lg, dtype="fp8",
+                                    compute_dtype="fp8")
         assert got == pytest.approx(want + comm, rel=1e-9)
-
-
-def test_the_closed_form_rows_are_the_step_models_rows():
-    # Each row's FLOPs, bytes and seconds, dense and MoE (DeepSeek-V3's MLA and shared
-    # expert, gpt-oss's MXFP4 experts), on random mixed steps, as forward_step_breakdown
-    # gives them.
-    rng = np.random.default_rng(7)
-    for model, gpu, dtype in [(MODEL, GPU, "fp16"), ("llama-2-7b", "A100 80GB", "int4"),
-                              ("mixtral-8x7b", GPU, "fp16"), ("deepseek-v3", "H200", "fp8"),
-                              ("gpt-oss-20b", GPU, "bf16"), ("qwen3-30b-a3b", "L4", "fp8")]:
-        t = llm_serving._StepCost(model, gpu, dtype)
-        for _ in range(20):
-            b = int(rng.integers(1, 40))
-            q = np.where(rng.random(b) < 0.2, rng.integers(1, 900, b), 1)
-            c = rng.integers(0, 4000, b)
-            lg = (rng.random(b) < 0.7).astype(float)
-            ref = llm.forward_step_breakdown(model, gpu, q, c, dtype, logits=lg)
-            z = llm_serving._aggregates(q.astype(float), c.astype(float), lg)[:, None]
-            f, by = t.flops_bytes(z)
-            assert t.names == list(ref.index)
-            np.testing.assert_allclose(f[:, 0], ref["flops"], rtol=1e-9)
-            np.testing.assert_allclose(by[:, 0], ref["bytes"], rtol=1e-9)
-            np.testing.assert_allclose(t.rows(z)[:, 0], ref["seconds"], rtol=1e-9)
-
-
-def test_an_moe_steps_bytes_grow_with_the_batch_as_experts_touched():
-    # Mixtral-8x7B fp16, decode at context 0: the experts row reads touched experts x 32
-    # layers x 3 x 4,096 x 14,336 x 2 B (352,321,536 B an expert a layer), touched = 8 (1 -
-    # (3/4)^b): 2 at batch 1, 8 (1 - 0.75^4) = 5.47 at 4, 7.9999 at 64; a dense model's
-    # weight bytes do not move.
-    m = "mixtral-8x7b"
-    t = llm_serving._StepCost(m, GPU, "fp16")
-    row = t.names.index("experts")
-    act = 2 * 32 * (2 * 4096 + 3 * 14336) * 2    # a token's k expert MLPs' activations
-    for b, touched in ((1, 2.0), (4, 8 * (1 - 0.75 ** 4)), (64, 8 * (1 - 0.75 ** 64))):
-        z = np.array([1.0, b, b, b, 0.0])[:, None]
-        experts = t.flops_bytes(z)[1][row, 0] - b * act
-        assert experts == pytest.approx(touched * 32 * 352_321_536, rel=1e-12)
-        assert experts == pytest.approx(32 * 352_321_536 * llm.experts_touched(m, b))
-    dense = llm_serving._StepCost(MODEL, GPU, "fp16")
-    lin = dense.names.index("linear")
-    w = [dense.flops_bytes(np.array([1.0, b, b, b, 0.0])[:, None])[1][lin, 0]
-         - b * dense.cb[lin, 1] for b in (1, 64)]
-    assert w[0] == w[1] == 2 * LINEAR_8B
 
 
 def test_an_moe_model_serves_in_the_simulator():
@@ -504,7 +460,7 @@ def test_disaggregated_runs_on_the_achievable_model():
                                              achievable=True)
     ceil = llm_serving.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8)
     assert fit.iloc[0]["ttft"] == pytest.approx(
-        achievable.step_seconds(MODEL, GPU, [1000], [0], logits=[1]))
+        achievable.step_s(MODEL, GPU, [1000], [0], logits=[1]))
     assert fit.iloc[0]["finish"] > ceil.iloc[0]["finish"]
     ones = dataclasses.replace(achievable.CEILING)
     same = llm_serving.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8,
@@ -514,24 +470,24 @@ def test_disaggregated_runs_on_the_achievable_model():
 
 def test_tp_step_seconds_by_hand():
     # TP1: the single-GPU step (a 1,000-token prefill of llama-3-8b on an H100).
-    assert llm_serving.tp_step_seconds(MODEL, GPU, 1, 1000) == pytest.approx(
+    assert llm_serving.tp_step_s(MODEL, GPU, 1, 1000) == pytest.approx(
         llm.prefill_time(MODEL, GPU, 1000))
     # TP2 ceiling: the shard's roofline step plus 2 x 32 + 1 = 65 all-reduces of
     # 1,000 x 4096 x 2 B = 8,192,000 B at NVLink 4's 370.8 GB/s, no latency.
     from gpuinfer import parallel
 
     part = parallel.shard(MODEL, 2)
-    got = llm_serving.tp_step_seconds(MODEL, GPU, 2, 1000, parts=True)
+    got = llm_serving.tp_step_s(MODEL, GPU, 2, 1000, parts=True)
     assert got["n_allreduces"] == 65
     assert got["comm_s"] == pytest.approx(65 * 8_192_000 / 370.8e9)
     assert got["total_s"] == pytest.approx(llm.prefill_time(part, GPU, 1000) + got["comm_s"])
     # The achievable step prices NCCL's ring with its latency: more than the bound.
-    ach = llm_serving.tp_step_seconds(MODEL, GPU, 2, 1000, achievable=True, parts=True)
+    ach = llm_serving.tp_step_s(MODEL, GPU, 2, 1000, achievable=True, parts=True)
     assert ach["comm_s"] == pytest.approx(65 * parallel.interconnect_allreduce_time(
         8_192_000, 2, "NVLink 4"))
     assert ach["comm_s"] > got["comm_s"] and ach["total_s"] > got["total_s"]
     with pytest.raises(ValueError, match="logits"):
-        llm_serving.tp_step_seconds(MODEL, GPU, 2, 4, logits=5)
+        llm_serving.tp_step_s(MODEL, GPU, 2, 4, logits=5)
 
 
 def test_vllm_memory_utilization_defaults():

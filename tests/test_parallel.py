@@ -370,7 +370,7 @@ def test_tp_step_on_the_achievable_model_and_its_ceiling_by_hand():
     # The serving simulator's ceiling for the same step is this bound.
     from gpuinfer import llm_serving
 
-    assert llm_serving.tp_step_seconds("llama-2-70b", "H100 SXM", 8, 1, 0) \
+    assert llm_serving.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, 0) \
         == pytest.approx(roof["ceiling_s"])
 
 
@@ -399,10 +399,10 @@ def test_fp8_all_reduces_in_16_bits_on_the_achievable_model_as_in_the_simulator(
     # parallel's, its ceiling's the floor.
     from gpuinfer import llm_serving
 
-    sim = llm_serving.tp_step_seconds("llama-3-70b", "H100 SXM", 2, 1, parts=True,
-                                      achievable=True, **kw)
+    sim = llm_serving.tp_step_s("llama-3-70b", "H100 SXM", 2, 1, parts=True,
+                                achievable=True, **kw)
     assert sim["comm_s"] == pytest.approx(ach["comm_s"], rel=1e-12)
-    sim_ceil = llm_serving.tp_step_seconds("llama-3-70b", "H100 SXM", 2, 1, parts=True, **kw)
+    sim_ceil = llm_serving.tp_step_s("llama-3-70b", "H100 SXM", 2, 1, parts=True, **kw)
     assert sim_ceil["comm_s"] == pytest.approx(floor, rel=1e-12)
 
 
@@ -431,7 +431,7 @@ def test_pp_stage_is_its_share_of_the_achievable_step():
     # 4 stages of llama-2-70b (80 layers): a stage is 1/4 of the whole decode step, on
     # the roofline by default, on the achievable model (overheads included) with it.
     whole = llm.decode_step_time("llama-2-70b", "H100 SXM", 8, 1024)
-    ach = achievable.decode_step_seconds("llama-2-70b", "H100 SXM", 8, 1024)
+    ach = achievable.decode_step_s("llama-2-70b", "H100 SXM", 8, 1024)
     roof = parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 4, 8, 1024)
     fit = parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 4, 8, 1024, achievable=True)
     assert roof["stage_s"] == pytest.approx(whole / 4)

@@ -64,11 +64,11 @@ def test_plot_draws_the_roof_and_the_points():
 
 def test_op_seconds_is_the_larger_of_the_two_times():
     # 1e9 FLOP on 1e6 B at 100e12 FLOP/s, 1e12 B/s: compute 10 us, memory 1 us.
-    assert roofline.op_seconds(1e9, 1e6, 100e12, 1e12) == pytest.approx(10e-6)
-    assert roofline.op_seconds(1e6, 1e9, 100e12, 1e12) == pytest.approx(1e-3)
-    np.testing.assert_allclose(roofline.op_seconds([1e9, 1e6], [1e6, 1e9], 100e12, 1e12),
+    assert roofline.op_time_s(1e9, 1e6, 100e12, 1e12) == pytest.approx(10e-6)
+    assert roofline.op_time_s(1e6, 1e9, 100e12, 1e12) == pytest.approx(1e-3)
+    np.testing.assert_allclose(roofline.op_time_s([1e9, 1e6], [1e6, 1e9], 100e12, 1e12),
                                [10e-6, 1e-3])
-    assert np.isnan(roofline.op_seconds(1e9, 1e6, float("nan"), 1e12))  # unknown peak
+    assert np.isnan(roofline.op_time_s(1e9, 1e6, float("nan"), 1e12))  # unknown peak
 
 
 def test_evaluate_puts_each_operation_on_the_roof_and_sums():
@@ -86,14 +86,14 @@ def test_evaluate_puts_each_operation_on_the_roof_and_sums():
     assert out.loc["gemv", "intensity"] == pytest.approx(2.0)
     assert np.isnan(out.loc["bf16", "seconds"]) and out.loc["bf16", "bound"] == "unknown"
     two = {k: v for k, v in ops.items() if k != "bf16"}
-    assert roofline.total_seconds(two, "T4") == pytest.approx(2e12 / 65e12 + 1e9 / 320e9)
+    assert roofline.total_s(two, "T4") == pytest.approx(2e12 / 65e12 + 1e9 / 320e9)
     # The vectorised form agrees.
     terms = {k: (v["flops"], v["bytes"], v["dtype"]) for k, v in two.items()}
-    assert roofline.step_seconds(terms, "T4") == pytest.approx(roofline.total_seconds(two, "T4"))
+    assert roofline.step_s(terms, "T4") == pytest.approx(roofline.total_s(two, "T4"))
     with pytest.raises(roofline.MissingPeak, match="T4 has no bf16"):
-        roofline.step_seconds({**terms, "bf16": (1e9, 1e6, "bf16")}, "T4")
-    assert np.isnan(roofline.step_seconds({**terms, "bf16": (1e9, 1e6, "bf16")}, "T4",
-                                          missing="nan"))
+        roofline.step_s({**terms, "bf16": (1e9, 1e6, "bf16")}, "T4")
+    assert np.isnan(roofline.step_s({**terms, "bf16": (1e9, 1e6, "bf16")}, "T4",
+                                    missing="nan"))
 
 
 @pytest.mark.parametrize("ops, error", [
@@ -117,3 +117,19 @@ def test_ridge_rows_by_hand():
     assert roofline.matmul_intensity(158, 8192, 8192) < ridge <= roofline.matmul_intensity(159, 8192, 8192)
     with pytest.raises(ValueError, match="no m"):
         roofline.ridge_rows(64, 64, "A100 80GB")   # at most 64 FLOP/byte: below the ridge
+
+
+def test_the_old_seconds_names_are_aliases_for_one_release():
+    # Issue 25: seconds carry the suffix `_s` across the public API; the old names stay,
+    # the same objects, for one release.
+    from gpuinfer import achievable, llm_serving
+
+    for module, old, new in [(roofline, "op_seconds", "op_time_s"),
+                             (roofline, "op_seconds_unchecked", "op_time_s_unchecked"),
+                             (roofline, "total_seconds", "total_s"),
+                             (roofline, "step_seconds", "step_s"),
+                             (achievable, "step_seconds", "step_s"),
+                             (achievable, "decode_step_seconds", "decode_step_s"),
+                             (achievable, "table_seconds", "table_s"),
+                             (llm_serving, "tp_step_seconds", "tp_step_s")]:
+        assert getattr(module, old) is getattr(module, new), (module.__name__, old)

@@ -243,7 +243,7 @@ def accelerator(name, efficiency=FITTED, *, weight_format="fp16"):
     Efficiency's own `matmul`), the bandwidth x `bandwidth` (and, for int8/int4
     weight-only `weight_format`, x its `weight_only` factor). Named "<name>
     (achievable)". Attention's rate (`attention`) and the step's overheads are not in
-    it: use `step_seconds` for a whole step. With `CEILING` the device is the
+    it: the function `step_s` times a whole step. With `CEILING` the device is the
     datasheet's."""
     return _derate(_hardware.get(name), as_efficiency(efficiency), weight_format)
 
@@ -297,7 +297,7 @@ def row_rates(table_rows, accelerator, efficiency, weight_format):
     return np.array(peaks, dtype=float), np.array(bws, dtype=float)
 
 
-def table_seconds(table, accelerator, achievable=True, weight_format=None):
+def table_s(table, accelerator, achievable=True, weight_format=None):
     """Each row's seconds of an operations table (`llm.decode_step_breakdown` or
     `forward_step_breakdown`: columns `flops`, `bytes`, `dtype`) on the achievable model,
     as an array; `weight_format`: the weights' format (default the first row's dtype),
@@ -306,8 +306,8 @@ def table_seconds(table, accelerator, achievable=True, weight_format=None):
     rows = list(zip(table.index, table["flops"], table["dtype"]))
     w = weight_format if weight_format is not None else table["dtype"].iloc[0]
     peaks, bws = row_rates(rows, accelerator, eff, w)
-    return _roofline.op_seconds_unchecked(table["flops"].to_numpy(float),
-                                          table["bytes"].to_numpy(float), peaks, bws)
+    return _roofline.op_time_s_unchecked(table["flops"].to_numpy(float),
+                                         table["bytes"].to_numpy(float), peaks, bws)
 
 
 def overheads(device_s, n_layers, efficiency):
@@ -341,7 +341,7 @@ def step_breakdown(model_, accelerator, new_tokens, context=0, dtype="fp16", *,
                    logits=None, kv_dtype=None, compute_dtype=None, achievable=True):
     """`llm.forward_step_breakdown`'s table with each row timed on the achievable model:
     columns `ceiling_s` (the roofline's) and `seconds` (derated rates). The step's
-    overheads are in `step_seconds`, not in the rows."""
+    overheads are added by the function `step_s`, not in the rows."""
     eff = as_efficiency(achievable)
     m = model(model_)
     t = _llm.forward_step_breakdown(m, accelerator, new_tokens, context, dtype, logits=logits,
@@ -351,13 +351,13 @@ def step_breakdown(model_, accelerator, new_tokens, context=0, dtype="fp16", *,
     peaks, bws = row_rates(rows, accelerator, eff, weight)
     out = t.copy()
     out["ceiling_s"] = t["seconds"]
-    out["seconds"] = _roofline.op_seconds_unchecked(t["flops"].to_numpy(float),
-                                                    t["bytes"].to_numpy(float), peaks, bws)
+    out["seconds"] = _roofline.op_time_s_unchecked(t["flops"].to_numpy(float),
+                                                   t["bytes"].to_numpy(float), peaks, bws)
     return out
 
 
-def step_seconds(model_, accelerator, new_tokens, context=0, dtype="fp16", *, logits=None,
-                 kv_dtype=None, compute_dtype=None, achievable=True) -> float:
+def step_s(model_, accelerator, new_tokens, context=0, dtype="fp16", *, logits=None,
+           kv_dtype=None, compute_dtype=None, achievable=True) -> float:
     """Seconds of one forward step on the achievable model (`achievable=False`: the
     ceiling, `llm.forward_step_time`): the rows of `step_breakdown` plus `overheads`."""
     eff = as_efficiency(achievable)
@@ -366,22 +366,22 @@ def step_seconds(model_, accelerator, new_tokens, context=0, dtype="fp16", *, lo
     return float(overheads(t["seconds"].sum(), model(model_).n_layers, eff))
 
 
-def decode_step_seconds(model_, accelerator, batch=1, context=0, dtype="fp16", *,
-                        kv_dtype=None, compute_dtype=None, achievable=True) -> float:
+def decode_step_s(model_, accelerator, batch=1, context=0, dtype="fp16", *,
+                  kv_dtype=None, compute_dtype=None, achievable=True) -> float:
     """Seconds of one decode step: `batch` sequences at `context` cached tokens each."""
     b = _v.count("batch", batch, maximum=1 << 24)
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
-    return step_seconds(model_, accelerator, np.ones(b, dtype=int), np.full(b, c), dtype,
-                        kv_dtype=kv_dtype, compute_dtype=compute_dtype, achievable=achievable)
+    return step_s(model_, accelerator, np.ones(b, dtype=int), np.full(b, c), dtype,
+                  kv_dtype=kv_dtype, compute_dtype=compute_dtype, achievable=achievable)
 
 
 def decode_tokens_per_s(model_, accelerator, batch=1, context=0, dtype="fp16", *,
                         kv_dtype=None, compute_dtype=None, achievable=True) -> float:
-    """Decode tokens/s across the batch: batch / `decode_step_seconds`. With
+    """Decode tokens/s across the batch: batch / `decode_step_s`. With
     `achievable=False` this is `llm.decode_ceiling`."""
-    return batch / decode_step_seconds(model_, accelerator, batch, context, dtype,
-                                       kv_dtype=kv_dtype, compute_dtype=compute_dtype,
-                                       achievable=achievable)
+    return batch / decode_step_s(model_, accelerator, batch, context, dtype,
+                                 kv_dtype=kv_dtype, compute_dtype=compute_dtype,
+                                 achievable=achievable)
 
 
 def fraction_of_ceiling(model_, accelerator, batch=1, context=0, dtype="fp16", *,
@@ -394,3 +394,9 @@ def fraction_of_ceiling(model_, accelerator, batch=1, context=0, dtype="fp16", *
     return (decode_tokens_per_s(model_, accelerator, batch, context, dtype, achievable=eff, **kw)
             / decode_tokens_per_s(model_, accelerator, batch, context, dtype, achievable=False,
                                   **kw))
+
+
+# Names before the seconds suffix became `_s` everywhere (issue 25).
+step_seconds = step_s  # deprecated alias, kept for one release
+decode_step_seconds = decode_step_s  # deprecated alias, kept for one release
+table_seconds = table_s  # deprecated alias, kept for one release

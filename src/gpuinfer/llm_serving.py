@@ -6,11 +6,10 @@ own traffic*. Times are seconds, rates requests/s, memory bytes.
 
 `simulate_llm` is a continuous-batching LLM server: prefill and decode in the same
 steps, each step timed by the per-operation roofline of its own mix of tokens (the
-operations table of `llm.forward_step_breakdown`, the sum `llm.step_timer` computes,
-built in closed form from the step model's constants, `llm.step_constants`, by
-`_StepCost`; mixtures of experts included), admission bounded by a paged KV cache,
-preemption by recomputation when the cache runs out (vLLM's default). The request-level batcher
-(Triton's) is `gpuinfer.batching`.
+operations table of `llm.forward_step_breakdown`, summed in closed form by
+`llm.StepCost`, the class `llm.step_timer` returns; mixtures of experts included),
+admission bounded by a paged KV cache, preemption by recomputation when the cache runs
+out (vLLM's default). The request-level batcher (Triton's) is `gpuinfer.batching`.
 
 The configuration engines run: a compute format (`compute_dtype`: W8A8 fp8/int8, W4A4
 fp4 at that format's peak), tensor parallelism (`tp`: `parallel.shard` plus the step's
@@ -169,11 +168,11 @@ def paging_gain(model, accelerator, lengths, *, max_len, block_size=DEFAULT_BLOC
     if batches["contiguous"] < 1:
         raise ValueError(f"{m.name}'s cache on {acc.name} ({budget / 1e9:.3g} GB) holds no "
                          f"sequence of max_len={max_len:,} tokens")
-    timer = _StepCost(m, acc, dtype, kv_dtype, compute_dtype,
-                      efficiency=_achievable.as_efficiency(achievable))
+    timer = _EngineStep(m, acc, dtype, kv_dtype, compute_dtype,
+                        efficiency=_achievable.as_efficiency(achievable))
     out = {}
     for k, b in batches.items():
-        z = np.array([1.0, b, b, b * (c + 1), b * c])
+        z = np.array([1.0, b, b, b * (c + 1), b * c, b * (c + 1)])  # llm.STEP_AGGREGATES
         out[f"batch_{k}"] = b
         out[f"tokens_per_s_{k}"] = b / float(timer.many(z[:, None])[0])
     out["batch_ratio"] = out["batch_paged"] / out["batch_contiguous"]
@@ -181,137 +180,46 @@ def paging_gain(model, accelerator, lengths, *, max_len, block_size=DEFAULT_BLOC
     return out
 
 
-def _aggregates(q, c, lg):
-    """What a step's operations table depends on (`llm.forward_step_breakdown`): 1, new
-    tokens, LM-head rows, causal (query, key) pairs (a sequence's q new tokens attend to
-    its c cached ones and to the earlier new ones: q c + q (q + 1) / 2), cached tokens."""
-    t = q.sum()
-    return np.array([1.0, t, lg.sum(), q @ c + (q @ q + t) / 2, c.sum()])
-
-
-#: The step's features `_StepCost` prices: the five aggregates (`_aggregates`), then
-#: whether any sequence runs the LM head, and the routed-expert weight bytes.
-_FEATURES = ("one", "new_tokens", "logits_rows", "pairs", "cached_tokens", "head_runs",
-             "routed_expert_bytes")
-
-
-def _step_coefficients(m, dtype, kv_dtype, compute_dtype):
-    """The step table of `llm.forward_step_breakdown` in closed form, from the step
-    model's constants (`llm.step_constants`, the calculator's): for each row (in
-    `llm.operations` order), its FLOPs and bytes as coefficients of `_FEATURES`, so a
-    step's table is (rows x 7) @ features. Affine in the aggregates except two terms:
-    the LM head's weights are read only when some sequence needs logits, and an MoE
-    layer reads the experts its routed tokens touch (`llm.routed_expert_weight_bytes`,
-    experts_touched x expert bytes: a curve in the token count)."""
-    k = _llm.step_constants(m, dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype)
-    kv = k["kv_per_token"]
-    # (FLOPs, bytes) per row: {feature: coefficient}.
-    table = {
-        "embedding": ({}, {"new_tokens": k["embed_bytes_per_token"]}),
-        "linear": ({"new_tokens": k["linear_flops_per_token"]},
-                   {"one": k["linear_weight_bytes"],
-                    "new_tokens": k["linear_act_bytes_per_token"]}),
-        # the cache read, the new tokens' K and V written, Q/K/V in and O out
-        "attention": ({"pairs": k["attn_flops_per_pair"]},
-                      {"cached_tokens": kv, "new_tokens": kv + k["attn_act_bytes_per_token"]}),
-        "router": ({"new_tokens": k["router_flops_per_token"]},
-                   {"one": k["router_weight_bytes"],
-                    "new_tokens": k["router_act_bytes_per_token"]}),
-        "shared_experts": ({"new_tokens": k["shared_flops_per_token"]},
-                           {"one": k["shared_weight_bytes"],
-                            "new_tokens": k["shared_act_bytes_per_token"]}),
-        "experts": ({"new_tokens": k["expert_flops_per_token"]},
-                    {"routed_expert_bytes": 1.0,
-                     "new_tokens": k["expert_act_bytes_per_token"]}),
-        "lm_head": ({"logits_rows": k["head_flops_per_row"]},
-                    {"head_runs": k["head_weight_bytes"],
-                     "logits_rows": k["head_act_bytes_per_row"]}),
-    }
-    names = list(_llm.operations(m))
-    col = {f: j for j, f in enumerate(_FEATURES)}
-    cf, cb = np.zeros((len(names), len(col))), np.zeros((len(names), len(col)))
-    for i, name in enumerate(names):
-        for coef, terms in ((cf, table[name][0]), (cb, table[name][1])):
-            for f, x in terms.items():
-                coef[i, col[f]] = x
-    return cf, cb, names, [k["compute_dtype"]] * len(names)
-
-
-#: _StepCost's coefficients by (model, formats, TP): the calibration builds thousands of
-#: step models that differ only in their efficiencies.
-_COEF_CACHE = {}
-
-
-class _StepCost:
-    """Seconds of a forward step, the sum of its operations' rooflines, fast enough for
-    a simulator that times tens of thousands of steps. The step's table
-    (`llm.forward_step_breakdown`) is built in closed form from the step model's
-    constants (`_step_coefficients`), so every step is one matrix product and
-    `roofline`'s formula over the rows: dense and mixture-of-experts models alike.
-
-    `compute_dtype` (W8A8: "fp8"/"int8"; W4A4: "fp4") sets the peak the matmuls run at;
-    `tp` > 1 times one device's shard (`parallel.shard`: an MoE model's experts split
-    1/N in width) and adds its 2 x layers + 1 all-reduces of [tokens, d_model] (the
-    ceiling, a lower bound on time: `parallel.allreduce_floor_s`, each GPU sending and
-    receiving the message once at NCCL's bus bandwidth for the link, no latency; the
-    achievable model: NCCL's fastest ring with its latency,
-    `parallel.interconnect_allreduce_time`).
-    `efficiency` (an `achievable.Efficiency`; default the ceiling) derates each row's
-    peak and bandwidth and adds the step's overheads (`achievable.overheads`)."""
+class _EngineStep(_llm.StepCost):
+    """`llm.StepCost` as an engine runs the step: `compute_dtype` (W8A8: "fp8"/"int8";
+    W4A4: "fp4") sets the peak the matmuls run at; `tp` > 1 times one device's shard
+    (`parallel.shard`: an MoE model's experts split 1/N in width) and adds its 2 x layers
+    + 1 all-reduces of [tokens, d_model] (the ceiling, a lower bound on time:
+    `parallel.allreduce_floor_s`, each GPU sending and receiving the message once at
+    NCCL's bus bandwidth for the link, no latency; the achievable model: NCCL's fastest
+    ring with its latency, `parallel.interconnect_allreduce_time`). `efficiency` (an
+    `achievable.Efficiency`; default the ceiling) derates each row's peak and bandwidth
+    (`achievable.row_rates`) and adds the step's overheads (`achievable.overheads`)."""
 
     def __init__(self, model, accelerator, dtype="fp16", kv_dtype=None, compute_dtype=None,
                  tp=1, efficiency=None, interconnect=None):
         m = _llm.get(model)
         acc = _hardware.get(accelerator)
         self.tp = _parallel.check_tp_degree(m, tp)
-        part = _parallel.shard(m, self.tp) if self.tp > 1 else m
-        key = (m, dtype, kv_dtype, compute_dtype, self.tp)
-        if key not in _COEF_CACHE:
-            if len(_COEF_CACHE) > 256:
-                _COEF_CACHE.clear()
-            _COEF_CACHE[key] = _step_coefficients(part, dtype, kv_dtype, compute_dtype)
-        self.cf, self.cb, self.names, dtypes_ = _COEF_CACHE[key]
-        self.part, self.dtype = part, dtype
-        self.eff = _achievable.CEILING if efficiency is None else efficiency
+        self.eff = eff = _achievable.CEILING if efficiency is None else efficiency
         weight, _, compute = _dtypes.formats(dtype, kv_dtype, compute_dtype)
-        does_arithmetic = np.abs(self.cf).sum(axis=1)
-        rows = list(zip(self.names, does_arithmetic, dtypes_))
-        self.peaks, self.bw = _achievable.row_rates(rows, acc, self.eff, weight)
+        super().__init__(_parallel.shard(m, self.tp) if self.tp > 1 else m, acc, dtype,
+                         kv_dtype=kv_dtype, compute_dtype=compute_dtype,
+                         rates=lambda rows: _achievable.row_rates(rows, acc, eff, weight))
         self.n_layers = m.n_layers
-        self._overheads = _achievable.overheads
         # Tensor parallelism: the all-reduces of each step, by its token count.
         self.n_allreduces = 2 * m.n_layers + 1 if self.tp > 1 else 0
         # The ceiling all-reduces in the compute format; engines in 16 bits (the matmuls'
         # output), whatever the matmuls' input format: parallel's rule.
-        self.message_per_token = m.d_model * _parallel.tp_message_bytes_per_value(
-            compute, self.eff)
+        self.message_per_token = m.d_model * _parallel.tp_message_bytes_per_value(compute, eff)
         self._comm = {}
         if self.tp > 1:
             ic = (_hardware.interconnect_for(acc) if interconnect is None
                   else _hardware.get_interconnect(interconnect))
-            self._link = ic
-            ceiling = self.eff.is_ceiling
 
             def one(tokens):
                 s = tokens * self.message_per_token
-                if ceiling:
+                if eff.is_ceiling:
                     return _parallel.allreduce_floor_s(s, self.tp, ic)
                 return _parallel.interconnect_allreduce_time(s, self.tp, ic)
             self._one = one
 
-    def features(self, z):
-        """`_FEATURES` (7 x k) of steps with aggregates `z` (5 x k)."""
-        z = np.asarray(z, dtype=float)
-        routed = (np.asarray(_llm.routed_expert_weight_bytes(self.part, z[1], self.dtype),
-                             dtype=float) if self.part.is_moe else np.zeros(z.shape[1:]))
-        return np.vstack([z, (z[2] > 0).astype(float)[None], np.reshape(routed, (1, -1))])
-
-    def flops_bytes(self, z):
-        """(FLOPs, bytes) of each row (rows x k) of steps with aggregates `z` (5 x k)."""
-        x = self.features(z)
-        return self.cf @ x, self.cb @ x
-
-    def comm_seconds(self, tokens):
+    def comm_s(self, tokens):
         """Seconds of one step's all-reduces for steps of `tokens` new tokens (array)."""
         t = np.atleast_1d(np.asarray(tokens, dtype=float))
         if not self.n_allreduces:
@@ -323,27 +231,17 @@ class _StepCost:
             out[i] = self._comm[x]
         return out
 
-    def rows(self, z):
-        """Per-row seconds (rows x steps) of steps with aggregates `z` (5 x k)."""
-        f, b = self.flops_bytes(z)
-        return _roofline.op_seconds_unchecked(f, b, self.peaks[:, None], self.bw[:, None])
-
     def many(self, z):
-        """Seconds of several steps at once: `z` holds one step's aggregates per column
-        (5 x k)."""
+        """Seconds of several steps at once: `z` holds one step's aggregates a column
+        (`llm.step_aggregates`): the shard's rows, the all-reduces, the overheads."""
         z = np.asarray(z, dtype=float)
-        device = self.rows(z).sum(axis=0) + self.comm_seconds(z[1])
-        return self._overheads(device, self.n_layers, self.eff)
-
-    def __call__(self, q, c, lg):
-        z = _aggregates(np.asarray(q, dtype=float), np.asarray(c, dtype=float),
-                        np.asarray(lg, dtype=float))
-        return float(self.many(z[:, None])[0])
+        device = super().many(z) + self.comm_s(z[1])
+        return _achievable.overheads(device, self.n_layers, self.eff)
 
 
-def tp_step_seconds(model, accelerator, tp, new_tokens, context=0, logits=None, *,
-                    dtype="fp16", kv_dtype=None, compute_dtype=None, interconnect=None,
-                    achievable=False, parts=False):
+def tp_step_s(model, accelerator, tp, new_tokens, context=0, logits=None, *,
+              dtype="fp16", kv_dtype=None, compute_dtype=None, interconnect=None,
+              achievable=False, parts=False):
     """Chapter *Beyond one GPU*: seconds of one forward step of a tensor-parallel group of
     `tp` GPUs, as `simulate_llm` and `offline_throughput` time it: sequence i brings
     `new_tokens[i]` tokens on top of `context[i]` cached ones (arrays, or numbers for
@@ -366,16 +264,17 @@ def tp_step_seconds(model, accelerator, tp, new_tokens, context=0, logits=None, 
     q, c, lg = np.broadcast_arrays(q.astype(float), c.astype(float), lg.astype(float))
     if np.any(lg > q):
         raise ValueError("logits must be at most new_tokens for each sequence")
-    timer = _StepCost(model, accelerator, dtype, kv_dtype, compute_dtype, tp=tp,
-                      efficiency=_achievable.as_efficiency(achievable), interconnect=interconnect)
-    z = _aggregates(q, c, lg)
+    timer = _EngineStep(model, accelerator, dtype, kv_dtype, compute_dtype, tp=tp,
+                        efficiency=_achievable.as_efficiency(achievable),
+                        interconnect=interconnect)
+    z = _llm.step_aggregates(q, c, lg)
     total = float(timer.many(z[:, None])[0])
     if not math.isfinite(total):
         raise ValueError(f"{_hardware.get(accelerator).name} has no peak for "
                          f"{_dtypes.formats(dtype, kv_dtype, compute_dtype)[2]} in the catalogue")
     if not parts:
         return total
-    return {"total_s": total, "comm_s": float(timer.comm_seconds([q.sum()])[0]),
+    return {"total_s": total, "comm_s": float(timer.comm_s([q.sum()])[0]),
             "n_allreduces": timer.n_allreduces}
 
 
@@ -576,12 +475,13 @@ class _LLMServer:
         j = np.arange(k, dtype=float)
         c = float(done[dec].sum())
         ones = np.ones(k)
-        z = np.array([ones, ones * (B + chunk), ones * B,
-                      c + B * (j + 1), c + B * j])           # the decodes' aggregates
+        z = np.array([ones, ones * (B + chunk), ones * B,     # the decodes' aggregates
+                      c + B * (j + 1), c + B * j, c + B * (j + 1)])  # (llm.STEP_AGGREGATES)
         if prompt >= 0:  # its chunk: q = chunk new tokens on a growing context
             cp = float(done[prompt]) + chunk * j
             z[3] += chunk * cp + chunk * (chunk + 1) / 2
             z[4] += cp
+            z[5] += chunk * (cp + chunk)
         dt = self.timer.many(z)
         ends = t + np.cumsum(dt)
         if arrival < math.inf:  # the per-step loop would admit it at the first step
@@ -716,8 +616,9 @@ def _llm_setup(arrivals, prompt_tokens, output_tokens, model, accelerator, max_b
             f"{need[worst] + shared:,} KV blocks of {block} tokens, more than the "
             f"{blocks_total:,} the cache holds ({budget / 1e9:.3g} GB): it could never "
             f"run. Shorten it, or give the cache more memory")
-    timer = _StepCost(m, acc, dtype, kv_dtype, compute_dtype, tp=tp,
-                      efficiency=_achievable.as_efficiency(achievable), interconnect=interconnect)
+    timer = _EngineStep(m, acc, dtype, kv_dtype, compute_dtype, tp=tp,
+                        efficiency=_achievable.as_efficiency(achievable),
+                        interconnect=interconnect)
     if not math.isfinite(timer([1], [0], [1])):
         fmt = dtype if compute_dtype is None else f"{dtype} (computing in {compute_dtype})"
         raise ValueError(f"{acc.name} has no peak for {fmt} in the catalogue: no roofline "
@@ -803,7 +704,7 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
     prefill, which gives its first token, then O - 1 decodes), so an average step
     prefills B / O prompts and decodes B (O - 1) / O sequences at the mean context
     I + (O - 2) / 2, and yields B output tokens. Its time is `simulate_llm`'s step model
-    (`_StepCost`: the per-operation roofline of the shard, the all-reduces, and with
+    (`llm.StepCost`: the per-operation roofline of the shard, the all-reduces, and with
     `achievable` the derated rates and overheads) at those average aggregates. For the
     ceiling of a dense model this is a lower bound on the mean step: by convexity of the
     roofline's max, no schedule of uneven steps is faster on average than the averaged
@@ -871,12 +772,13 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
         limits["max_num_batched_tokens"] = cap * o / (i + o - 1)
     limited_by = min(limits, key=limits.get)
     b = float(limits[limited_by])
-    timer = _StepCost(m, acc, dtype, kv_dtype, compute_dtype, tp=n, efficiency=eff,
-                      interconnect=interconnect)
+    timer = _EngineStep(m, acc, dtype, kv_dtype, compute_dtype, tp=n, efficiency=eff,
+                        interconnect=interconnect)
     prefills, decodes = b / o, b * (o - 1) / o
     context = i + (o - 2) / 2
-    z = np.array([1.0, prefills * i + decodes, b,
-                  prefills * i * (i + 1) / 2 + decodes * (context + 1), decodes * context])
+    z = np.array([1.0, prefills * i + decodes, b,       # llm.STEP_AGGREGATES
+                  prefills * i * (i + 1) / 2 + decodes * (context + 1), decodes * context,
+                  prefills * i * i + decodes * (context + 1)])
     step = float(timer.many(z[:, None])[0])
     if not math.isfinite(step):
         raise ValueError(f"{acc.name} has no peak for {dtype} (compute "
@@ -886,7 +788,7 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
             "limited_by": limited_by, "step_s": step, "tokens_per_s": b / step,
             "tokens_per_s_per_gpu": b / step / n, "requests_per_s": b / o / step,
             "prefill_tokens_per_step": prefills * i, "decode_tokens_per_step": decodes,
-            "comm_s": float(timer.comm_seconds(z[1])[0]), "kv_budget_bytes": budget}
+            "comm_s": float(timer.comm_s(z[1])[0]), "kv_budget_bytes": budget}
 
 
 def simulate_disaggregated(arrivals, prompt_tokens, output_tokens, model, accelerator, *,
@@ -1068,3 +970,7 @@ def goodput(serve, n, *, ttft_slo, tpot_slo, itl_slo=None, attainment=0.9, seed=
         raise ValueError("attainment never failed: the server kept up at every rate "
                          "tried; check that serve uses the arrivals it is given")
     return bisect_rate(ok, lo, hi, rel_tol)
+
+
+# Names before the seconds suffix became `_s` everywhere (issue 25).
+tp_step_seconds = tp_step_s  # deprecated alias, kept for one release

@@ -33,7 +33,7 @@ communication time is an upper bound there.
 Two numbers, as everywhere in the course. The *ceiling* is a lower bound on a step's
 time: the shard's per-operation roofline plus each all-reduce at NCCL's bus bandwidth
 for the link and no latency (`allreduce_floor_s`; `llm_serving`'s simulator prices TP
-steps the same way, `llm_serving.tp_step_seconds`), returned as `ceiling_s`. The
+steps the same way, `llm_serving.tp_step_s`), returned as `ceiling_s`. The
 decode functions' `total_s` (and `tp_decode_step_time`) is a *model*, not a bound: the
 shard on the roofline (or, with `achievable=True`, on the calibrated achievable model,
 `gpuinfer.achievable`) plus NCCL's own cost model of its fastest ring or tree, latency
@@ -513,7 +513,7 @@ def tp_decode_step_time(model, accelerator, n_devices, batch=1, context=0, dtype
     the roofline, or with `achievable` the achievable model's) plus 2 x layers + 1
     all-reduces at NCCL's modelled cost, latency included. A model, not a lower bound:
     the bound is `tp_decode_breakdown(...)["ceiling_s"]`, and the serving simulator's
-    ceiling (`llm_serving.tp_step_seconds`) prices the all-reduces that way."""
+    ceiling (`llm_serving.tp_step_s`) prices the all-reduces that way."""
     return tp_decode_breakdown(model, accelerator, n_devices, batch, context, dtype,
                                interconnect, network=network, kv_dtype=kv_dtype,
                                compute_dtype=compute_dtype, achievable=achievable)["total_s"]

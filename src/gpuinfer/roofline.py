@@ -6,7 +6,7 @@ Intensity is FLOP per byte moved to or from DRAM; the ridge point is the intensi
 the two roofs meet, peak / bandwidth. The same statement as a time, for one operation
 that does `flops` of arithmetic on `bytes` of memory traffic:
 
-    seconds = max(bytes / bandwidth, flops / peak)                  (`op_seconds`)
+    seconds = max(bytes / bandwidth, flops / peak)                  (`op_time_s`)
 
 This module is the only place that formula is written. A model's step is a table of
 operations (the matmuls, attention, ...), each with its FLOPs, its bytes and the format
@@ -35,7 +35,7 @@ OP_COLUMNS = ("flops", "bytes", "dtype")
 
 #: How the roofline's arguments are checked (`validate.checked`), so the bodies below
 #: are the formulas alone: amounts (FLOP, bytes, FLOP/byte) are numbers or arrays >= 0;
-#: rates (FLOP/s, bytes/s) are > 0, and in `op_seconds` NaN means "unknown".
+#: rates (FLOP/s, bytes/s) are > 0, and in `op_time_s` NaN means "unknown".
 _amount = _v.rule(_v.non_negative, array=True)
 _rate = _v.rule(_v.positive, array=True)
 _rate_or_nan = _v.positive_or_nan
@@ -50,16 +50,16 @@ def attainable_flops(intensity, peak_flops, bandwidth):
 
 @_v.checked(flops=_amount, bytes_=_amount, peak_flops=_rate_or_nan, bandwidth=_rate_or_nan,
             returns=_v.scalar_or_array)
-def op_seconds(flops, bytes_, peak_flops, bandwidth):
+def op_time_s(flops, bytes_, peak_flops, bandwidth):
     """Seconds for an operation on the roofline: max(bytes / bandwidth, flops / peak).
     Vectorised; a NaN peak or bandwidth (unknown) gives NaN, not a number."""
     return np.maximum(bytes_ / bandwidth, flops / peak_flops)
 
 
-#: `op_seconds` without the argument checks, for callers that built and checked their
+#: `op_time_s` without the argument checks, for callers that built and checked their
 #: arrays themselves (a simulator timing thousands of steps): the same formula,
 #: max(bytes / bandwidth, flops / peak), broadcast over numpy arrays.
-op_seconds_unchecked = op_seconds.__wrapped__
+op_time_s_unchecked = op_time_s.__wrapped__
 
 
 class MissingPeak(ValueError):
@@ -150,7 +150,7 @@ def evaluate(ops, accelerator, *, missing="raise"):
         out["intensity"] = flops / nbytes
         out["memory_s"] = nbytes / bw
         out["compute_s"] = flops / peaks
-    out["seconds"] = op_seconds(flops, nbytes, peaks, bw) if len(out) else []
+    out["seconds"] = op_time_s(flops, nbytes, peaks, bw) if len(out) else []
     bound = np.where(out["compute_s"] > out["memory_s"], "compute", "memory")
     unknown = np.isnan(out["memory_s"]) | np.isnan(out["compute_s"])
     out["bound"] = np.where(unknown, "unknown", bound)
@@ -166,15 +166,15 @@ def _column(df, name):
                         f"{df[name].tolist()[:3]!r}") from None
 
 
-def total_seconds(ops, accelerator, *, missing="raise") -> float:
+def total_s(ops, accelerator, *, missing="raise") -> float:
     """The step time of an operations table: the sum of its rows' roofline times."""
     return float(evaluate(ops, accelerator, missing=missing)["seconds"].sum())
 
 
-def step_seconds(terms, accelerator, *, missing="raise"):
-    """Vectorised form of `total_seconds` for tables whose FLOPs and bytes are arrays
+def step_s(terms, accelerator, *, missing="raise"):
+    """Vectorised form of `total_s` for tables whose FLOPs and bytes are arrays
     (a sweep over batch or context): `terms` maps an operation name to (flops, bytes,
-    dtype); returns sum over operations of `op_seconds`, broadcast over the arrays.
+    dtype); returns sum over operations of `op_time_s`, broadcast over the arrays.
     `missing`: as in `evaluate`."""
     acc = _hardware.get(accelerator)
     if not isinstance(terms, dict):
@@ -183,8 +183,8 @@ def step_seconds(terms, accelerator, *, missing="raise"):
     bw, peaks = _roofs(acc, [t[2] for t in terms.values()], missing)
     total = 0.0
     for (flops, nbytes, _), peak_flops in zip(terms.values(), peaks):
-        total = total + op_seconds_unchecked(np.asarray(flops, dtype=float),
-                                 np.asarray(nbytes, dtype=float), peak_flops, bw)
+        total = total + op_time_s_unchecked(np.asarray(flops, dtype=float),
+                                            np.asarray(nbytes, dtype=float), peak_flops, bw)
     return _v.scalar_or_array(total)
 
 
@@ -283,3 +283,10 @@ def _place_points(ax, points, peak, bandwidth):
             else attainable_flops(intensity, peak, bandwidth)
         ax.loglog([intensity], [flops / 1e12], _MARKERS[i % len(_MARKERS)], ms=7,
                   mfc="none" if "flops" not in row else None, label=row.get("label"))
+
+
+# Names before the seconds suffix became `_s` everywhere (issue 25).
+op_seconds = op_time_s  # deprecated alias, kept for one release
+op_seconds_unchecked = op_time_s_unchecked  # deprecated alias, kept for one release
+total_seconds = total_s  # deprecated alias, kept for one release
+step_seconds = step_s  # deprecated alias, kept for one release

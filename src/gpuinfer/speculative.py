@@ -123,12 +123,12 @@ def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, conte
         w = _dtypes.formats(dtype)[0]
 
         def device(table, wf=w):
-            return float(_ach.table_seconds(table, acc, eff, wf).sum())
+            return float(_ach.table_s(table, acc, eff, wf).sum())
 
         plain = float(_ach.overheads(device(_llm.decode_step_breakdown(t, acc, b, c, dtype)),
                                      t.n_layers, eff))
-        rows = _ach.table_seconds(wide, acc, eff, w)
-        att = _ach.table_seconds(attention, acc, eff, w)
+        rows = _ach.table_s(wide, acc, eff, w)
+        att = _ach.table_s(attention, acc, eff, w)
         verify_device = float(rows.sum() - rows[list(wide.index).index("attention")]
                               + att[list(attention.index).index("attention")])
         verify = float(_ach.overheads(verify_device, t.n_layers, eff))

@@ -25,7 +25,7 @@ def _ratio(wrong, right) -> float:
 def service(achievable=False):
     """Seconds of a batch of b embedding requests (batch -> seconds, vectorised): from the
     per-operation roofline (the ceiling), or with `achievable=True` from the achievable
-    model (`achievable.step_seconds`: the same forward pass on derated rates, plus the
+    model (`achievable.step_s`: the same forward pass on derated rates, plus the
     fitted fixed cost of a step), what an engine would take."""
     if achievable is False:
         return batching.roofline_service_time(MODEL, GPU, tokens_per_request=QUERY_TOKENS,
@@ -34,7 +34,7 @@ def service(achievable=False):
 
     def one(b):
         if b not in cache:
-            cache[b] = _achievable.step_seconds(
+            cache[b] = _achievable.step_s(
                 MODEL, GPU, np.full(b, QUERY_TOKENS), np.zeros(b, dtype=int), "fp16",
                 logits=np.zeros(b), achievable=achievable)
         return cache[b]

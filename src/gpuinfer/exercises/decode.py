@@ -29,7 +29,7 @@ def largest_batch_within(model, accelerator, context, tpot_s, dtype="fp16", *,
                          achievable=False):
     """The largest batch meeting the step-time objective that fits in memory: on the
     roofline (`llm.max_batch_within`, the ceiling's answer), or with `achievable=True`
-    on the achievable model (`achievable.decode_step_seconds`), the batch an engine could
+    on the achievable model (`achievable.decode_step_s`), the batch an engine could
     run. 0 where not even one sequence meets it."""
     if achievable is False:
         return llm.max_batch_within(model, accelerator, context, tpot_s, dtype)
@@ -37,8 +37,8 @@ def largest_batch_within(model, accelerator, context, tpot_s, dtype="fp16", *,
     lo, hi = 0, llm.max_batch(model, accelerator, context, dtype)   # step(lo) meets it
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if _achievable.decode_step_seconds(model, accelerator, mid, context, dtype,
-                                           achievable=achievable) <= tpot_s:
+        if _achievable.decode_step_s(model, accelerator, mid, context, dtype,
+                                     achievable=achievable) <= tpot_s:
             lo = mid
         else:
             hi = mid - 1
@@ -124,7 +124,7 @@ def _():
           question="Decision: Llama-3-8B fp16 on an A100 80GB, every sequence at 4,096 "
           f"tokens of context, time per output token at most {DECISION_TPOT_S * 1e3:.0f} ms "
           "as an engine would run it: on the achievable model "
-          "(achievable.decode_step_seconds; its ceiling, llm.decode_step_time, beside it). "
+          "(achievable.decode_step_s; its ceiling, llm.decode_step_time, beside it). "
           "The largest batch that meets the objective and fits in memory serves the most "
           "tokens per GPU-hour, the lowest cost. What batch is it? A whole number of "
           "sequences; within 3% is accepted.", unit="sequences",

@@ -40,9 +40,9 @@ def step_with_chunk_s(budget, achievable_=True) -> float:
     the last chunk of the prompt (on top of the prompt's earlier tokens), on the
     achievable model (`achievable_=False`: the ceiling, `llm.forward_step_time`)."""
     chunk = budget - DECODES
-    return achievable.step_seconds(MODEL, GPU, [1] * DECODES + [chunk],
-                                   [DECODE_CONTEXT] * DECODES + [PROMPT - chunk],
-                                   achievable=achievable_)
+    return achievable.step_s(MODEL, GPU, [1] * DECODES + [chunk],
+                             [DECODE_CONTEXT] * DECODES + [PROMPT - chunk],
+                             achievable=achievable_)
 
 
 @functools.lru_cache(maxsize=None)
@@ -132,7 +132,7 @@ def _():
           f"prompt (a shorter TTFT, fewer weight reads). What is the largest budget, a "
           f"multiple of {BUDGET_STEP} tokens, that meets the objective on the achievable "
           f"model (gpuinfer.achievable)?", unit="tokens",
-          hint="Time one step with achievable.step_seconds (achievable=True): new_tokens = "
+          hint="Time one step with achievable.step_s (achievable=True): new_tokens = "
           "32 ones and the chunk (budget - 32); context = 32 x 2,048 and 4,096 - chunk. Try "
           "budgets in steps of 64 and keep the largest within 15 ms. The budget counts the "
           "32 decode tokens too, and the step pays its fixed cost whatever its size.",

@@ -23,7 +23,7 @@ DECISION = {"model": "llama-3-8b", "dtype": "int8", "gpu": "H100 SXM", "batch": 
 def mig_options(model, gpu, batch, context, dtype="fp16", achievable=True):
     """`serving.mig_options` (every MIG profile of `gpu`, smallest first: `max_instances`,
     `max_batch` on the slice less the default reserve, and the decode step at `batch`),
-    with the step on the achievable model (`achievable.decode_step_seconds` on
+    with the step on the achievable model (`achievable.decode_step_s` on
     `hardware.mig_slice`: the fitted fractions of the slice's bandwidth and peak, the
     kernel gaps and the fixed cost a step) in `tpot_s`, and the roofline's in
     `tpot_ceiling_s`. `achievable=False`: `tpot_s` is the ceiling. The achievable model
@@ -33,8 +33,8 @@ def mig_options(model, gpu, batch, context, dtype="fp16", achievable=True):
     table["tpot_ceiling_s"] = table["tpot_s"]
     if achievable:
         table["tpot_s"] = [
-            _achievable.decode_step_seconds(model, hardware.mig_slice(gpu, name), batch,
-                                            context, dtype)
+            _achievable.decode_step_s(model, hardware.mig_slice(gpu, name), batch,
+                                      context, dtype)
             if not math.isnan(ceiling) else math.nan
             for name, ceiling in table["tpot_ceiling_s"].items()]
     return table
@@ -146,7 +146,7 @@ _MIG_ACH, _MIG_CEIL = _mig_answer(True), _mig_answer(False)
           f"sequences at 4,096 tokens of context each, every decode step within "
           f"{DECISION['tpot_s'] * 1e3:g} ms (TPOT) on the achievable model, on one MIG "
           "slice of an H100 SXM (hardware.mig_slice; llm.max_batch on the slice, the "
-          "default reserve held back; the step from achievable.decode_step_seconds on the "
+          "default reserve held back; the step from achievable.decode_step_s on the "
           "slice, gpuinfer.exercises.serving.mig_options). Pick the smallest profile that "
           "holds the batch and meets the TPOT (fewest compute slices, then fewest memory "
           "slices). Answer with how many instances of that profile one H100 holds "
@@ -161,7 +161,7 @@ _MIG_ACH, _MIG_CEIL = _mig_answer(True), _mig_answer(False)
           # (7, 1g.10gb's count, is left to the hint: it checks memory first.)
           slips={_MIG_CEIL / _MIG_ACH: "That is the roofline's answer: on the ceiling that "
                  "slice meets the target, but an engine's step on it (the achievable model) "
-                 "does not. Time the step with achievable.decode_step_seconds.",
+                 "does not. Time the step with achievable.decode_step_s.",
                  3 / _MIG_ACH: "2g.20gb has the same memory slices, hence the same "
                                "bandwidth and TPOT, as 1g.20gb: both miss the target on "
                                "the achievable model.",

@@ -2,7 +2,6 @@
 configs, the experts a batch touches, the bytes a step reads, the compute-bound batch,
 expert parallelism. Expected values derived by hand in the comments."""
 
-import math
 
 import numpy as np
 import pytest

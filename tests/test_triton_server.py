@@ -174,5 +174,5 @@ def test_server_stops_after_an_error_inside_the_block():
     with pytest.raises(ZeroDivisionError):
         with ts.serve([model]) as server:
             url = server.grpc_url
-            1 / 0
+            raise ZeroDivisionError("an error inside the block")
     assert _refuses(url)

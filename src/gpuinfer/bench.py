@@ -246,7 +246,8 @@ def _torch_threads(n):
             torch.set_num_threads(before)
 
 
-def time_calls(fn, n=10, *, device=None, synchronize=True):
+# The keyword `synchronize` shadows the re-exported device.synchronize (called as _dev.synchronize).
+def time_calls(fn, n=10, *, device=None, synchronize=True):  # noqa: F811
     """Chapter *How to benchmark your own traffic*: seconds of each of `n` single calls of
     `fn()`, in order and with no warm-up (a numpy array), to *see* what `time_fn` hides:
     the first call's set-up cost, the spread, the outliers. Report `time_fn`'s median.
@@ -504,7 +505,7 @@ def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_ca
         fn = _dev.graphed(read_pass, device) if on_gpu else read_next
         t = time_fn(fn, min_run_time=min_run_time, device=device)
         nbytes = elems * bpe
-        del pool, out, fn
+        pool = out = fn = None  # free the pool before the next size's (closures are done)
         seconds = t.median_s / reads
         achieved = nbytes / seconds
         return {"device": acc.name, "dtype": dtype, "bytes": nbytes, "slices": slices,
@@ -591,7 +592,7 @@ def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
             return torch.mm(a[i], b[i], out=c[i])
 
         t = time_fn(mm, min_run_time=min_run_time, device=device)
-        del a, b, c
+        a = b = c = None  # free this shape's operands before the next shape's
         achieved = flops / t.median_s
         roof = _roof_flops(flops, nbytes, acc, dtype)
         return {"device": acc.name, "dtype": dtype, "m": m, "n": n, "k": k,

@@ -181,7 +181,7 @@ def measure_plan(plan, device, progress=True) -> dict:
     stages["decode"] = _stage(device, decode)
     stages["quantised"] = _stage(device, quantised)
     stages["quantised"].failures = failures
-    del stack
+    stack = None  # the stages are done with it: free its weights before returning
     _device.free_memory()
     return stages
 

@@ -228,7 +228,8 @@ def _worker(rank, world_size, port, config, results):
                     y = tp_mlp_partial(x_dev, w_in_s, w_out_s)
                 err = float((y.float() - ref).abs().max())
                 # Compute only: the rank's shard without the all-reduce.
-                compute = bench.time_fn(lambda: tp_mlp_partial(x_dev, w_in_s, w_out_s),
+                compute = bench.time_fn(lambda w_in_s=w_in_s, w_out_s=w_out_s:
+                                        tp_mlp_partial(x_dev, w_in_s, w_out_s),
                                         device=device, min_run_time=min_t)
                 step = _timed_tp_step(x_dev, w_in_s, w_out_s, group, rank == 0, device,
                                       min_t) if n > 1 else compute

@@ -482,7 +482,7 @@ def tensorrt_comparison(module, batch, n_features, calibration, workdir, *, min_
     rows = []
     with torch.inference_mode():
         for name, (m, xx) in eager.items():
-            t = _bench.time_fn(lambda: m(xx), device="cuda", min_run_time=min_run_time)
+            t = _bench.time_fn(lambda m=m, xx=xx: m(xx), device="cuda", min_run_time=min_run_time)
             rows.append({"engine": name, "seconds": t.median_s})
     fp16 = export(eager["eager PyTorch fp16"][0], x.half(), workdir / "trt_fp16.onnx")
     fp32 = export(copy.deepcopy(module).cpu().float().eval(), x.cpu(), workdir / "trt_fp32.onnx")

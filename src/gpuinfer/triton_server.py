@@ -433,7 +433,7 @@ def service_times(module, batches: Sequence[int], n_features: int, *, min_run_ti
         b = _v.count("batch", b, maximum=65536)
         x = torch.randn(b, _v.count("n_features", n_features), device=device)  # [batch, n_features]
         with torch.inference_mode():
-            t = _bench.time_fn(lambda: module(x), device=device, min_run_time=min_run_time)
+            t = _bench.time_fn(lambda x=x: module(x), device=device, min_run_time=min_run_time)
         rows.append({"batch": b, "seconds": t.median_s})
     return pd.DataFrame(rows)
 

@@ -580,7 +580,8 @@ def weight_read_ceiling_from(n_params, bytes_per_param, bandwidth, batch=1):
 
 class StepModel:
     """The constants of one (model, formats) pair, and the operations table of a step as
-    arrays: built once, evaluated many times (the serving simulator calls it per step).
+    arrays: built once, evaluated many times (`forward_step_breakdown` builds a step's
+    table from it; `StepCost` reads its constants to time steps in closed form).
     `step_terms(new_tokens, context, logits)` and `decode_terms(batch, context)` return
     {operation: (FLOPs, bytes, dtype)} (`operations(model)`'s rows), arrays broadcast
     over the sequences; `STEP_CONSTANTS` names the constants they read. `touched`: a
@@ -1107,7 +1108,8 @@ class StepCost:
     `STEP_FEATURES`), `peaks` and `bandwidths` (each row's rates). `rates(rows)` -> (peaks,
     bandwidths) replaces the datasheet's (`datasheet_rates`), e.g. `achievable.row_rates`
     with an efficiency; `rows` is [(name, does arithmetic, compute dtype)]. Call it as
-    `cost(new_tokens, context, logits=None)` -> seconds."""
+    `cost(new_tokens, context, logits=None)` -> seconds (per-sequence arrays, unchecked
+    for speed: `forward_step_time` checks them)."""
 
     def __init__(self, model, accelerator, dtype="fp16", *, kv_dtype=None, compute_dtype=None,
                  flash=True, rates=None):

@@ -2,7 +2,7 @@
 // the catalogue that _ext/gpuinfer_site.py exports from gpuinfer at build time
 // (_static/gpuinfer-catalogue.js): devices, models and, per model and number format, the
 // constants of gpuinfer.llm's per-operation decode model (llm.step_constants). `decodeTerms`
-// mirrors llm._StepModel.decode_terms and `opSeconds` roofline.op_seconds, line for line;
+// mirrors llm.StepModel.decode_terms and `opSeconds` roofline.op_time_s, line for line;
 // tests/test_calculator.py runs this file under Node and checks `compute` against the
 // package on every model x device x format x (batch, context) of a grid.
 // SI units throughout (bytes, bytes/s, FLOP, FLOP/s, seconds).
@@ -11,7 +11,7 @@
 
   // --- the formulas of gpuinfer.llm and gpuinfer.roofline ---------------------------------
 
-  // roofline.op_seconds: an operation takes the longer of moving its bytes and doing its FLOPs.
+  // roofline.op_time_s: an operation takes the longer of moving its bytes and doing its FLOPs.
   function opSeconds(flops, bytes, peak, bandwidth) {
     return Math.max(bytes / bandwidth, flops / peak);
   }
@@ -23,7 +23,7 @@
     return E * (1 - Math.pow(1 - k.experts_per_token / E, tokens));
   }
 
-  // llm._StepModel.moe_terms: the router, shared experts and routed experts of `tokens` tokens.
+  // llm.StepModel.moe_terms: the router, shared experts and routed experts of `tokens` tokens.
   function moeTerms(k, tokens) {
     const out = { router: [tokens * k.router_flops_per_token,
                            k.router_weight_bytes + tokens * k.router_act_bytes_per_token] };
@@ -36,7 +36,7 @@
     return out;
   }
 
-  // llm._StepModel.decode_terms: {operation: [flops, bytes]} of one decode step.
+  // llm.StepModel.decode_terms: {operation: [flops, bytes]} of one decode step.
   function decodeTerms(k, batch, context) {
     const tokens = batch, pairs = batch * (context + 1), cached = batch * context;
     const out = {

@@ -58,10 +58,10 @@ def test_overheads_by_hand():
     assert A.overheads(2e-3, 32, eager) == pytest.approx(5.16e-3)
     # A long device time hides the launches: 10 us + 9.208 ms + 1 ms.
     assert A.overheads(9e-3, 32, eager) == pytest.approx(10.218e-3)
-    # The same formula as chapter 6's, once: tabular.overlapped_seconds.
+    # The same formula as chapter 6's, once: tabular.overlapped_s.
     from gpuinfer import tabular
     assert A.overheads(2e-3, 32, eager) == pytest.approx(
-        tabular.overlapped_seconds(416, 10e-6, 2.208e-3) + 1e-3)
+        tabular.overlapped_s(416, 10e-6, 2.208e-3) + 1e-3)
 
 
 def test_matmul_fraction_cited_and_fallback():

@@ -108,20 +108,20 @@ def test_decode_stack_is_two_gib_or_an_eighth_of_memory():
     assert verdicts.decode_stack_bytes("T4") == 15_843_721_216 / 8
     assert verdicts.decode_stack_bytes("H100 SXM") == 2 * 2**30
     # The T4's floor: 1.98e9 B / 320 GB/s = 6.19 ms (a 2 GiB stack would be 6.71 ms).
-    t4 = verdicts.stack_step_seconds(1_980_465_152, 118, 320e9, achievable=False)
+    t4 = verdicts.stack_step_s(1_980_465_152, 118, 320e9, achievable=False)
     assert t4 == pytest.approx(6.189e-3, rel=1e-3)
 
 
 def test_stack_step_on_the_achievable_model_by_hand():
     # 1 GB over 100 kernels at 1 TB/s: ceiling 1 ms; achievable 1 / 0.85 = 1.1765 ms
     # + 100 x 0.5 us = 1.2265 ms; an engine adds 1.6 ms: 2.8265 ms.
-    assert verdicts.stack_step_seconds(1e9, 100, 1e12, achievable=False) == pytest.approx(1e-3)
-    assert verdicts.stack_step_seconds(1e9, 100, 1e12) == pytest.approx(1.2265e-3, rel=1e-4)
-    assert verdicts.stack_step_seconds(1e9, 100, 1e12, engine=True) == pytest.approx(
+    assert verdicts.stack_step_s(1e9, 100, 1e12, achievable=False) == pytest.approx(1e-3)
+    assert verdicts.stack_step_s(1e9, 100, 1e12) == pytest.approx(1.2265e-3, rel=1e-4)
+    assert verdicts.stack_step_s(1e9, 100, 1e12, engine=True) == pytest.approx(
         2.8265e-3, rel=1e-4)
     assert verdicts.LOOP.step_s == 0 and verdicts.LOOP.bandwidth == 0.85
     with pytest.raises(ValueError, match="weight_bytes"):
-        verdicts.stack_step_seconds(-1, 100, 1e12)
+        verdicts.stack_step_s(-1, 100, 1e12)
 
 
 def test_against_achievable_branches_on_the_run():

@@ -61,20 +61,20 @@ def test_ops_by_hand():
     assert list(tabular.mlp_ops(3, 10, (5,), 2, fused=True).index) == ["linear0", "linear1"]
 
 
-def test_overlapped_seconds_by_hand():
+def test_overlapped_s_by_hand():
     # Chapter 6's host-overlap model. 7 kernels, 5 us of host time each, 20 us of device
     # time: the host's 7 x 5 = 35 us outlast the device's 5 + 20 = 25 us: 35 us.
-    assert tabular.overlapped_seconds(7, 5e-6, 20e-6) == pytest.approx(35e-6)
+    assert tabular.overlapped_s(7, 5e-6, 20e-6) == pytest.approx(35e-6)
     # 100 us on the device: 5 + 100 = 105 us > 35 us, the device sets it.
-    assert tabular.overlapped_seconds(7, 5e-6, 100e-6) == pytest.approx(105e-6)
+    assert tabular.overlapped_s(7, 5e-6, 100e-6) == pytest.approx(105e-6)
     # Without overlap the two add: 35 + 100 = 135 us.
-    assert tabular.overlapped_seconds(7, 5e-6, 100e-6, overlap=False) == pytest.approx(135e-6)
-    np.testing.assert_allclose(tabular.overlapped_seconds(7, 5e-6, np.array([20e-6, 100e-6])),
+    assert tabular.overlapped_s(7, 5e-6, 100e-6, overlap=False) == pytest.approx(135e-6)
+    np.testing.assert_allclose(tabular.overlapped_s(7, 5e-6, np.array([20e-6, 100e-6])),
                                [35e-6, 105e-6])
     with pytest.raises(ValueError, match="launch_s"):
-        tabular.overlapped_seconds(7, -1.0, 1e-6)
+        tabular.overlapped_s(7, -1.0, 1e-6)
     with pytest.raises(TypeError, match="overlap"):
-        tabular.overlapped_seconds(7, 1e-6, 1e-6, overlap="yes")
+        tabular.overlapped_s(7, 1e-6, 1e-6, overlap="yes")
 
 
 def test_predicted_latency_by_hand():
@@ -95,7 +95,7 @@ def test_predicted_latency_by_hand():
         == pytest.approx(max(7e-6, 1e-6 + floored))
     # A CPU does not overlap by default.
     assert tabular.predicted_latency_s(1, "CPU", 5e-6) == pytest.approx(
-        7 * 5e-6 + roofline.total_seconds(tabular.mlp_ops(1), "CPU"))
+        7 * 5e-6 + roofline.total_s(tabular.mlp_ops(1), "CPU"))
     # A huge batch: each kernel its own roofline. The 1024 x 1024 matmuls are
     # compute-bound, the ReLUs and the thin first and last layers memory-bound.
     big = 1 << 20

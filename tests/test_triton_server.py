@@ -156,7 +156,7 @@ def test_triton_batches_concurrent_requests_on_the_cpu():
         assert np.allclose(y, module(tabular_model.synthetic_batch(64)[:1]).detach().numpy(),
                            rtol=1e-5, atol=1e-6)
         # 200 requests at 2,000 requests/s, open loop: many arrive within 5 ms of each other.
-        requests = ts.poisson_load(server, {"mlp": 2000.0}, 200, x, seed=3, max_seconds=20)
+        requests = ts.poisson_load(server, {"mlp": 2000.0}, 200, x, seed=3, max_s=20)
         batches = server.log.frame()
         assert server.rss_bytes() > 0
     assert requests["ok"].all(), "every request was answered"

@@ -24,7 +24,7 @@ roofline and adds what a step costs beyond its kernels:
 - the step pays a gap of `kernel_gap_s` between consecutive kernels (0.5 us replayed as
   a CUDA graph: NVIDIA's CUDA-graphs post, `tabular.CUDA_GRAPHS_BLOG_PER_KERNEL_S`), and
   without CUDA graphs the host's launches race the device as in chapter 6's host-overlap
-  model (`tabular.overlapped_seconds`): max(kernels x `launch_s`, `launch_s` + device);
+  model (`tabular.overlapped_s`): max(kernels x `launch_s`, `launch_s` + device);
 - a fixed `step_s` per step: the scheduler, sampling, the host's bookkeeping (fitted).
 
 With every efficiency 1 and every overhead 0 (`CEILING`) the model is the roofline
@@ -314,12 +314,12 @@ def overheads(device_s, n_layers, efficiency):
     """Seconds of a step whose kernels take `device_s` on the device: each of
     n_layers x kernels_per_layer kernels adds `kernel_gap_s`; without CUDA graphs the
     host's launches race the device (chapter 6's overlap model,
-    `tabular.overlapped_seconds`: the slower stream sets the pace, the first launch
+    `tabular.overlapped_s`: the slower stream sets the pace, the first launch
     always paid); then `step_s`. Vectorised over device_s."""
     kernels = n_layers * efficiency.kernels_per_layer
     d = np.asarray(device_s, dtype=float) + kernels * efficiency.kernel_gap_s
     if not efficiency.cuda_graphs:
-        d = np.asarray(_tabular.overlapped_seconds(kernels, efficiency.launch_s, d),
+        d = np.asarray(_tabular.overlapped_s(kernels, efficiency.launch_s, d),
                        dtype=float)
     return d + efficiency.step_s
 

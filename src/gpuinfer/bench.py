@@ -366,8 +366,8 @@ def _peak(acc, dtype):
 
 def _roof_flops(flops, nbytes, acc, dtype):
     """FLOP/s the roofline allows an operation of `flops` on `nbytes` (NaN if the device's
-    peak or bandwidth is unknown): flops over `roofline.op_seconds`."""
-    seconds = _roofline.op_seconds(flops, nbytes, _peak(acc, dtype),
+    peak or bandwidth is unknown): flops over `roofline.op_time_s`."""
+    seconds = _roofline.op_time_s(flops, nbytes, _peak(acc, dtype),
                                    _roofline.bandwidth_or_nan(acc))
     return flops / seconds if seconds > 0 else math.nan
 
@@ -615,7 +615,7 @@ def matmul_estimate_s(shapes, dtype, accelerator, *, min_run_time) -> float:
     """Seconds of timing a `matmul_tflops` sweep of `shapes` takes on `accelerator`, each
     shape at its roofline time (NaN if a peak is unknown). Set-up not included."""
     acc = _hardware.get(accelerator)
-    return sum(timing_estimate_s(_roofline.op_seconds(
+    return sum(timing_estimate_s(_roofline.op_time_s(
         _roofline.matmul_flops(*s), _roofline.matmul_bytes(*s, dtype), _peak(acc, dtype),
         _roofline.bandwidth_or_nan(acc)), min_run_time) for s in shapes)
 

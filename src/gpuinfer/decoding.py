@@ -524,7 +524,7 @@ def decode_stack_bytes(accelerator) -> float:
     return float(min(GPU_DECODE_STACK_BYTES, acc.memory_bytes / 8))
 
 
-def stack_step_seconds(weight_bytes, n_kernels, bandwidth_bytes_per_s, *, achievable=True,
+def stack_step_s(weight_bytes, n_kernels, bandwidth_bytes_per_s, *, achievable=True,
                        engine=False) -> float:
     """Lab 1: seconds of a step that reads `weight_bytes` through `n_kernels` kernels at a
     datasheet bandwidth. `achievable=False`: the ceiling, bytes / bandwidth. Otherwise the
@@ -572,3 +572,5 @@ def _tiny_spec():
     return dataclasses.replace(_llm.get("llama-2-7b"), name="tiny", n_layers=1, d_model=64,
                                n_heads=1, n_kv_heads=1, head_dim=64, d_ff=64, vocab_size=0)
 
+
+stack_step_seconds = stack_step_s  # deprecated alias, kept for one release

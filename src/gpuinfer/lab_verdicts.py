@@ -16,7 +16,7 @@ from . import achievable as _achievable
 from . import validate as _v
 # Facts of the measurement stack, kept where they are measured; the labs read them here.
 from .decoding import (GPU_DECODE_STACK_BYTES, decode_stack_bytes,  # noqa: F401
-                       kernel_failure, stack_step_seconds)
+                       kernel_failure, stack_step_s)
 
 #: A timing whose interquartile range is over this fraction of its median is noisy.
 NOISY_SPREAD = 0.25

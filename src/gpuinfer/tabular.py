@@ -126,7 +126,7 @@ def host_copy_s(n_bytes, link, latency_s=HOST_COPY_LATENCY_S):
     return _v.scalar_or_array(lat + nbytes / ic.bandwidth_bytes_per_s)
 
 
-def overlapped_seconds(kernels, launch_s, device_s, *, overlap=True):
+def overlapped_s(kernels, launch_s, device_s, *, overlap=True):
     """Chapter *CPU or GPU?*'s host-overlap model: seconds for `kernels` kernels that
     each cost the host `launch_s` (dispatch and launch) and together take the device
     `device_s` (their sum).
@@ -175,7 +175,7 @@ def predicted_latency_s(batch, accelerator, overhead_per_kernel_s, *,
 
     `overlap` (default: True on a GPU, False on a CPU) says whether the host's dispatch
     of the next kernel overlaps the device's run of this one, as CUDA's asynchronous
-    launches do (`overlapped_seconds`, the host-overlap model):
+    launches do (`overlapped_s`, the host-overlap model):
     - no overlap (a CPU runs the framework's dispatch, then the kernel):
       copies + kernels x overhead + sum of the kernels' times;
     - overlap: copies + max(kernels x overhead, overhead + sum of the kernels' times):
@@ -192,9 +192,12 @@ def predicted_latency_s(batch, accelerator, overhead_per_kernel_s, *,
         ops = _roofline.evaluate(mlp_ops(int(b), n_features, hidden, n_outputs, dtype,
                                          fused=fused), accelerator)
         device = float(np.maximum(ops["seconds"].to_numpy(), min_kernel_s).sum())
-        t = overlapped_seconds(len(ops), overhead_per_kernel_s, device, overlap=overlap)
+        t = overlapped_s(len(ops), overhead_per_kernel_s, device, overlap=overlap)
         if host_link is not None:
             t += (host_copy_s(int(b) * n_features * bpe, host_link)
                   + host_copy_s(int(b) * n_outputs * bpe, host_link))
         out.append(t)
     return float(out[0]) if np.ndim(batch) == 0 else np.array(out)
+
+
+overlapped_seconds = overlapped_s  # deprecated alias, kept for one release

@@ -294,12 +294,12 @@ def serve(models: Sequence[ServedModel], *, quiet=True):
 # --- an open-loop Poisson client ------------------------------------------------------------
 
 def poisson_load(server: Server, rates: Mapping[str, float], n: int, inputs, *, seed=0,
-                 max_seconds=30.0, warmup=8):
+                 max_s=30.0, warmup=8, max_seconds=None):
     """Send `n` requests as one Poisson stream of sum(rates) requests/s, each to model
     `name` with probability rates[name] / sum(rates), at its arrival time and without
     waiting for earlier answers (open loop). Request i sends row i of `inputs`
-    ([n_rows, n_features], reused cyclically). Stops sending after `max_seconds` and
-    waits at most `max_seconds` more for answers. `warmup` requests per model go first,
+    ([n_rows, n_features], reused cyclically). Stops sending after `max_s` seconds and
+    waits at most `max_s` more for answers (`max_seconds`: its old name, kept for a release). `warmup` requests per model go first,
     one at a time, and are not recorded (nor are their batches).
 
     Returns one row per request: `model`, `arrival` (scheduled, s from the first),
@@ -310,7 +310,9 @@ def poisson_load(server: Server, rates: Mapping[str, float], n: int, inputs, *, 
 
     _v.ensure(isinstance(server, Server), "server must be what serve() yields", TypeError)
     n = _v.count("n", n, maximum=100_000, why_maximum="a lab's load stays small")
-    _v.positive("max_seconds", max_seconds)
+    if max_seconds is not None:  # the old keyword, kept for one release
+        max_s = max_seconds
+    _v.positive("max_s", max_s)
     _v.ensure(isinstance(rates, Mapping) and rates, "rates must be {model name: requests/s}",
               TypeError)
     for name, rate in rates.items():
@@ -353,13 +355,13 @@ def poisson_load(server: Server, rates: Mapping[str, float], n: int, inputs, *, 
             if wait > 0:
                 time.sleep(wait)
             now = time.perf_counter()
-            if now - t0 > max_seconds:
+            if now - t0 > max_s:
                 break
             sent[i] = now
             client.async_infer(names[which[i]], request(names[which[i]], x[i % len(x)]),
                                callback=lambda result, error, i=i: callback(i, result, error))
             issued += 1
-        deadline = time.perf_counter() + max_seconds
+        deadline = time.perf_counter() + max_s
         for _ in range(issued):
             if not done.acquire(timeout=max(0.0, deadline - time.perf_counter())):
                 break

@@ -78,8 +78,12 @@ book: $(STAMP)
 # The whole check, in the order a failure is cheapest to find.
 test: unit notebooks book-strict site
 
+# Lint first (seconds): pyflakes, bugbear and complexity (ruff), dead code (vulture);
+# settings in pyproject.toml. Then the unit tests on both cores.
 unit: $(STAMP)
-	$(BIN)/python -m pytest -p no:cacheprovider tests -m "not site"
+	$(BIN)/ruff check src tests
+	$(BIN)/vulture
+	$(BIN)/python -m pytest -p no:cacheprovider -n $(JOBS) tests -m "not site"
 
 # Each notebook runs once per `make test`: what nbval executed goes into the book's
 # jupyter-cache (tests/plugins/nbval_cache.py), and book-strict renders it from there.

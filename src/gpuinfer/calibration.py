@@ -133,7 +133,8 @@ def calibrate(*, rows=None, rounds=20):
             break
     fitted = []
     for fmt in ("int8", "int4"):
-        mine = train[train["weight_format"].map(lambda f: _dtypes.peak_dtype(f) == fmt) & wo]
+        mine = train[train["weight_format"].map(lambda f, fmt=fmt: _dtypes.peak_dtype(f) == fmt)
+                     & wo]
         if not len(mine):
             continue
         lo, hi = 0.05, 1.0

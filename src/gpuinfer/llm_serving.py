@@ -31,7 +31,6 @@ from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
 from . import parallel as _parallel
-from . import roofline as _roofline
 from . import validate as _v
 from .batching import (
     MAX_BATCH,

@@ -6,7 +6,7 @@ hint names the slips people commonly make (the sparse peak, GiB for GB, a percen
 for a fraction) without giving the answer away.
 """
 
-from .. import achievable, bench, cost, dtypes, hardware, llm, reference, roofline
+from .. import achievable, bench, cost, hardware, llm, reference, roofline
 from .. import validate as _validate
 from . import register
 

@@ -36,6 +36,7 @@ Measurements:
     bench         the one timer every lab uses, and the sweeps built on it
     decoding      a model-shaped decode step to time, in dense, int8 or int4 weights
     distributed   tensor-parallel layers on torch.distributed (NCCL or gloo)
+    tabular_model chapter 6's small MLP and its synthetic batch, in torch
     triton_server a model behind NVIDIA Triton (PyTriton) and an open-loop client
     onnx_runtime  export to ONNX, ONNX Runtime's fusions and static int8 quantisation
     bench_suite, gpu_check

@@ -99,9 +99,6 @@ def repo_root() -> pathlib.Path | None:
     return root if (root / "labs").is_dir() else None
 
 
-#: What the dry-run report reads from each lab once it has run: (row label, expression
-#: evaluated in the lab's own namespace, unit). Labels are stable: the instructor notes
-#: quote them. A lab that did not reach a number reports why in its row.
 def _lab10_ms(rows, tokens) -> str:
     """Lab 10's measured milliseconds for one layer kind at a token count (an expression)."""
     return f"float(sweep.query(\"{rows} and tokens == {tokens}\")['measured ms'].iloc[0])"
@@ -110,6 +107,9 @@ def _lab10_ms(rows, tokens) -> str:
 _MIXTRAL_MOE = "kind == 'MoE' and layer == 'Mixtral-8x7B layer'"
 _MIXTRAL_DENSE = "kind == 'dense' and layer == 'Mixtral-8x7B layer'"
 
+#: What the dry-run report reads from each lab once it has run: (row label, expression
+#: evaluated in the lab's own namespace, unit). Labels are stable: the instructor notes
+#: quote them. A lab that did not reach a number reports why in its row.
 LAB_KEY_NUMBERS = {
     "01_weight_reads": [
         ("weight read, largest, cache flushed", "measured_bandwidth / 1e9", "GB/s"),

@@ -3,8 +3,9 @@
 A lab's printed numbers depend on the machine: a CPU thread, a T4, an H100. Its fixed
 prose cannot say which way a result went, so labs 3, 4 and 9 ask these functions for the
 verdict, and they branch on the data (tests/test_lab_takeaways.py feeds each function
-every outcome). They return text; the labs print it. Nothing here measures or imports
-torch. (`gpuinfer.verdicts` does the same for the chapters' sentences.)
+every outcome). They return text; the labs print it. Nothing here measures; the facts of
+the labs' decode stack it re-exports live in `decoding`. (`gpuinfer.findings` does the
+same for the chapters' sentences.)
 """
 
 from __future__ import annotations

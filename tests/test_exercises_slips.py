@@ -135,3 +135,16 @@ def test_speculation_cutoff_on_the_achievable_model_by_another_route():
     assert speculative.cutoff_batch("llama-3-8b", speculative.LLAMA_3_2_1B, "H100 SXM",
                                     **kw) == 103
     assert "ceiling" in repr(exercises.check("llm-spec-batch", 103))
+
+
+def test_the_answer_key_prints_small_tolerances_as_they_are():
+    from gpuinfer import exercises
+    key = exercises.answer_key().set_index("name")["tolerance"]
+    ex = {name: exercises.get(name) for name in key.index}
+    for name, tol in key.items():
+        rel = ex[name].rel_tol
+        if 1e-6 < rel < 0.01:        # e.g. 0.002 -> "±0.2%", never "±0%"
+            assert tol.startswith(f"±{100 * rel:.1f}".rstrip("0").rstrip(".") + "%"), (name, tol)
+        if rel <= 1e-6 and ex[name].abs_tol <= 1e-6:
+            assert tol == "exact", (name, tol)
+    assert not any(t.startswith("±0%") for t in key)

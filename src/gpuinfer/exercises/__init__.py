@@ -221,8 +221,9 @@ def answer_key(where=None):
         ex = _REGISTRY[name]
         if where is not None and ex.where != where:
             continue
-        tol = (f"±{ex.rel_tol:.0%}" if ex.rel_tol else "") + (
-            f" ±{ex.abs_tol:g}" if ex.abs_tol else "")
+        # 0.2% reads "±0.2%", not "±0%"; a float's rounding slack (1e-6 or less) is exact.
+        tol = (f"±{ex.rel_tol:.1%}".replace(".0%", "%") if ex.rel_tol > 1e-6 else "") + (
+            f" ±{ex.abs_tol:g}" if ex.abs_tol > 1e-6 else "")
         rows.append({"where": ex.where, "name": name, "question": ex.question,
                      "unit": ex.unit, "answer": ex.right,
                      "tolerance": tol.strip() or "exact"})

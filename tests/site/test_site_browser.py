@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import sitecheck
-from gpuinfer import hardware, llm
+from gpuinfer import hardware, llm, roofline
 
 pytestmark = pytest.mark.site
 
@@ -273,9 +273,10 @@ def test_calculator_agrees_with_gpuinfer(browser):
 
 
 def test_calculator_explains_a_missing_peak(browser):
-    """A T4 has no bf16 peak in the catalogue: the package gives NaN (never a made-up
-    number), the page says why."""
-    assert math.isnan(llm.decode_ceiling("llama-2-7b", "T4", dtype="bf16"))
+    """A T4 has no bf16 peak in the catalogue: the package refuses (never a made-up
+    number), and the page says why."""
+    with pytest.raises(roofline.MissingPeak, match="no bf16 peak"):
+        llm.decode_ceiling("llama-2-7b", "T4", dtype="bf16")
     browser.goto("appendix/calculator")
     page = browser.page
     page.wait_for_selector("#gpuinfer-calculator[data-ready=true]", state="attached")

@@ -100,6 +100,20 @@ def test_evaluate_on_the_tiny_model():
         quality.evaluate(m, [1, 2, 3], formats=["int3"])
 
 
+def test_evaluate_runs_on_the_threads_asked_and_gives_them_back():
+    import torch
+
+    m, before = _tiny(), torch.get_num_threads()
+    one = quality.evaluate(m, [1, 2, 3, 4, 5], formats=["int8 per-channel"], threads=1)
+    assert torch.get_num_threads() == before
+    same = quality.evaluate(m, [1, 2, 3, 4, 5], formats=["int8 per-channel"])
+    assert one.loc["int8 per-channel", "perplexity"] == pytest.approx(
+        same.loc["int8 per-channel", "perplexity"], rel=1e-5)
+    with pytest.raises(ValueError, match="threads"):
+        quality.evaluate(m, [1, 2, 3], formats=["int8 per-channel"], threads=0)
+    assert torch.get_num_threads() == before
+
+
 def test_q4_1_grid_is_its_own_fixed_point():
     # A group on the Q4_1 grid (min -1, step 0.25, integers 0..15) comes back unchanged;
     # an off-grid value moves to its nearest step.

@@ -443,13 +443,27 @@ def _w8a8_linear(act_max: dict, smooth: bool, static: bool, tally: list):
     return linear
 
 
-def evaluate(model: Model, tokens, calibration_tokens=None, formats=None):
+def evaluate(model: Model, tokens, calibration_tokens=None, formats=None, *, threads=None):
     """Perplexity of `model` on `tokens` (ids; positions 1.. are predicted) under each
     weight format of WEIGHT_FORMATS and each W8A8 scheme of ACTIVATION_SCHEMES (those
     need `calibration_tokens`, a different text), the weights' pooled SQNR and, for W8A8,
     the matmul inputs' pooled SQNR, and the seconds each took. `formats`: the names to run
-    (default all). A pandas DataFrame indexed by format: "weight SQNR (dB)", "input SQNR
+    (default all). `threads`: torch's CPU threads for the run (default: as set; 1 keeps a
+    page's build steady beside other jobs: on 2 shared cores, 2 threads ran 1.6x slower
+    than 1). A pandas DataFrame indexed by format: "weight SQNR (dB)", "input SQNR
     (dB)", "perplexity", "vs reference" (ratio), "seconds"."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(_v.count("threads", threads, maximum=1024))
+    try:
+        return _evaluate(model, tokens, calibration_tokens, formats)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _evaluate(model, tokens, calibration_tokens, formats):
     import time
 
     import pandas as pd

@@ -22,7 +22,7 @@ PACKAGE = ROOT / "src" / "gpuinfer"
 
 #: The modules that predict: they hold formulas and cited tables, and run anywhere.
 PREDICTION = {
-    "gpuinfer.roofline", "gpuinfer.llm", "gpuinfer.dtypes", "gpuinfer.batching",
+    "gpuinfer.roofline", "gpuinfer.models", "gpuinfer.llm", "gpuinfer.dtypes", "gpuinfer.batching",
     "gpuinfer.llm_serving", "gpuinfer.speculative", "gpuinfer.parallel",
     "gpuinfer.multinode", "gpuinfer.cost", "gpuinfer.tabular", "gpuinfer.achievable",
     "gpuinfer.calibration",

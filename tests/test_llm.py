@@ -67,6 +67,17 @@ def test_shapes_by_hand():
     assert 32 * (202_375_168 + 2 * 4096) + 2 * HEAD_W + 4096 == m.n_params
 
 
+def test_the_catalogue_lives_in_models_and_llm_re_exports_it():
+    # gpuinfer.models is the catalogue's home; llm's names are the same objects, so code
+    # that reads llm.get / llm.ModelSpec sees one table (and one ModelSpec class).
+    from gpuinfer import models
+    for name in ("ModelSpec", "get", "names", "catalogue"):
+        assert getattr(llm, name) is getattr(models, name), name
+    assert models.get("llama-2-7b") is llm.get("llama-2-7b")
+    assert models.get("llama-2-7b").n_params == PUBLISHED["llama-2-7b"]
+    assert list(models.catalogue()["name"]) == models.names()
+
+
 def test_seed_example_7b_fp16():
     # 7e9 parameters x 2 bytes = 14 GB; at 2 TB/s: 142.86 tokens/s; batch 16: 2,285.7.
     assert llm.weight_read_ceiling(7e9, 2, 2e12) == pytest.approx(142.857, rel=1e-4)

@@ -9,8 +9,10 @@ Modules, named after the ideas they hold. Predictions (none imports torch):
                   and NCCL's cost model, detection of what torch runs on)
     roofline      the roofline (Williams et al. 2009): an operations table on a device,
                   each row max(bytes / bandwidth, FLOPs / peak), summed
-    llm           transformer shapes (dense, mixture-of-experts, latent attention), weight
-                  and KV-cache bytes, a forward step as operations on the roofline
+    models        the model catalogue: transformer shapes (dense, mixture-of-experts,
+                  latent attention) from published configs, parameter counts
+    llm           weight and KV-cache bytes, a forward step as operations on the roofline
+                  (re-exports `models`' names)
     achievable    what engines reach: the ceiling derated by fitted and cited efficiencies
                   and per-step overheads (one model every decision uses)
     calibration   that model's fit on published engine measurements, and its held-out error

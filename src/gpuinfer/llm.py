@@ -776,16 +776,16 @@ def _step_coefficients(m, dtype, kv_dtype, compute_dtype, flash):
                     {"head_runs": k.head_weight_bytes,
                      "logits_rows": k.head_act_bytes_per_row}),
     }
-    names = list(operations(m))
+    rows = list(operations(m))
     col = {f: j for j, f in enumerate(STEP_FEATURES)}
-    cf, cb = np.zeros((len(names), len(col))), np.zeros((len(names), len(col)))
-    for i, name in enumerate(names):
+    cf, cb = np.zeros((len(rows), len(col))), np.zeros((len(rows), len(col)))
+    for i, name in enumerate(rows):
         for coef, terms in ((cf, table[name][0]), (cb, table[name][1])):
             for f, x in terms.items():
                 coef[i, col[f]] = x
     if len(_COEFFICIENTS) > 256:
         _COEFFICIENTS.clear()
-    _COEFFICIENTS[key] = out = (cf, cb, names, k.compute)
+    _COEFFICIENTS[key] = out = (cf, cb, rows, k.compute)
     return out
 
 

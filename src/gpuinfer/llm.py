@@ -201,7 +201,13 @@ def experts_touched(model, tokens, *, touched=None):
             raise ValueError(f"touched must be at most min(n_experts, k x tokens) = "
                              f"{top} distinct experts for {m.name}, got {touched!r}")
         return _v.scalar_or_array(np.broadcast_to(got, np.broadcast(got, t).shape) * 1.0)
-    return _v.scalar_or_array(E * (1.0 - (1.0 - k / E) ** t))
+    return _v.scalar_or_array(uniform_experts_touched(E, k, t))
+
+
+def uniform_experts_touched(n_experts, k, tokens):
+    """E (1 - (1 - k/E)^tokens), unchecked (`experts_touched` checks; the step model calls
+    this on its fast path)."""
+    return n_experts * (1.0 - (1.0 - k / n_experts) ** tokens)
 
 
 def kv_cache_bytes_per_token(model, dtype="fp16") -> float:
@@ -375,8 +381,7 @@ class StepModel:
         `experts_touched`), or the measured count this model was given."""
         if self.touched_override is not None:
             return np.minimum(self.touched_override, self.experts_per_token * tokens)
-        E = self.n_experts
-        return E * (1.0 - (1.0 - self.experts_per_token / E) ** tokens)
+        return uniform_experts_touched(self.n_experts, self.experts_per_token, tokens)
 
     def moe_terms(self, tokens):
         """The router, shared-expert and routed-expert rows for `tokens` tokens."""

@@ -277,3 +277,128 @@ def test_decision_ceiling_slip_follows_the_calibrated_model():
     assert ceiling > t.loc[choice, "tokens/s"]
     assert "ceiling" in repr(exercises.check("quant-decision-format", ceiling))
     assert exercises.check("quant-decision-format", t.loc[choice, "tokens/s"])
+
+
+# --- the paired bootstrap of a perplexity ratio --------------------------------------------------
+
+def test_paired_interval_identical_nlls_give_exactly_one():
+    # b - a = 0 at every position, so every resampled mean is 0 and exp(0) = 1 at both ends.
+    nll = torch.rand(50, generator=torch.Generator().manual_seed(1)).numpy() * 5
+    assert quality.paired_interval(nll, nll) == (1.0, 1.0)
+
+
+def test_paired_interval_constant_shift_gives_exp_shift_whatever_the_spread():
+    # NLLs spread from 0 to 12 nats, b = a + 0.25 (binary-exact): every resample of the
+    # differences averages 0.25, so both ends are exp(0.25) = 1.28403. Pairing is what makes
+    # it exact: resampled unpaired, the spread of a alone would make the interval wide.
+    a = [0.0, 12.0, 0.5, 8.0, 3.25, 11.5, 0.125, 6.0]
+    b = [x + 0.25 for x in a]
+    lo, hi = quality.paired_interval(a, b, n=200)
+    assert lo == hi == math.exp(0.25)
+
+
+def test_paired_interval_two_tokens_by_hand():
+    # Differences [0, 1]: a resample of 2 positions averages 0 (p 1/4), 1/2 (p 1/2) or 1
+    # (p 1/4). Of 1,000 resamples ~250 average 0 and ~250 average 1, so the 2.5% and 97.5%
+    # quantiles (ranks ~25 and ~975) fall among them: [exp 0, exp 1] = [1, e]. At level 0.4
+    # (ranks ~300 and ~700) both fall among the halves: exp(0.5) at both ends.
+    a, b = [2.0, 2.0], [2.0, 3.0]
+    assert quality.paired_interval(a, b) == pytest.approx((1.0, math.e), rel=1e-12)
+    assert quality.paired_interval(a, b, level=0.4) == pytest.approx(
+        (math.exp(0.5), math.exp(0.5)), rel=1e-12)
+
+
+def test_paired_interval_is_seeded_and_widens_with_the_level():
+    g = torch.Generator().manual_seed(2)
+    a = (3 * torch.rand(128, generator=g)).numpy()
+    b = a + (0.2 * torch.randn(128, generator=g)).numpy() + 0.05
+    ratio = math.exp((b - a).mean())
+    one = quality.paired_interval(a, b, seed=3)
+    assert one == quality.paired_interval(a, b, seed=3)
+    assert one[0] < ratio < one[1]
+    lo50, hi50 = quality.paired_interval(a, b, level=0.5)
+    lo99, hi99 = quality.paired_interval(a, b, level=0.99)
+    assert lo99 < lo50 < ratio < hi50 < hi99
+
+
+@pytest.mark.parametrize("kwargs, exc, words", [
+    (dict(nll_a=[1.0, 2.0], nll_b=[1.0]), ValueError, "same"),
+    (dict(nll_a=[], nll_b=[]), ValueError, "empty"),
+    (dict(nll_a=[1.0], nll_b=[1.0], n=0), ValueError, "n must"),
+    (dict(nll_a=[1.0], nll_b=[1.0], level=1.0), ValueError, "level"),
+    (dict(nll_a=[1.0], nll_b=[1.0], level=95), ValueError, "percentage"),
+])
+def test_paired_interval_bad_input(kwargs, exc, words):
+    with pytest.raises(exc, match=words):
+        quality.paired_interval(**kwargs)
+
+
+def test_token_nll_by_hand():
+    # The two positions of test_perplexity_by_hand: ln 2 and ln(4/3).
+    logits = torch.tensor([[0.0, 0.0], [math.log(3.0), 0.0]])
+    nll = quality.token_nll(logits, torch.tensor([1, 0]))
+    assert nll == pytest.approx([math.log(2), math.log(4 / 3)])
+
+
+def test_evaluate_gives_the_token_nlls_and_the_intervals():
+    m = _tiny()
+    ids = [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    t = quality.evaluate(m, ids, formats=["reference (Q4_1 dequantised)", "int4 per-channel"],
+                         bootstrap=500, level=0.9)
+    nll = t.attrs["token_nll"]
+    assert {k: len(v) for k, v in nll.items()} == {"reference (Q4_1 dequantised)": 8,
+                                                   "int4 per-channel": 8}
+    row = t.loc["int4 per-channel"]
+    assert row["perplexity"] == pytest.approx(math.exp(nll["int4 per-channel"].mean()))
+    ref = t.loc["reference (Q4_1 dequantised)"]
+    assert (ref["vs reference, 90% low"], ref["vs reference, 90% high"]) == (1.0, 1.0)
+    assert (row["vs reference, 90% low"], row["vs reference, 90% high"]) == \
+        quality.paired_interval(nll["reference (Q4_1 dequantised)"], nll["int4 per-channel"],
+                                n=500, level=0.9)
+    with pytest.raises(ValueError, match="bootstrap"):
+        quality.evaluate(m, ids, formats=["int4 per-channel"], bootstrap=0)
+
+
+def test_smoothquant_factors_follow_the_papers_recipe():
+    # Default SMOOTH_PARTS: Q, K and V read one input and share one factor per channel,
+    # s_j = sqrt(max|X_j|) / sqrt(max over q, k, v of |W_ij|) (alpha 0.5), which folds into
+    # attn_norm; attn_output and ffn_down are not smoothed (factor 1).
+    m = _tiny()
+    act = quality._activation_maxima(m, [2, 4, 6, 8])
+    lin = quality._w8a8_linear(act, quality.SMOOTH_PARTS, static=False, tally=[0.0] * 4,
+                               weights=m.weights)
+    quality.forward(m, [1, 2, 3], lin)
+    s = {n.split(".")[2]: lin.cache[n][0] for n in lin.cache if n.startswith("blk.0.")}
+    w = m.weights
+    w_max = torch.stack([w[f"blk.0.attn_{p}.weight"].abs().amax(0) for p in "qkv"]).amax(0)
+    expect = act["blk.0.attn_q.weight"].sqrt() / w_max.sqrt()
+    assert torch.allclose(s["attn_q"], expect) and torch.equal(s["attn_q"], s["attn_v"])
+    assert torch.equal(s["ffn_gate"], s["ffn_up"])
+    assert torch.equal(s["attn_output"], torch.ones(8)) and torch.equal(s["ffn_down"],
+                                                                         torch.ones(12))
+
+
+def test_smooth_parts_none_is_no_smoothing_and_bad_names_are_refused():
+    m = _tiny()
+    kw = dict(calibration_tokens=[2, 4, 6, 8])
+    plain = quality.evaluate(m, [1, 2, 3, 4, 5], formats=["W8A8 int8, static per-tensor"], **kw)
+    none = quality.evaluate(m, [1, 2, 3, 4, 5], formats=["W8A8 int8, static + SmoothQuant"],
+                            smooth_parts=(), **kw)
+    assert none["perplexity"].iloc[0] == plain["perplexity"].iloc[0]
+    with pytest.raises(ValueError, match="smooth_parts"):
+        quality.evaluate(m, [1, 2, 3], formats=["int8 per-channel"], smooth_parts=["attn_x"])
+
+
+def test_interval_verdict_sorts_every_branch():
+    import pandas as pd
+
+    t = pd.DataFrame({"vs reference, 95% low": [1.0, 1.2, 0.90, 0.98],
+                      "vs reference, 95% high": [1.0, 1.5, 0.95, 1.01]},
+                     index=["reference (Q4_1 dequantised)", "a", "b", "c"])
+    assert quality.interval_verdict(t) == (
+        "On this text, at 95%: worse than the reference: a (1.200-1.500x). Better: b "
+        "(0.900-0.950x). Not distinguishable from it (the interval holds 1): c "
+        "(0.980-1.010x).")
+    assert "Better: none" in quality.interval_verdict(t.drop(index="b"))
+    with pytest.raises(ValueError, match="table must be"):
+        quality.interval_verdict(t.drop(columns="vs reference, 95% low"))

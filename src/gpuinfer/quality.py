@@ -31,7 +31,7 @@ from . import validate as _v
 
 __all__ = ["Published", "PUBLISHED", "published_table", "published_recovery", "model_path", "available",
            "load_model", "BPETokenizer", "stdlib_text", "forward", "perplexity",
-           "q4_1_fake_quantize", "WEIGHT_FORMATS", "ACTIVATION_SCHEMES", "weight_sqnr_db",
+           "token_nll", "paired_interval", "interval_verdict", "SMOOTH_PARTS", "LINEAR_PARTS", "q4_1_fake_quantize", "WEIGHT_FORMATS", "ACTIVATION_SCHEMES", "weight_sqnr_db",
            "evaluate", "Model"]
 
 
@@ -315,9 +315,10 @@ def forward(model: Model, tokens, linear=None):
         return x @ head.T
 
 
-def perplexity(logits, targets) -> float:
-    """exp(mean over positions of -log softmax(logits)[target]): logits [T, V] predict
-    targets [T] (the next tokens). Dimensionless; uniform logits give exactly V."""
+def token_nll(logits, targets):
+    """Negative log-likelihood of each target, -log softmax(logits)[t, targets[t]], in
+    nats: logits [T, V] predict targets [T] (the next tokens). A float64 numpy array [T];
+    its mean is the log of the perplexity."""
     import torch
 
     logits = torch.as_tensor(logits, dtype=torch.float64)
@@ -327,8 +328,39 @@ def perplexity(logits, targets) -> float:
                          f"and {tuple(targets.shape)}")
     if targets.numel() == 0:
         raise ValueError("targets must hold at least one token, got none")
-    nll = torch.nn.functional.cross_entropy(logits, targets)
-    return float(torch.exp(nll))
+    nll = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
+    return nll.numpy()
+
+
+def perplexity(logits, targets) -> float:
+    """exp(mean over positions of -log softmax(logits)[target]): logits [T, V] predict
+    targets [T] (the next tokens). Dimensionless; uniform logits give exactly V."""
+    return float(np.exp(token_nll(logits, targets).mean()))
+
+
+def paired_interval(nll_a, nll_b, *, n=1000, seed=0, level=0.95) -> tuple:
+    """Paired bootstrap interval of perplexity(b) / perplexity(a) = exp(mean(nll_b -
+    nll_a)) from two models' per-token NLLs on the same tokens (`token_nll`, [T] each):
+    `n` resamples of the T positions with replacement, the same positions for both (so
+    what the text makes hard for both cancels), from numpy's generator seeded with
+    `seed`; the (1 - level)/2 and (1 + level)/2 quantiles (numpy's default, linear
+    interpolation) of the resampled ratios. Returns (low, high), dimensionless: an
+    interval that excludes 1 says this text distinguishes b from a at that level; one
+    that holds 1 says it does not (Efron & Tibshirani 1993, ch. 13, percentile interval).
+    """
+    a = _v.number("nll_a", nll_a, array=True)
+    b = _v.number("nll_b", nll_b, array=True)
+    if a.ndim != 1 or a.shape != b.shape or a.size == 0:
+        raise ValueError(f"nll_a {a.shape} and nll_b {b.shape} must be 1-D, of the same "
+                         "length (one NLL per token, the same tokens) and not empty")
+    n = _v.count("n", n, maximum=10**7)
+    level = _v.fraction("level", level, one_ok=False)
+    diff = b - a                                                        # [T]
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, diff.size, size=(n, diff.size))               # [n, T]
+    means = diff[idx].mean(axis=1)                                      # [n]
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return (float(np.exp(lo)), float(np.exp(hi)))
 
 
 # --- weight formats and activation schemes ---------------------------------------------------
@@ -379,7 +411,22 @@ ACTIVATION_SCHEMES = ("W8A8 int8, per-token", "W8A8 int8, per-token + SmoothQuan
                       "W8A8 int8, static per-tensor", "W8A8 int8, static + SmoothQuant")
 """int8 weights per output channel and int8 activations at every matmul's input, scaled
 per token (dynamic) or with one static scale per tensor from a calibration text, with and
-without SmoothQuant (alpha 0.5, the factors from the calibration text)."""
+without SmoothQuant (alpha 0.5, the factors from the calibration text, on the inputs
+named by `evaluate`'s `smooth_parts`)."""
+
+SMOOTH_PARTS = ("attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up")
+"""SmoothQuant's recipe for a Llama block (Xiao et al. 2023, section 5 and its code's
+smooth_lm): smooth the inputs of the layers that follow a norm, Q, K, V (attn_norm) and
+the MLP's gate and up projections (ffn_norm), with one factor per channel shared by the
+layers reading the same input, so the factors fold into the norm's weight. The other two,
+attn_output and ffn_down, get int8 inputs unsmoothed."""
+
+LINEAR_PARTS = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+"""The seven linear layers of a Llama block, by their GGUF names (`smooth_parts=LINEAR_PARTS`
+smooths every matmul input, wider than the paper)."""
+_SHARED_INPUT = {"attn_q": ("attn_q", "attn_k", "attn_v"), "attn_k": ("attn_q", "attn_k", "attn_v"),
+                 "attn_v": ("attn_q", "attn_k", "attn_v"), "ffn_gate": ("ffn_gate", "ffn_up"),
+                 "ffn_up": ("ffn_gate", "ffn_up")}
 
 
 def weight_sqnr_db(model: Model, fmt) -> float:
@@ -413,19 +460,25 @@ def _pooled_sqnr_db(signal, noise):
     return math.inf if noise == 0 else 10 * math.log10(signal / noise)
 
 
-def _w8a8_linear(act_max: dict, smooth: bool, static: bool, tally: list):
+def _w8a8_linear(act_max: dict, smooth_parts, static: bool, tally: list, weights: dict):
     # int8 weights per output channel, int8 inputs per token or per tensor (static),
-    # optionally smoothed; `tally` accumulates [signal, noise] of the quantised inputs,
-    # then of the (smoothed) weights.
+    # the inputs of `smooth_parts` smoothed (factors shared by the layers that read the
+    # same input, so they fold into the norm before); `tally` accumulates [signal, noise]
+    # of the quantised inputs, then of the (smoothed) weights.
     import torch
 
     cache = {}
 
     def linear(name, x, w):
         if name not in cache:
-            s = (torch.as_tensor(quant.smoothquant_scales(
-                act_max[name].numpy(), w.abs().amax(0).numpy(), alpha=0.5),
-                dtype=torch.float32) if smooth else torch.ones(w.shape[1]))
+            blk, part = name.rsplit(".", 2)[:2]
+            if part in smooth_parts:
+                group = [weights[f"{blk}.{p}.weight"] for p in _SHARED_INPUT.get(part, (part,))]
+                w_max = torch.stack([g.abs().amax(0) for g in group]).amax(0)   # [in]
+                s = torch.as_tensor(quant.smoothquant_scales(
+                    act_max[name].numpy(), w_max.numpy(), alpha=0.5), dtype=torch.float32)
+            else:
+                s = torch.ones(w.shape[1])
             calib = (act_max[name] / s)[None, :].numpy() if static else None    # [1, in]
             ws = w * s
             cache[name] = (s, quant.fake_quantize(ws, bits=8, axis=0), calib)
@@ -440,30 +493,39 @@ def _w8a8_linear(act_max: dict, smooth: bool, static: bool, tally: list):
         tally[0] += float(xs.double().pow(2).sum())
         tally[1] += float((xs - x8).double().pow(2).sum())
         return x8 @ w8.T
+    linear.cache = cache          # name -> (factors [in], int8 weights, static scale)
     return linear
 
 
-def evaluate(model: Model, tokens, calibration_tokens=None, formats=None, *, threads=None):
+def evaluate(model: Model, tokens, calibration_tokens=None, formats=None, *, threads=None,
+             smooth_parts=SMOOTH_PARTS, bootstrap=1000, seed=0, level=0.95):
     """Perplexity of `model` on `tokens` (ids; positions 1.. are predicted) under each
     weight format of WEIGHT_FORMATS and each W8A8 scheme of ACTIVATION_SCHEMES (those
     need `calibration_tokens`, a different text), the weights' pooled SQNR and, for W8A8,
     the matmul inputs' pooled SQNR, and the seconds each took. `formats`: the names to run
     (default all). `threads`: torch's CPU threads for the run (default: as set; 1 keeps a
     page's build steady beside other jobs: on 2 shared cores, 2 threads ran 1.6x slower
-    than 1). A pandas DataFrame indexed by format: "weight SQNR (dB)", "input SQNR
-    (dB)", "perplexity", "vs reference" (ratio), "seconds"."""
+    than 1). `smooth_parts`: which linear inputs of a block SmoothQuant smooths (names of
+    the block's seven: default SMOOTH_PARTS, the paper's recipe; all seven is wider).
+    `bootstrap`, `seed`, `level`: the paired bootstrap of each ratio to the reference
+    (`paired_interval`). A pandas DataFrame indexed by format: "weight SQNR (dB)", "input
+    SQNR (dB)", "perplexity", "vs reference" (ratio), "vs reference, 95% low" and
+    "..., 95% high" (the interval, named by `level`; NaN without the reference),
+    "seconds"; its attrs["token_nll"] maps each format to its per-token NLLs [T - 1]."""
     import torch
 
+    parts = tuple(_v.choice("smooth_parts", p, LINEAR_PARTS) for p in smooth_parts)
     before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(_v.count("threads", threads, maximum=1024))
     try:
-        return _evaluate(model, tokens, calibration_tokens, formats)
+        return _evaluate(model, tokens, calibration_tokens, formats, parts,
+                         dict(n=bootstrap, seed=seed, level=level))
     finally:
         torch.set_num_threads(before)
 
 
-def _evaluate(model, tokens, calibration_tokens, formats):
+def _evaluate(model, tokens, calibration_tokens, formats, smooth_parts, boot):
     import time
 
     import pandas as pd
@@ -476,9 +538,11 @@ def _evaluate(model, tokens, calibration_tokens, formats):
         names = [_v.choice("formats", f, known) for f in formats]
     tokens = list(tokens)
     _v.ensure(len(tokens) >= 2, f"tokens must hold at least 2 ids, got {len(tokens)}")
+    boot["n"] = _v.count("bootstrap", boot["n"], maximum=10**7)
+    boot["level"] = _v.fraction("level", boot["level"], one_ok=False)
     targets = tokens[1:]
     act_max = None
-    rows = {}
+    rows, nll = {}, {}
     for name in names:
         start = time.perf_counter()
         in_sqnr = math.nan
@@ -496,20 +560,56 @@ def _evaluate(model, tokens, calibration_tokens, formats):
             if act_max is None:
                 act_max = _activation_maxima(model, calibration_tokens)
             tally = [0.0, 0.0, 0.0, 0.0]
-            linear = _w8a8_linear(act_max, smooth="SmoothQuant" in name,
-                                  static="static" in name, tally=tally)
+            linear = _w8a8_linear(act_max, smooth_parts if "SmoothQuant" in name else (),
+                                  static="static" in name, tally=tally,
+                                  weights=model.weights)
         logits = forward(model, tokens[:-1], linear)
         if name in ACTIVATION_SCHEMES:
             in_sqnr = _pooled_sqnr_db(*tally[:2])
             w_sqnr = _pooled_sqnr_db(*tally[2:])      # of the smoothed weights, if smoothed
+        nll[name] = token_nll(logits, targets)
         rows[name] = {"weight SQNR (dB)": w_sqnr, "input SQNR (dB)": in_sqnr,
-                      "perplexity": perplexity(logits, targets),
+                      "perplexity": float(np.exp(nll[name].mean())),
                       "seconds": time.perf_counter() - start}
     table = pd.DataFrame(rows).T
-    ref = rows.get("reference (Q4_1 dequantised)", {}).get("perplexity")
-    table["vs reference"] = table["perplexity"] / ref if ref else np.nan
-    return table[["weight SQNR (dB)", "input SQNR (dB)", "perplexity", "vs reference",
-                  "seconds"]]
+    ref_name = "reference (Q4_1 dequantised)"
+    pct = f"{100 * boot['level']:g}%"
+    low, high = f"vs reference, {pct} low", f"vs reference, {pct} high"
+    if ref_name in rows:
+        table["vs reference"] = table["perplexity"] / rows[ref_name]["perplexity"]
+        ci = {n: paired_interval(nll[ref_name], nll[n], **boot) for n in names}
+        table[low] = [ci[n][0] for n in table.index]
+        table[high] = [ci[n][1] for n in table.index]
+    else:
+        table["vs reference"] = table[low] = table[high] = np.nan
+    table = table[["weight SQNR (dB)", "input SQNR (dB)", "perplexity", "vs reference",
+                   low, high, "seconds"]]
+    table.attrs["token_nll"] = nll
+    return table
+
+
+def interval_verdict(table) -> str:
+    """One sentence on `evaluate`'s table: which formats the text tells apart from the
+    reference (their interval of the ratio lies wholly above 1, or wholly below) and which
+    it cannot (the interval holds 1), each with its interval. The reference row is left
+    out."""
+    low = [c for c in table.columns if c.startswith("vs reference, ") and c.endswith(" low")]
+    _v.ensure(len(low) == 1, "table must be evaluate's, with one 'vs reference, ... low' "
+              f"column; got columns {list(table.columns)}")
+    high, level = low[0][:-len("low")] + "high", low[0][len("vs reference, "):-len(" low")]
+    groups = {"worse": [], "better": [], "same": []}
+    for name, row in table.iterrows():
+        if name == "reference (Q4_1 dequantised)":
+            continue
+        lo, hi = row[low[0]], row[high]
+        key = "worse" if lo > 1 else "better" if hi < 1 else "same"
+        groups[key].append(f"{name} ({lo:.3f}-{hi:.3f}x)")
+
+    def listed(key):
+        return "; ".join(groups[key]) or "none"
+    return (f"On this text, at {level}: worse than the reference: {listed('worse')}. "
+            f"Better: {listed('better')}. Not distinguishable from it (the interval holds "
+            f"1): {listed('same')}.")
 
 
 def main(n_tokens: int = 512, calibration_tokens: int = 512) -> None:
@@ -532,7 +632,9 @@ def main(n_tokens: int = 512, calibration_tokens: int = 512) -> None:
     print(f"SmolLM2-135M-Instruct ({', '.join(model.config['storage'])}), "
           f"{len(ids) - 1} tokens predicted, loaded in {time.perf_counter() - start:.1f} s")
     with pd.option_context("display.width", 200):
-        print(evaluate(model, ids, cal).round(3).to_string())
+        table = evaluate(model, ids, cal)
+        print(table.round(3).to_string())
+    print(interval_verdict(table))
 
 
 if __name__ == "__main__":

@@ -250,3 +250,24 @@ def test_the_package_keeps_one_idea_a_module_and_the_same_names():
     assert hardware.interconnect_for is links.interconnect_for
     assert hardware.achievable is measured.achievable and hardware.mig_slice is mig.mig_slice
     assert hardware.detect is detection.detect
+
+
+def test_nccl_tree_correction_is_tunings_table():
+    # tuning.cc: bw *= treeCorrectionFactor[protocol][log2i(nBytes >> 6)] for indices 0..22.
+    # 16384 B >> 6 = 256 = 2^8: LL's ninth entry, 0.7.
+    assert hardware.links.nccl_tree_correction(16384, "LL") == 0.7
+    # 2 MB >> 6 = 32768 = 2^15: LL128's sixteenth entry, 0.6; 3 MB >> 6 = 49152, log2 = 15.58,
+    # rounded down to 15: the same.
+    assert hardware.links.nccl_tree_correction(2 ** 21, "LL128") == 0.6
+    assert hardware.links.nccl_tree_correction(3 * 2 ** 20, "LL128") == 0.6
+    # Under 64 B, nBytes >> 6 = 0 and log2i(0) = -1: no correction. 64 B: index 0, Simple 0.9.
+    assert hardware.links.nccl_tree_correction(63, "Simple") == 1.0
+    assert hardware.links.nccl_tree_correction(64, "Simple") == 0.9
+    # 256 MB >> 6 = 2^22: index 22, the last used (Simple 0.9); 512 MB: index 23, none.
+    assert hardware.links.nccl_tree_correction(2 ** 28, "Simple") == 0.9
+    assert hardware.links.nccl_tree_correction(2 ** 29, "Simple") == 1.0
+    assert all(len(row) == 24 for row in hardware.links.NCCL_TREE_CORRECTION.values())
+    with pytest.raises(ValueError, match="protocol"):
+        hardware.links.nccl_tree_correction(1024, "LL64")
+    with pytest.raises(ValueError, match="n_bytes"):
+        hardware.links.nccl_tree_correction(-1, "LL")

@@ -75,15 +75,18 @@ def test_past_the_nvlink_domain_the_ring_crosses_the_network():
     ring_ll = 6.6e-6 + 28 * 1.0e-6 + 2 * 2.7e-6 + 2 * 15 / 16 * 16384 / 39e9
     # Tree LL (no net-overhead floor for a tree): 6.8 us + 2 x (7 NVLink steps of 0.6 us +
     # log2(2) network steps of 5.0 us); its bandwidth min(370.8 x 0.92/3.8, 400 x 0.92/3.8,
-    # 39) GB/s = 39 GB/s, halved (up and down the tree).
-    tree_ll = 6.8e-6 + 2 * (7 * 0.6e-6 + 1 * 5.0e-6) + 2 * 16384 / 39e9
+    # 39) GB/s = 39 GB/s, halved (up and down the tree), then x NCCL's treeCorrectionFactor
+    # for LL at log2i(16384 >> 6) = log2(256) = 8: 0.7 (tuning.cc), so 27.3 GB/s.
+    tree_ll = 6.8e-6 + 2 * (7 * 0.6e-6 + 1 * 5.0e-6) + 2 * 16384 / (39e9 * 0.7)
     table = parallel.allreduce_protocols(16384, 16, "NVLink 4")
     assert table.attrs["nodes"] == 2 and table.attrs["network"] == "InfiniBand NDR x8"
     assert table.loc[("ring", "LL"), "seconds"] == pytest.approx(ring_ll)
     assert table.loc[("tree", "LL"), "seconds"] == pytest.approx(tree_ll)
     assert table.loc[("tree", "LL"), "fastest"]
-    # Simple's ring: 8.4 us + 28 x max(3.4, 3 x 1.0) us + 2 x 14 us, at min(370.8, 400) GB/s.
-    simple = 8.4e-6 + 28 * 3.4e-6 + 2 * 14e-6 + 2 * 15 / 16 * 16384 / 370.8e9
+    # Simple's ring: 8.4 us + 28 x max(3.4, 3 x 1.0) us + 2 x 14 us, at min(370.8, 400) GB/s;
+    # its latency x1.4 across nodes on Hopper (ncclTopoGetAlgoTime's "plateau effect of
+    # ring"), since 16384 B / (16 channels x 16 ranks) = 64 B reaches the 64 B threshold.
+    simple = 1.4 * (8.4e-6 + 28 * 3.4e-6 + 2 * 14e-6) + 2 * 15 / 16 * 16384 / 370.8e9
     assert table.loc[("ring", "Simple"), "seconds"] == pytest.approx(simple)
     inside = parallel.interconnect_allreduce_time(16384, 8, "NVLink 4")
     assert parallel.interconnect_allreduce_time(16384, 16, "NVLink 4") == pytest.approx(tree_ll)
@@ -438,3 +441,19 @@ def test_pp_stage_is_its_share_of_the_achievable_step():
     assert fit["stage_s"] == pytest.approx(ach / 4)
     assert fit["send_s"] == roof["send_s"]
     assert fit["latency_s"] == pytest.approx(ach + fit["sends_s"])
+
+
+def test_tree_ll128_across_nodes_takes_120_128_and_the_size_correction():
+    # 2 MB (batch 128 of Llama-2-70B, 128 x 8192 x 2 B) on 16 H100s, two nodes. NCCL's tree
+    # LL128 (tuning.cc): busBw x .92 x 120/128 across nodes (7/9 is for one node) =
+    # min(370.8, 400) x 0.8625 = 319.815 GB/s, x treeCorrectionFactor[LL128][log2(2^21 >> 6)
+    # = 15] = 0.6: 191.889 GB/s; halved into algorithm bandwidth: 2 x 2097152 B / 191.889e9
+    # = 21.858 us. Latency 14 us + 2 x (7 x 1.25 + 1 x 8.5) us = 48.5 us. Total 70.36 us.
+    s = 2 ** 21
+    table = parallel.allreduce_protocols(s, 16, "NVLink 4")
+    bw = 370.8e9 * 0.92 * 120 / 128 * 0.6
+    expected = 14e-6 + 2 * (7 * 1.25e-6 + 8.5e-6) + 2 * s / bw
+    assert table.loc[("tree", "LL128"), "bandwidth_bytes_per_s"] == pytest.approx(bw)
+    assert table.loc[("tree", "LL128"), "seconds"] == pytest.approx(expected)
+    assert expected == pytest.approx(70.36e-6, abs=0.01e-6)
+    assert table.seconds.idxmin() == ("tree", "LL128")

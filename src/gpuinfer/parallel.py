@@ -54,6 +54,7 @@ from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
 from . import validate as _v
+from .hardware import links as _links
 
 #: The network a ring takes past an NVLink domain, unless told (HGX H100/H200 nodes:
 #: eight ConnectX-7 400 Gb/s ports, one per GPU).
@@ -138,6 +139,13 @@ _NET_OVERHEAD_S = 1e-6
 #: bandwidth on 2 nodes, 20.4 GB/s on more, whatever the links.
 _LL_MAX_MULTINODE = {2: 39.0e9, "more": 20.4e9}
 ALGORITHMS = ("ring", "tree")
+#: The channels a multi-node ring runs, for NCCL's x1.4 latency on Simple rings (it
+#: applies when bytes / (channels x ranks) >= 64): one ring a NIC on an HGX node (8),
+#: doubled as NCCL doubles the channels its graph search finds
+#: (https://github.com/NVIDIA/nccl/issues/524). An assumption: it only sets the message
+#: size (16 KB on 16 GPUs) below which the factor is off, where LL wins anyway.
+_RING_CHANNELS_MULTINODE = 16
+_RING_PLATEAU = _links.NCCL_RING_SIMPLE_MULTINODE_LATENCY
 
 
 def _protocol_rows(n_bytes, n, ic, net, nodes, algorithms):
@@ -159,21 +167,33 @@ def _protocol_rows(n_bytes, n, ic, net, nodes, algorithms):
             else:
                 ncost = net.nccl(proto, alg)
                 inter = ncost.step_latency_s
+                fraction = ncost.bandwidth_fraction
+                if alg == "tree" and proto == "LL128":  # 120/128 across nodes, not 7/9
+                    fraction = _links.NCCL_TREE_LL128_MULTINODE_FRACTION
+                    bandwidth = ic.nccl_bus_bandwidth_bytes_per_s * fraction
                 if alg == "ring":
                     intra = max(intra, _NET_OVERHEAD_S * (3 if proto == "Simple" else 1))
                 # NCCL runs several channels, each through its own NIC: a collective across
                 # nodes moves at up to the node's network bandwidth (all its ports), and
                 # at most the NVLink rate inside the node.
-                bandwidth = min(bandwidth, net.bandwidth_bytes_per_s * ncost.bandwidth_fraction)
+                bandwidth = min(bandwidth, net.bandwidth_bytes_per_s * fraction)
                 if proto == "LL":
                     bandwidth = min(bandwidth, _LL_MAX_MULTINODE[2 if nodes == 2 else "more"])
             if alg == "ring":
                 net_steps = 2 * (nodes - 1)
                 latency = cost.base_latency_s + (2 * (n - 1) - net_steps) * intra + net_steps * inter
+                if (net is not None and proto == "Simple"
+                        and n_bytes / (_RING_CHANNELS_MULTINODE * n)
+                        >= _RING_PLATEAU["min_bytes_per_channel_rank"]):
+                    # NCCL's "plateau effect of ring" (ncclTopoGetAlgoTime): x1.9 before
+                    # Ampere, x1.4 after, on the whole latency of a multi-node Simple ring
+                    latency *= _RING_PLATEAU["volta" if arch == "volta" else "later"]
                 moved = 2.0 * (n - 1) / n * n_bytes / bandwidth
             else:  # up and down a tree: NCCL halves its bus bandwidth into algorithm bandwidth
                 latency = cost.base_latency_s + 2 * ((n / nodes - 1) * intra
                                                       + math.log2(nodes) * inter)
+                # and corrects it for medium sizes (treeCorrectionFactor, ncclTopoGetAlgoTime)
+                bandwidth *= _links.nccl_tree_correction(n_bytes, proto)
                 moved = 2.0 * n_bytes / bandwidth
             rows[(alg, proto)] = {"base_s": cost.base_latency_s, "latency_s": latency,
                                   "bandwidth_s": moved, "seconds": latency + moved,

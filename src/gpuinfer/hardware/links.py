@@ -45,6 +45,7 @@ _NCCL_TOPO = f"https://github.com/NVIDIA/nccl/blob/{_NCCL_COMMIT}/src/graph/topo
 NCCL_NVLINK_GB_PER_S = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}
 
 _US = 1e-6
+_PROTOCOLS_ALL = ("LL", "LL128", "Simple")
 #: NCCL's baseLatencies (us) per algorithm and protocol (LL, LL128, Simple), tuning.cc.
 _NCCL_BASE_US = {"ring": {"LL": 6.6, "LL128": 14.0, "Simple": 8.4},
                  "tree": {"LL": 6.8, "LL128": 14.0, "Simple": 8.4}}
@@ -68,8 +69,50 @@ _NCCL_FRACTION = {
     "tree": {"LL": (0.92 / 3.8, "all-reduce busBw * .92, then * 1/3.8 for LL"),
              "LL128": (0.92 * 7 / 9, "all-reduce busBw * .92, then * 7/9 on one node "
                                      "(* 120/128 across nodes)"),
-             "Simple": (0.92, "all-reduce busBw * .92 (* .85 more for a pure tree pattern)")},
+             "Simple": (0.92, "all-reduce busBw * .92")},
 }
+#: The tree's LL128 share across nodes: busBw * .92 * 120/128 (tuning.cc: 7/9 is for
+#: one node only, "nNodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0").
+NCCL_TREE_LL128_MULTINODE_FRACTION = 0.92 * 120 / 128
+# tuning.cc also multiplies a tree's bus bandwidth by .85 when the topology search ends
+# on the plain TREE pattern (all of a node's network traffic through one GPU): the search
+# starts from BALANCED_TREE (init.cc) and falls back to TREE only when that fails (on
+# Hopper and later, search.cc) or with one GPU a node. The course models the HGX node's
+# default balanced tree (8 GPUs a node), so it does not apply the .85.
+
+#: NCCL's treeCorrectionFactor (tuning.cc, at the commit cited): "Trees are not perfectly
+#: sticking to the model for medium sizes". `ncclTopoGetAlgoTime` multiplies the TREE
+#: all-reduce's bandwidth by [protocol][log2i(nBytes >> 6)] when that index is 0..22
+#: (64 B up to 512 MB - 1; 1.0 outside). The table has 24 columns; the 24th serves only
+#: NVLS_TREE on Blackwell x86 hosts.
+NCCL_TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9,
+           1.0, 1.0, 1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9,
+              .9, .9, .9, 1.0, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7,
+               .7, .8, .9, .9, .9),
+}
+NCCL_TREE_CORRECTION_SOURCE = _NCCL_TUNING + " (treeCorrectionFactor, ncclTopoGetAlgoTime)"
+
+
+def nccl_tree_correction(n_bytes, protocol) -> float:
+    """The factor NCCL multiplies into a tree all-reduce's bandwidth for `n_bytes`
+    (`NCCL_TREE_CORRECTION`): index log2i(n_bytes >> 6), i.e. floor(log2(n_bytes // 64)),
+    used when 0 <= index < 23, else 1.0 (under 64 B, or 512 MB and over)."""
+    proto = _v.choice("protocol", protocol, _PROTOCOLS_ALL, normalise=lambda s: s.lower())
+    chunks = int(_v.non_negative("n_bytes", n_bytes)) >> 6
+    if chunks == 0:
+        return 1.0
+    index = chunks.bit_length() - 1
+    return NCCL_TREE_CORRECTION[proto][index] if index < 23 else 1.0
+
+
+#: NCCL's latency factor for a multi-node ring all-reduce on the Simple protocol
+#: ("Plateau effect of ring", ncclTopoGetAlgoTime): x1.9 below compute capability 8.0
+#: (Volta), x1.4 from Ampere on, when nBytes / (nChannels x nRanks) >= 64.
+NCCL_RING_SIMPLE_MULTINODE_LATENCY = {"volta": 1.9, "later": 1.4, "min_bytes_per_channel_rank": 64,
+                                      "source": _NCCL_TUNING + " (ncclTopoGetAlgoTime)"}
 #: NCCL's llMaxBws on one node (GB/s of bus bandwidth), by GPU architecture (tuning.cc):
 #: LL never exceeds these however fast the link.
 NCCL_LL_MAX_BUS_BANDWIDTH = {"volta": 39.0e9, "ampere": 87.7e9, "hopper": 141.0e9,

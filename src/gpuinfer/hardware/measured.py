@@ -17,6 +17,20 @@ _GPT_FAST = ("https://github.com/pytorch-labs/gpt-fast/blob/32971d3129541c5bfb4f
              "README.md")
 _ZZC_NOTE = ("square torch.mm, sizes 1024-10240, best size, crowd-sourced (rough)")
 
+#: Bekman's MAMF table (`_MAMF`, at the commit cited), bf16 and fp8, TFLOP/s as published:
+#: each figure lives here once; `_ACHIEVABLE` and `reference.PUBLISHED` read it.
+MAMF_TFLOPS = {"bf16": {"NVIDIA A100 SXM": 271.2, "NVIDIA A100 PCIe": 252.9,
+                        "NVIDIA H100 SXM": 794.5, "NVIDIA GH200 SXM": 828.6,
+                        "NVIDIA B200 SXM": 1745.0, "AMD MI300X": 668.4},
+               "fp8": {"NVIDIA H100 SXM": 1402.6, "NVIDIA GH200 SXM": 1535.0,
+                       "NVIDIA B200 SXM": 3432.5, "NVIDIA H200 SXM": 1453.4}}
+MAMF_SOURCE = _MAMF
+
+
+def _mamf(row, dtype="bf16"):
+    return MAMF_TFLOPS[dtype][row] * 1e12
+
+
 # name -> {quantity: (value, source)}
 _ACHIEVABLE = {
     "T4": {"matmul_fp16_flops": (41.91e12, f"{ZZC} (Colab, torch 2.8; Kaggle runs: 42.71, 41.93); {_ZZC_NOTE}")},
@@ -27,31 +41,31 @@ _ACHIEVABLE = {
     "V100 SXM2": {"matmul_fp16_flops": (94.84e12, f"{ZZC} (Tesla V100-SXM2-16GB); {_ZZC_NOTE}")},
     "P100 PCIe": {"matmul_fp16_flops": (8.39e12, f"{ZZC} (Kaggle); {_ZZC_NOTE}; below its "
                                                  "fp32 8.63 TFLOP/s")},
-    "A100 40GB": {"matmul_bf16_flops": (271.2e12, f"{_MAMF} (row 'NVIDIA A100 SXM', memory size not stated)"),
+    "A100 40GB": {"matmul_bf16_flops": (_mamf("NVIDIA A100 SXM"), f"{_MAMF} (row 'NVIDIA A100 SXM', memory size not stated)"),
                   "matmul_fp16_flops": (247.63e12, f"{ZZC} ('NVIDIA A100 40GB'); {_ZZC_NOTE}")},
-    "A100 80GB": {"matmul_bf16_flops": (271.2e12, f"{_MAMF} (row 'NVIDIA A100 SXM', memory size not stated)"),
+    "A100 80GB": {"matmul_bf16_flops": (_mamf("NVIDIA A100 SXM"), f"{_MAMF} (row 'NVIDIA A100 SXM', memory size not stated)"),
                   "matmul_fp16_flops": (258.74e12, f"{ZZC} ('NVIDIA A100 SXM4 80GB'); {_ZZC_NOTE}"),
                   "bandwidth_bytes_per_s": (1700e9, f"{_GPT_FAST}: 'Running on an A100 80GB, albeit "
                                                     "power-limited to 330 watts. Empirically, seems like "
                                                     "peak bandwidth is about 1700 GB/s.'")},
-    "A100 80GB PCIe": {"matmul_bf16_flops": (252.9e12, f"{_MAMF} (row 'NVIDIA A100 PCIe', memory size not stated)")},
-    "H100 SXM": {"matmul_bf16_flops": (794.5e12, _MAMF),
-                 "matmul_fp8_flops": (1402.6e12, _MAMF),
+    "A100 80GB PCIe": {"matmul_bf16_flops": (_mamf("NVIDIA A100 PCIe"), f"{_MAMF} (row 'NVIDIA A100 PCIe', memory size not stated)")},
+    "H100 SXM": {"matmul_bf16_flops": (_mamf("NVIDIA H100 SXM"), _MAMF),
+                 "matmul_fp8_flops": (_mamf("NVIDIA H100 SXM", "fp8"), _MAMF),
                  "matmul_fp16_flops": (760.04e12, f"{ZZC} ('NVIDIA H100 80GB HBM3'); {_ZZC_NOTE}")},
     "H100 PCIe": {"matmul_fp16_flops": (458.03e12, f"{ZZC}; {_ZZC_NOTE}"),
                   "matmul_bf16_flops": (495.93e12, f"{ZZC}; {_ZZC_NOTE}")},
-    "H200": {"matmul_bf16_flops": (794.5e12, f"{_MAMF} (H100 SXM row, whose note says 'H200 is the same')"),
-             "matmul_fp8_flops": (1453.4e12, _MAMF),
+    "H200": {"matmul_bf16_flops": (_mamf("NVIDIA H100 SXM"), f"{_MAMF} (H100 SXM row, whose note says 'H200 is the same')"),
+             "matmul_fp8_flops": (_mamf("NVIDIA H200 SXM", "fp8"), _MAMF),
              "matmul_fp16_flops": (759.40e12, f"{ZZC}; {_ZZC_NOTE}")},
     "GH200": {"bandwidth_bytes_per_s": (3614.60e9, "OpenCL coalesced read on an 'NVIDIA GH200 480GB': "
                                                    "https://github.com/mredenti/PowerCapping/blob/HEAD/"
                                                    "configuration/OpenCL_benchmark.md")},
-    "GH200 144GB": {"matmul_bf16_flops": (828.6e12, f"{_MAMF} ('900W 141GiB HBM3e version')"),
-                    "matmul_fp8_flops": (1535.0e12, f"{_MAMF} ('900W 141GiB HBM3e version')")},
-    "B200": {"matmul_bf16_flops": (1745.0e12, _MAMF),
-             "matmul_fp8_flops": (3432.5e12, _MAMF),
+    "GH200 144GB": {"matmul_bf16_flops": (_mamf("NVIDIA GH200 SXM"), f"{_MAMF} ('900W 141GiB HBM3e version')"),
+                    "matmul_fp8_flops": (_mamf("NVIDIA GH200 SXM", "fp8"), f"{_MAMF} ('900W 141GiB HBM3e version')")},
+    "B200": {"matmul_bf16_flops": (_mamf("NVIDIA B200 SXM"), _MAMF),
+             "matmul_fp8_flops": (_mamf("NVIDIA B200 SXM", "fp8"), _MAMF),
              "matmul_fp16_flops": (1627.64e12, f"{ZZC} (GCP a4-highgpu-8g); {_ZZC_NOTE}")},
-    "MI300X": {"matmul_bf16_flops": (668.4e12, _MAMF)},
+    "MI300X": {"matmul_bf16_flops": (_mamf("AMD MI300X"), _MAMF)},
     "RTX 4090": {"matmul_fp16_flops": (165.08e12, f"{ZZC} (one of eight 4090 submissions, "
                                                   f"162-172 TFLOP/s); {_ZZC_NOTE}")},
     "RTX 3090": {"matmul_fp16_flops": (75.64e12, f"{ZZC}; {_ZZC_NOTE}")},

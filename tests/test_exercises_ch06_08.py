@@ -70,7 +70,11 @@ def test_decision_on_the_achievable_model_keeps_h200_tp4_and_names_the_ceiling_s
     assert (a.iloc[0].GPU, a.iloc[0].N) == (c.iloc[0].GPU, c.iloc[0].N) == ("H200", 4)
     assert a.iloc[0].batch < c.iloc[0].batch                  # 113 against 164
     ratio = c.usd_per_million.iloc[0] / a.usd_per_million.iloc[0]
-    assert ratio == pytest.approx(0.6899, rel=0.005)          # the slip's factor
+    assert ratio == pytest.approx(0.6899, rel=0.005)          # 0.9146 / 1.3257 USD
+    # The registered slip is that ratio, computed from the two tables (not typed in).
+    slips = exercises._REGISTRY["parallel-decision-gpu-tp"].slips
+    assert any(f == pytest.approx(ratio, rel=1e-12) for f in slips)
+    assert px._ceiling_over_achievable() == pytest.approx(ratio, rel=1e-12)
     assert "ceiling" in repr(exercises.check("parallel-decision-gpu-tp",
                                              c.usd_per_million.iloc[0]))
 

@@ -213,7 +213,9 @@ def allreduce_protocols(n_bytes, n_devices, interconnect, *, network=None,
     of its intra-node steps costs at least NCCL's net overhead, and the tree (2 x (N/n - 1)
     intra + 2 log2(n) network steps) competes; both move at up to the node's network
     bandwidth (NCCL's channels each take their own NIC), LL at most NCCL's multi-node
-    llMaxBw."""
+    llMaxBw; the tree's LL128 at .92 x 120/128, its bandwidth x NCCL's size correction
+    (`hardware.links.nccl_tree_correction`), and a Simple ring's latency x1.4 (x1.9 on
+    Volta) once the message is 64 B a channel a rank."""
     import pandas as pd
 
     n = check_devices(n_devices)

@@ -183,7 +183,9 @@ def nccl_protocols():
     base + (2(N-1) - 2(n-1)) x intra-node step + 2(n-1) x network step (an intra step
     is at least NCCL's net overhead, 1 us on Intel hosts, 2 us on AMD, x3 for Simple,
     when n > 1); a tree all-reduce costs base + 2 x ((N/n - 1) x intra step + log2(n) x
-    network step), and NCCL halves a tree's bus bandwidth into its algorithm bandwidth.
+    network step), and NCCL halves a tree's bus bandwidth into its algorithm bandwidth,
+    then scales it by `nccl_tree_correction` (medium sizes); a multi-node Simple ring's
+    latency is x1.4 (x1.9 on Volta), `NCCL_RING_SIMPLE_MULTINODE_LATENCY`.
     LL128 is enabled by default only over NVLink (and, on Hopper and later, across
     nodes): NCCL relies on 128-byte stores arriving in order (https://github.com/NVIDIA/nccl/issues/786).
     NVLS and one-shot all-reduce are described by `NCCL_NVLS` and

@@ -179,7 +179,9 @@ def test_memory_plan_refuses_a_bad_reserve():
     t4 = hardware.get("T4")
     # NaN made every verdict NaN, inf a capacity of -inf, a negative reserve more memory
     # than the card has: each is refused, naming the parameter.
-    for bad in (math.nan, math.inf, -1e12):
+    # A reserve of all the card's memory or more (1e30, 15,843,721,216 B) left a capacity
+    # of zero or below.
+    for bad in (math.nan, math.inf, -1e12, 1e30, 15_843_721_216):
         with pytest.raises(ValueError, match="reserve_bytes"):
             colocation.MemoryPlan((), t4, bad)
     # A valid reserve: capacity = memory - reserve: a T4's 15,843,721,216 B (what torch

@@ -115,6 +115,10 @@ class MemoryPlan:
         # one more memory than the card has.
         object.__setattr__(self, "reserve_bytes",
                            _v.non_negative("reserve_bytes", self.reserve_bytes))
+        if self.reserve_bytes >= self.accelerator.memory_bytes:  # a negative capacity
+            raise ValueError(f"reserve_bytes {self.reserve_bytes:.3g} leaves nothing of "
+                             f"{self.accelerator.name}'s {self.accelerator.memory_bytes:.3g} "
+                             f"bytes of memory")
 
     @property
     def capacity_bytes(self) -> float:

@@ -110,7 +110,7 @@ def test_answer_key_lists_every_answer_for_instructors():
 # --- chapter 5: the MIG decision on the achievable model, the ceiling beside ----------------
 
 def test_mig_decision_is_taken_on_the_achievable_model_and_names_the_ceiling_slip():
-    from gpuinfer.exercises import serving as sx
+    from gpuinfer.exercises import chapter05_serving as sx
 
     d = sx.DECISION
     args = (d["model"], d["gpu"], d["batch"], d["context"], d["tpot_s"], d["dtype"])
@@ -122,3 +122,18 @@ def test_mig_decision_is_taken_on_the_achievable_model_and_names_the_ceiling_sli
     assert (opts["tpot_s"].dropna() > opts["tpot_ceiling_s"].dropna()).all()
     assert exercises.get("serving-decision-mig-profile").answer() == 2
     assert "roofline" in repr(exercises.check("serving-decision-mig-profile", 4))
+
+
+def test_each_exercise_lives_in_the_module_named_after_its_page():
+    # One module per page: "chapters/01_roofline" -> exercises.chapter01_roofline,
+    # "labs/04_quantised_weights" -> exercises.lab04_quantised_weights.
+    from gpuinfer import exercises
+
+    exercises.names()
+    misplaced = []
+    for ex in exercises._REGISTRY.values():
+        kind, page = ex.where.split("/")
+        expected = f"gpuinfer.exercises.{ {'chapters': 'chapter', 'labs': 'lab'}[kind] }{page}"
+        if ex.answer.__module__ != expected:
+            misplaced.append((ex.name, ex.where, ex.answer.__module__))
+    assert misplaced == []

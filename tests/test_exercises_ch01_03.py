@@ -3,7 +3,7 @@
 import pytest
 
 from gpuinfer import exercises, validate
-from gpuinfer.exercises import roofline as roofline_exercises
+from gpuinfer.exercises import chapter01_roofline as roofline_exercises
 
 # Llama-2-7B (Touvron et al. 2023, config.json): 32 layers, d_model 4096, MLP 11008,
 # vocabulary 32000. Weights a decode step's matmuls read, by hand:
@@ -129,7 +129,7 @@ def test_decision_names_the_ceiling_slip():
 def test_batching_saturation_slip_is_eight_over_one_request_time():
     # 8 / S(1) instead of 8 / S(8): S(1) = 6.93 ms (memory-bound), S(8) = 11.55 ms
     # (256 tokens, compute-bound), so the slip gives S(8) / S(1) = 1.67 times the answer.
-    from gpuinfer.exercises import batching as batching_exercises
+    from gpuinfer.exercises import chapter03_batching as batching_exercises
 
     s = batching_exercises.service()
     slip = 8 / s(1)
@@ -151,7 +151,7 @@ def test_decode_decision_by_hand_on_the_achievable_model():
     #   / 536,870,912 B a sequence = 79.2: 79 (the activations and attention's arithmetic,
     #   left out here, take one more off). On the ceiling: 0.035 x 2.039e12 = 71.365e9 B,
     #   (71.365 - 15.009) / 0.53687 = 104.97: 104 (the package, with activations: 103).
-    from gpuinfer.exercises import decode as decode_exercises
+    from gpuinfer.exercises import chapter02_decode_kv_cache as decode_exercises
 
     weights_b = 2 * (32 * (2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336) + 128256 * 4096)
     assert weights_b == 15_009_316_864
@@ -169,7 +169,7 @@ def test_decode_decision_by_hand_on_the_achievable_model():
 
 def test_largest_batch_within_achievable_meets_the_objective_and_the_next_does_not():
     from gpuinfer import achievable
-    from gpuinfer.exercises import decode as decode_exercises
+    from gpuinfer.exercises import chapter02_decode_kv_cache as decode_exercises
 
     b = decode_exercises.largest_batch_within("llama-3-8b", "A100 80GB", 4096, 0.035,
                                               achievable=True)
@@ -191,7 +191,7 @@ def test_batching_achievable_service_is_the_step_on_the_achievable_model():
     # 13.96e9 / (0.85 x 2.039e12) = 8.054 ms + 0.208 + 1.6 = 9.862 ms (activations: ~1%).
     import numpy as np
 
-    from gpuinfer.exercises import batching as batching_exercises
+    from gpuinfer.exercises import chapter03_batching as batching_exercises
 
     s = batching_exercises.service(achievable=True)
     by_hand = 2 * 6_979_321_856 / (BW_FRACTION * A100_BW) + GAPS_S + STEP_S
@@ -204,7 +204,7 @@ def test_batching_achievable_service_is_the_step_on_the_achievable_model():
 
 def test_batching_decision_rests_on_the_achievable_model():
     from gpuinfer import batching
-    from gpuinfer.exercises import batching as be
+    from gpuinfer.exercises import chapter03_batching as be
     ach = batching.sweep(be.service(achievable=True), be.DECISION_BATCHES, [0.0],
                          slo=be.DECISION_SLO_S, n=2000)
     ceil = batching.sweep(be.service(), be.DECISION_BATCHES, [0.0], slo=be.DECISION_SLO_S,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from gpuinfer import achievable, exercises, parallel
-from gpuinfer.exercises import parallel as px
+from gpuinfer.exercises import chapter08_multi_gpu as px
 
 # --- chapter 8: the GPU and TP degree -----------------------------------------------------
 
@@ -99,7 +99,7 @@ def test_cpu_or_gpu_decision_is_one_t4_on_the_achievable_model_and_on_the_ceilin
     #   0.526 / (3600 x 6000) x 1e6 = 0.024352 USD a million. The CPU side: a core at
     #   480 us serves fewer than 1,000/s within a 2 ms p99, four a machine, so 6,000/s
     #   need 2 machines at 0.34 USD/h: 0.68 / (3600 x 6000) x 1e6 = 0.031481 USD.
-    from gpuinfer.exercises import cost as cx
+    from gpuinfer.exercises import chapter06_cpu_vs_gpu as cx
 
     assert exercises.get("cpu-or-gpu-under-slo").answer() == pytest.approx(
         0.526 / (3600 * 6000) * 1e6, rel=1e-9)
@@ -116,7 +116,7 @@ def test_cpu_or_gpu_decision_is_one_t4_on_the_achievable_model_and_on_the_ceilin
 
 def test_cpu_or_gpu_flat_out_slip_states_the_exercise_numbers():
     # The slip's arithmetic is the exercise's own: 4 cores / 480 us = 8,333 predictions/s.
-    from gpuinfer.exercises import cost as cx
+    from gpuinfer.exercises import chapter06_cpu_vs_gpu as cx
 
     flat = cx.DECISION_CPU_CORES / cx.DECISION_CPU_SERVICE_S
     assert flat == pytest.approx(8333.33, rel=1e-4)

@@ -1,10 +1,10 @@
-"""The measuring labs' decision exercises (gpuinfer.exercises.labs_measure): the answers
+"""The measuring labs' decision exercises (gpuinfer.exercises.lab01_weight_reads, lab02_matmul_roofline, lab03_decode_batching): the answers
 worked by hand from the published figures and example prices, and the slips they name."""
 
 import pytest
 
 from gpuinfer import exercises, llm, speculative
-from gpuinfer.exercises import labs_measure
+from gpuinfer.exercises import lab01_weight_reads, lab03_decode_batching
 
 
 def test_cheapest_gpu_for_one_stream_by_hand():
@@ -22,16 +22,16 @@ def test_cheapest_gpu_for_one_stream_by_hand():
     # though its ceiling (13.219e9 / 320e9 = 41.3 ms -> 24.2 tokens/s) passes.
     t4 = achievable(320e9)
     assert t4 == pytest.approx(19.84, abs=0.01) and t4 < 20 < 320e9 / step_bytes
-    assert labs_measure.stream_tokens_per_s("T4") == pytest.approx(t4, rel=1e-3)
+    assert lab01_weight_reads.stream_tokens_per_s("T4") == pytest.approx(t4, rel=1e-3)
     # A10G: 13.219e9 / 510e9 = 25.92 ms + 1.81 ms -> 36.1 tokens/s: meets it.
     assert achievable(600e9) == pytest.approx(36.06, abs=0.02)
-    assert labs_measure.stream_tokens_per_s("A10G") >= 20
-    assert labs_measure.stream_tokens_per_s("H100 SXM") >= 20
+    assert lab01_weight_reads.stream_tokens_per_s("A10G") >= 20
+    assert lab01_weight_reads.stream_tokens_per_s("H100 SXM") >= 20
     # The A10G (USD 1.006/h) is cheaper than an eighth of a p5 (39.33 / 8 = 4.92/h).
     assert exercises.get("lab-weight-reads-cheapest-gpu").answer() == pytest.approx(1.006)
     # The former rule, gpt-fast's bandwidth share over every weight once, gave the same GPU.
     frac = 1397e9 / 2039e9
-    assert labs_measure.stream_tokens_per_s("T4", frac) == pytest.approx(
+    assert lab01_weight_reads.stream_tokens_per_s("T4", frac) == pytest.approx(
         frac * 320e9 / llm.weight_bytes("llama-2-7b", "fp16"))
 
 
@@ -78,7 +78,7 @@ def test_speculation_switches_off_between_128_and_256():
     off = {a: speculative.cutoff_batch("llama-3-8b", "llama-3.2-1b", "H100 SXM",
                                        achievable=a, **kw) for a in (True, False)}
     assert 128 < off[True] < off[False] < 256
-    assert labs_measure.spec_speedups() == gain
+    assert lab03_decode_batching.spec_speedups() == gain
     assert exercises.get("lab-decode-speculation-largest-batch").answer() == 128
     assert "below 1" in repr(exercises.check("lab-decode-speculation-largest-batch", 256))
 

@@ -1,4 +1,4 @@
-"""The decisions of labs 4 and 7 (gpuinfer.exercises.labs_parallel): the answers worked
+"""The decisions of labs 4 and 7 (gpuinfer.exercises.lab04_quantised_weights and lab07_tensor_parallel): the answers worked
 by hand, and the slips they name."""
 
 import math
@@ -64,7 +64,7 @@ def test_t4_format_for_speed_by_hand():
     arithmetic is done here: bytes at 0.85 x 320 GB/s, weight-only matmuls at a further
     0.83 (int8) or 0.74 (int4), 32 x 13 kernel gaps of 0.5 us, 1.6 ms a step."""
     from gpuinfer import llm
-    from gpuinfer.exercises import labs_parallel
+    from gpuinfer.exercises import lab04_quantised_weights as labs_parallel
 
     def per_user(fmt, weight_only):
         t = llm.decode_step_breakdown("mistral-7b", "T4", 8, 4096, fmt, kv_dtype="fp16")
@@ -93,7 +93,7 @@ def test_t4_format_for_speed_by_hand():
     ("int8", True, "misses 25"), ("int8", False, "int8's ceiling"),
     ("int4", False, "int4's ceiling")])
 def test_t4_format_for_speed_slips(fmt, achievable, words):
-    from gpuinfer.exercises import labs_parallel
+    from gpuinfer.exercises import lab04_quantised_weights as labs_parallel
 
     given = labs_parallel.t4_tokens_per_user(fmt, achievable)
     result = exercises.check("lab-quant-t4-format-speed", given)

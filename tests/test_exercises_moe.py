@@ -7,7 +7,7 @@ import math
 import pytest
 
 from gpuinfer import exercises, llm, parallel, validate
-from gpuinfer.exercises import moe
+from gpuinfer.exercises import chapter10_mixture_of_experts as moe
 
 # DeepSeek-V3's config.json: hidden 7168, 61 layers (first 3 dense, d_ff 18432), vocab
 # 129280, 256 routed experts + 1 shared of width 2048, top-8; MLA: q_lora_rank 1536,

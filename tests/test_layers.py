@@ -180,12 +180,12 @@ def test_a_private_name_is_found_through_an_alias_and_a_from_import():
     tree = ast.parse("from . import bench as _b\nfrom .bench import _sweep\n"
                      "import gpuinfer\nfrom gpuinfer import exercises\n"
                      "_b._device('cpu'); _b.time_fn; self._x; _b.__doc__\n"
-                     "exercises.roofline._gpt_fast_fraction; gpuinfer.bench._kind\n")
+                     "exercises.chapter01_roofline._gpt_fast_fraction; gpuinfer.bench._kind\n")
     path = PACKAGE / "x.py"
     _, aliases, names = _imports("gpuinfer.x", path, tree)
     assert _private_uses(tree, aliases, names) == {
         "gpuinfer.bench._device", "gpuinfer.bench._sweep", "gpuinfer.bench._kind",
-        "gpuinfer.exercises.roofline._gpt_fast_fraction"}
+        "gpuinfer.exercises.chapter01_roofline._gpt_fast_fraction"}
 
 
 # --- the package --------------------------------------------------------------------------

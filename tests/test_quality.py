@@ -188,7 +188,7 @@ def test_exercise_kv_uses_a_model_without_a_window():
 
 
 def test_exercise_decision_rests_on_model_quality():
-    from gpuinfer.exercises import quant as qx
+    from gpuinfer.exercises import chapter04_quantisation as qx
 
     t = qx.decision_table()
     # int4 g128 passes the quality budget (>= 97%) but not the speed one at batch 256.
@@ -223,7 +223,7 @@ def test_exercise_decision_on_the_achievable_model_by_hand():
     #   fp8:  3.6396 + 0.2740 + 3.0579 + 0.0011 + 1.808 =  8.781 ms -> 29,155 tokens/s
     #   speed-up 11.806 / 8.781 = 1.345 >= 1.3 (the ceiling: 1.49x); W4A16's 16-bit
     #   matmuls are compute-bound like bf16's: 1.00x (the ceiling 1.15x), too slow.
-    from gpuinfer.exercises import quant as qx
+    from gpuinfer.exercises import chapter04_quantisation as qx
 
     layer = 2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336
     assert layer == 218_103_808
@@ -269,7 +269,7 @@ def test_decision_ceiling_slip_follows_the_calibrated_model():
     # The quantisation decision's "you used the ceiling" hint is the ratio of the chosen
     # format's ceiling to its achievable throughput as the model now stands, not a typed one.
     from gpuinfer import exercises
-    from gpuinfer.exercises import quant as qx
+    from gpuinfer.exercises import chapter04_quantisation as qx
 
     t = qx.decision_table()
     choice = qx.decision_choice()

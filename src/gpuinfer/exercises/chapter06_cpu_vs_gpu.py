@@ -1,10 +1,5 @@
-"""Exercises of the chapter *CPU or GPU? Cost per prediction* and the lab *Small model:
-CPU or GPU?*.
-
-Each question states its units and rounding; hints name the common slips (pricing a
-machine run flat out as if a queue that busy could meet a latency objective; adding the
-host's dispatch to the GPU's kernels when asynchronous launches overlap them).
-"""
+"""The exercises asked in `chapters/06_cpu_vs_gpu` (every registration here has
+`where="chapters/06_cpu_vs_gpu"`) and the helpers only they use."""
 
 import functools
 
@@ -14,7 +9,6 @@ from .. import batching, cost, tabular
 from . import register
 
 WHERE = "chapters/06_cpu_vs_gpu"
-LAB = "labs/05_cpu_vs_gpu"
 
 #: The batch-1 exercise's stated costs (s): one host-device copy, as the GDRCopy README
 #: puts a cudaMemcpy's overhead ("6-7 us"; references.bib: gdrcopy); the host's dispatch
@@ -23,7 +17,9 @@ LAB = "labs/05_cpu_vs_gpu"
 #: runs, taken as the 2.9 us short kernel of NVIDIA's CUDA-graphs post (an assumption the
 #: chapter states).
 COPY_S = tabular.HOST_COPY_LATENCY_S  # one cudaMemcpy (GDRCopy README: 6-7 us)
+
 KERNEL_S = 4e-6
+
 MIN_KERNEL_S = tabular.CUDA_GRAPHS_BLOG_PER_KERNEL_S["kernel alone"]
 
 #: The decision exercise: a CPU machine whose cores each serve one prediction at a time in
@@ -38,20 +34,29 @@ MIN_KERNEL_S = tabular.CUDA_GRAPHS_BLOG_PER_KERNEL_S["kernel alone"]
 #: objective of `DECISION_SLO_S`. `DECISION_GPU_PER_ITEM_CEILING_S`: the same T4 on its
 #: datasheet ceilings (0.125 us a prediction), the ceiling beside the decision.
 DECISION_DEMAND_PER_S = 6000.0
+
 DECISION_SLO_S = 2e-3
+
 DECISION_CPU_SERVICE_S = 480e-6
+
 DECISION_CPU_CORES = 4
+
 DECISION_GPU_FIXED_S = 50e-6
+
 DECISION_GPU_PER_ITEM_S = 0.21e-6
+
 DECISION_GPU_PER_ITEM_CEILING_S = 0.125e-6
+
 DECISION_GPU_MAX_BATCH = 64
+
 #: Requests in each capacity search: `batching.capacity`'s default 4,000 (one seed) put a
 #: core at 1,040 predictions/s; 40,000 give 992, within 1% of a 200,000-request run (985).
 #: The machine counts, and so the answer, are the same either way.
 DECISION_REQUESTS = 40_000
-_CPU = cost.example_price("AWS c5.2xlarge")
-_GPU = cost.example_price("AWS g4dn.xlarge")
 
+_CPU = cost.example_price("AWS c5.2xlarge")
+
+_GPU = cost.example_price("AWS g4dn.xlarge")
 
 @register("cost-per-million-quarter-busy", where=WHERE,
           question="Cost per million predictions of a $0.526/h GPU machine that could serve "
@@ -60,7 +65,6 @@ _GPU = cost.example_price("AWS g4dn.xlarge")
           hint="Price per second / predictions per second actually served, times a million.")
 def _():
     return cost.cost_per_million(0.526, 2e6, utilisation=0.25)
-
 
 @register("cost-break-even-utilisation", where=WHERE,
           question="Utilisation at which a $0.526/h GPU serving 2,000,000 predictions/s "
@@ -72,7 +76,6 @@ def _():
 def _():
     return cost.break_even_utilisation(0.526, 2e6, 0.34, 1e5)
 
-
 def batch1_t4_s(overlap=True, min_kernel_s=MIN_KERNEL_S, copies=True):
     """The batch-1 exercise's pass on a T4 (fp16, datasheet ceilings), seconds: two copies
     of `COPY_S`, then `tabular.predicted_latency_s` with `KERNEL_S` of host time a kernel
@@ -82,14 +85,11 @@ def batch1_t4_s(overlap=True, min_kernel_s=MIN_KERNEL_S, copies=True):
                                          min_kernel_s=min_kernel_s)
     return pass_s + (2 * COPY_S if copies else 0.0)
 
-
 #: The roofline work of that pass (s): each kernel's bytes over 320 GB/s, summed.
 WORK_T4_S = tabular.predicted_latency_s(1, "T4", 0.0, dtype="fp16")
 
-
 def _fixed_share(**how):
     return 1 - WORK_T4_S / batch1_t4_s(**how)
-
 
 @register("tabular-fixed-share-t4", where=WHERE,
           question="The chapter's MLP (64-1024-1024-1024-1, fp16) at batch 1 on a T4: two "
@@ -118,7 +118,6 @@ def _fixed_share(**how):
 def _():
     return _fixed_share()
 
-
 @functools.lru_cache(maxsize=None)
 def decision_table(gpu_per_item_s=DECISION_GPU_PER_ITEM_S):
     """The decision exercise worked out: for each machine, the Poisson rate one machine
@@ -143,7 +142,6 @@ def decision_table(gpu_per_item_s=DECISION_GPU_PER_ITEM_S):
                      "usd_per_million": cost.cost_per_million_at_demand(
                          price.price_per_hour, per_machine, DECISION_DEMAND_PER_S)})
     return pd.DataFrame(rows).set_index("machine")
-
 
 @register("cpu-or-gpu-under-slo", where=WHERE,
           question=f"Poisson traffic of {DECISION_DEMAND_PER_S:,.0f} predictions/s must see "
@@ -174,27 +172,3 @@ def decision_table(gpu_per_item_s=DECISION_GPU_PER_ITEM_S):
                  "cheaper option here."})
 def _():
     return float(decision_table()["usd_per_million"].min())
-
-
-@register("lab-cpu-gpu-params", where=LAB,
-          question="Parameters of an MLP 64 -> 256 -> 256 -> 1 (weights and biases)",
-          unit="parameters", hint="Each layer has in x out weights and out biases.",
-          rel_tol=0.0)
-def _():
-    return tabular.mlp_params(64, (256, 256), 1)
-
-
-@register("lab-cpu-gpu-cost-at-demand", where=LAB,
-          question="Cost per million predictions when 500 predictions/s arrive at one "
-          "$0.526/h GPU machine able to serve 1,000,000/s", unit="USD",
-          hint="You pay for the whole hour; only 500 x 3600 predictions share it.")
-def _():
-    return cost.cost_per_million_at_demand(0.526, 1e6, 500)
-
-
-@register("lab-cpu-gpu-launch-bound-throughput", where=LAB,
-          question="Most predictions/s a GPU can serve one at a time (batch 1) when each "
-          "forward pass launches 7 kernels at 5 us each and the work itself is free",
-          unit="predictions/s", hint="One prediction per (kernels x overhead) seconds.")
-def _():
-    return 1.0 / (tabular.mlp_kernels((1024, 1024, 1024)) * 5e-6)

@@ -1,26 +1,24 @@
-"""Exercises of the chapter *Batching, latency and SLOs* and the lab *Batching under load*."""
+"""The exercises asked in `chapters/03_batching` (every registration here has
+`where="chapters/03_batching"`) and the helpers only they use."""
 
 import numpy as np
 
 from .. import achievable as _achievable
-from .. import batching
-from .. import validate
+from .. import batching, validate
 from . import register
 
 WHERE = "chapters/03_batching"
-LAB = "labs/06_batching_under_load"
 
 # The chapter's running example: an embedding service. A request is one forward pass of
 # e5-mistral-7b-instruct (Mistral-7B's shape, `llm.get("mistral-7b")`) over a 32-token
 # query, fp16, no LM head (the embedding is a pooled hidden state), on an A100 80GB.
 MODEL, GPU, QUERY_TOKENS = "mistral-7b", "A100 80GB", 32
-DECISION_SLO_S, DECISION_BATCHES = 0.050, (1, 2, 4, 8, 16, 32)
 
+DECISION_SLO_S, DECISION_BATCHES = 0.050, (1, 2, 4, 8, 16, 32)
 
 def _ratio(wrong, right) -> float:
     """A slip's factor: the answer a slip gives over the right one."""
     return float(wrong) / float(right)
-
 
 def service(achievable=False):
     """Seconds of a batch of b embedding requests (batch -> seconds, vectorised): from the
@@ -47,7 +45,6 @@ def service(achievable=False):
     one(1)  # a bad `achievable` fails here, not at the first call
     return timed
 
-
 @register("batching-md1-wait", where=WHERE,
           question="Mean queueing wait of an M/D/1 server: 80 requests/s, 10 ms each. In "
           "seconds.", unit="s",
@@ -60,7 +57,6 @@ def service(achievable=False):
 def _():
     return batching.md1_mean_wait(80.0, 0.010)
 
-
 @register("batching-greedy-by-hand", where=WHERE,
           question="Requests at 0, 2, 4 and 6 ms; every batch takes 5 ms; max_batch 4, "
           "no queue delay. When does the last request finish? In seconds.", unit="s",
@@ -72,7 +68,6 @@ def _():
 def _():
     df = batching.simulate([0.0, 0.002, 0.004, 0.006], 0.005, max_batch=4)
     return float(df["finish"].max())
-
 
 @register("batching-saturation-8", where=WHERE,
           question="Saturation throughput (every batch full) of the chapter's embedding "
@@ -89,7 +84,6 @@ def _():
 def _():
     return batching.saturation_throughput(service(), 8)
 
-
 @register("batching-light-load-latency", where=WHERE,
           question="At light load (one request, nobody else), the chapter's embedding "
           "service with max_batch 8 and max_queue_delay 2 ms: the request's latency, in "
@@ -98,7 +92,6 @@ def _():
           "comes, then runs as a batch of one.")
 def _():
     return float(batching.simulate([0.0], service(), 8, 0.002)["latency"].iloc[0])
-
 
 @register("batching-decision-max-batch", where=WHERE,
           question="Decision: the chapter's embedding service must keep the p99 latency "
@@ -116,32 +109,3 @@ def _():
     table = batching.sweep(service(achievable=True), DECISION_BATCHES, [0.0],
                            slo=DECISION_SLO_S, n=2000)
     return float(batching.best_policy(table, within=0.02)["max_batch"])
-
-
-# --- the lab: a measured table, given here so the answers do not depend on a device ---
-LAB_TABLE = {1: 0.004, 2: 0.0041, 4: 0.0043, 8: 0.0048, 16: 0.0058, 32: 0.0080}
-
-
-@register("lab-batching-saturation", where=LAB,
-          question="With the measured table {1: 4.0, 2: 4.1, 4: 4.3, 8: 4.8, 16: 5.8, "
-          "32: 8.0} ms, the saturation throughput at max_batch 32", unit="requests/s",
-          hint="Full batches: 32 requests every S(32).")
-def _():
-    return batching.saturation_throughput(LAB_TABLE, 32)
-
-
-@register("lab-batching-interpolated", where=LAB,
-          question="Same table: the service time of a batch of 24, read linearly between "
-          "the measured 16 and 32", unit="s",
-          hint="Linear interpolation: S(16) + (24 - 16) / (32 - 16) x (S(32) - S(16)).")
-def _():
-    return batching.service_table(list(LAB_TABLE), list(LAB_TABLE.values()))(24)
-
-
-@register("lab-batching-merged-md1", where=LAB,
-          question="Two models, batch 1 each, 10 ms a request, sharing one GPU; they "
-          "receive 40 and 30 requests/s (Poisson). Mean queueing wait", unit="s",
-          hint="Two independent Poisson streams merge into one Poisson stream at the sum "
-          "of the rates; with equal service times the GPU is one M/D/1 queue.")
-def _():
-    return batching.md1_mean_wait(40.0 + 30.0, 0.010)

@@ -1,9 +1,5 @@
-"""Exercises of the chapter *Beyond one GPU* and the lab *Tensor-parallel layers*.
-
-Each question states its units and rounding; hints name the common slips (one protocol's
-latency with another's bandwidth, a head split in half, an instance's price for a GPU's,
-the memory limit without the latency objective) without giving the answer.
-"""
+"""The exercises asked in `chapters/08_multi_gpu` (every registration here has
+`where="chapters/08_multi_gpu"`) and the helpers only they use."""
 
 import functools
 
@@ -12,9 +8,9 @@ import numpy as np
 from .. import achievable as _achievable
 from .. import cost, hardware, llm, parallel
 from . import register
+from .common import costs, ll_slip
 
 WHERE = "chapters/08_multi_gpu"
-LAB = "labs/07_tensor_parallel"
 
 #: The chapter's model and context.
 MODEL, CONTEXT = "llama-2-70b", 4096
@@ -24,11 +20,12 @@ MODEL, CONTEXT = "llama-2-70b", 4096
 #: instance; references.bib: aws_capacity_blocks). Inputs to edit, not facts about your bill.
 DECISION_INSTANCES = {"H100 SXM": "AWS p5.48xlarge (Capacity Block)",
                       "H200": "AWS p5e.48xlarge (Capacity Block)"}
+
 #: Time-per-output-token objective (s) every decode step must meet, and the TP degrees
 #: considered (one HGX server at most).
 DECISION_TPOT_S = 0.025
-DECISION_DEGREES = (1, 2, 4, 8)
 
+DECISION_DEGREES = (1, 2, 4, 8)
 
 def tp_decode_step_s(model, accelerator, n_devices, batch=1, context=0, *, achievable=True):
     """Seconds of one fp16 tensor-parallel decode step (every sequence at `context` cached
@@ -43,7 +40,6 @@ def tp_decode_step_s(model, accelerator, n_devices, batch=1, context=0, *, achie
     return _step_s(llm.get(model).name, hardware.get(accelerator).name, int(n_devices),
                    int(batch), int(context), bool(achievable))
 
-
 @functools.lru_cache(maxsize=None)
 def _step_s(model, accelerator, n_devices, batch, context, achievable=True):
     if not achievable:
@@ -54,7 +50,6 @@ def _step_s(model, accelerator, n_devices, batch, context, achievable=True):
                                       np.full(batch, context), "fp16", achievable=eff)
     comm = parallel.tp_decode_breakdown(m, accelerator, n_devices, batch, context)["comm_s"]
     return float(_achievable.overheads(rows["seconds"].sum() + comm, m.n_layers, eff))
-
 
 def largest_tp_batch_within(model, accelerator, n_devices, context, tpot_s, achievable=True):
     """The largest batch whose tensor-parallel decode step on `n_devices` (every sequence
@@ -75,12 +70,10 @@ def largest_tp_batch_within(model, accelerator, n_devices, context, tpot_s, achi
             hi = mid - 1
     return lo
 
-
 def price_per_gpu_hour(accelerator):
     """USD a GPU-hour of the decision exercise's `accelerator` ("H100 SXM", "H200"): its
     instance's price over its GPUs (`cost.price_per_gpu_hour`)."""
     return cost.price_per_gpu_hour(DECISION_INSTANCES[accelerator])
-
 
 def cost_per_million_tokens(model, accelerator, n_devices, batch, context, achievable=True):
     """USD per million output tokens of one TP group at `batch`, fully busy: N GPUs at
@@ -88,7 +81,6 @@ def cost_per_million_tokens(model, accelerator, n_devices, batch, context, achie
     step = tp_decode_step_s(model, accelerator, n_devices, batch, context,
                             achievable=achievable)
     return n_devices * price_per_gpu_hour(accelerator) / (3600 * batch / step) * 1e6
-
 
 @functools.lru_cache(maxsize=None)
 def decision_table(model=MODEL, context=CONTEXT, tpot_s=DECISION_TPOT_S, achievable=True):
@@ -117,7 +109,6 @@ def decision_table(model=MODEL, context=CONTEXT, tpot_s=DECISION_TPOT_S, achieva
                                            if fits else float("nan"))})
     return pd.DataFrame(rows).sort_values("usd_per_million").reset_index(drop=True)
 
-
 def _ceiling_over_achievable() -> float:
     """The decision exercise's ceiling slip: the cheapest choice's USD per million tokens
     on the ceiling over the achievable model's, from the decision table as it stands (not
@@ -125,37 +116,18 @@ def _ceiling_over_achievable() -> float:
     ceiling = decision_table(achievable=False)["usd_per_million"].iloc[0]
     return float(ceiling / decision_table()["usd_per_million"].iloc[0])
 
-
-def _costs(link):
-    """'LL: 6.6 us, 0.6 us a step, 0.5 of the bandwidth; ...' from the catalogue's NCCL
-    model of `link`, for the hints (one source for the numbers)."""
-    ic = hardware.get_interconnect(link)
-    return "; ".join(f"{p}: {c.base_latency_s * 1e6:.1f} us + {c.step_latency_s * 1e6:.1f} us "
-                     f"a step, {c.bandwidth_fraction:g} of the bandwidth"
-                     for p, c in ic.protocols.items())
-
-
-def _ll_slip(n_bytes, n_devices, link, fraction=1.0):
-    """A single-protocol slip: LL's latency with `fraction` of NCCL's bandwidth for the
-    link (1: all of it; 0.5: LL's half without NCCL's llMaxBw cap), over NCCL's fastest
-    protocol. Cheap (no table), so it can run when the module loads."""
-    ic = hardware.get_interconnect(link)
-    ll = ic.nccl("LL")
-    steps, share = 2 * (n_devices - 1), 2 * (n_devices - 1) / n_devices
-    slip = ll.base_latency_s + steps * ll.step_latency_s \
-        + share * n_bytes / (fraction * ic.nccl_bus_bandwidth_bytes_per_s)
-    return slip / parallel.interconnect_allreduce_time(n_bytes, n_devices, link)
-
-
 #: NCCL's cap on LL's bandwidth on one node, GB/s, for the hints.
 _LL_MAX_GBS = {arch: bw / 1e9 for arch, bw in hardware.NCCL_LL_MAX_BUS_BANDWIDTH.items()}
+
 #: NVLink in NCCL's topology (GB/s a direction: links x NCCL's figure a link) and on the
 #: datasheet, for the questions (one source for the numbers).
 _NV4, _NV5 = hardware.get_interconnect("NVLink 4"), hardware.get_interconnect("NVLink 5")
-_NV4_NCCL_GBS = _NV4.nccl_bus_bandwidth_bytes_per_s / 1e9
-_NV4_LINK_GBS = hardware.NCCL_NVLINK_GB_PER_S["hopper"]
-_NV5_NCCL_GBS = _NV5.nccl_bus_bandwidth_bytes_per_s / 1e9
 
+_NV4_NCCL_GBS = _NV4.nccl_bus_bandwidth_bytes_per_s / 1e9
+
+_NV4_LINK_GBS = hardware.NCCL_NVLINK_GB_PER_S["hopper"]
+
+_NV5_NCCL_GBS = _NV5.nccl_bus_bandwidth_bytes_per_s / 1e9
 
 @register("parallel-allreduce-batch64", where=WHERE,
           question="Time of one all-reduce of Llama-2-70B's fp16 activations at batch 64 "
@@ -166,20 +138,19 @@ _NV5_NCCL_GBS = _NV5.nccl_bus_bandwidth_bytes_per_s / 1e9
           "protocols. Seconds, three significant figures.", unit="seconds",
           hint="Per protocol: base + 2(N-1) x step latency + 2(N-1)/N x bytes / "
           f"({_NV4_NCCL_GBS:.1f}e9 x "
-          f"fraction). {_costs('NVLink 4')}; on one node LL's bandwidth is also capped at "
+          f"fraction). {costs('NVLink 4')}; on one node LL's bandwidth is also capped at "
           f"NCCL's llMaxBw, {_LL_MAX_GBS['hopper']:.0f} GB/s on Hopper. Take the smallest.",
-          slips={_ll_slip(2**20, 8, "NVLink 4"):
+          slips={ll_slip(2**20, 8, "NVLink 4"):
                  "That is LL's latency with the link's full bandwidth: LL sends 4 bytes of "
                  "flag with every 4 bytes of data, so it reaches half of it at most, and on "
                  f"one Hopper node no more than {_LL_MAX_GBS['hopper']:.0f} GB/s.",
-                 _ll_slip(2**20, 8, "NVLink 4", 0.5):
+                 ll_slip(2**20, 8, "NVLink 4", 0.5):
                  f"That is LL at half of NCCL's {_NV4_NCCL_GBS:.1f} GB/s: on one node NCCL caps "
                  "LL at its "
                  f"llMaxBw, {_LL_MAX_GBS['hopper']:.0f} GB/s for Hopper."})
 def _():
     m = llm.get(MODEL)
     return parallel.interconnect_allreduce_time(64 * m.d_model * 2, 8, "NVLink 4")
-
 
 @register("parallel-fewest-h100", where=WHERE,
           question="Fewest H100 SXM (a valid tensor-parallel degree: 1, 2, 4, 8, ...) that "
@@ -193,7 +164,6 @@ def _():
                       "cache as well."})
 def _():
     return parallel.min_tp_degree(MODEL, "H100 SXM", CONTEXT, batch=32)
-
 
 @register("parallel-crossover-batch1", where=WHERE,
           question="Smallest tensor-parallel degree (a valid one: 2, 4, 8, 16, ...) at which "
@@ -217,7 +187,6 @@ def _():
 def _():
     return parallel.crossover_devices(MODEL, "B200", batch=1, context=CONTEXT)
 
-
 @register("parallel-kv-per-device-16", where=WHERE,
           question="KV-cache bytes one token costs each device when Llama-2-70B (80 layers, "
           "8 KV heads of 128) is sharded by heads over 16 devices, in fp16. An exact whole "
@@ -230,7 +199,6 @@ def _():
                       "its own KV heads."})
 def _():
     return parallel.tp_kv_cache_bytes_per_token(MODEL, 16, "fp16")
-
 
 @register("parallel-launch-breakeven", where=WHERE,
           question="Llama-2-70B fp16 on 4 H200 (tensor parallel), batch 1, 4,096 tokens of "
@@ -250,11 +218,10 @@ def _():
     kernels = llm.get(MODEL).n_layers * parallel.KERNELS_PER_LAYER
     return parts["shard_s"] / kernels * 1e6
 
-
 @register("parallel-decision-gpu-tp", where=WHERE,
           question="Decision: serve Llama-2-70B fp16, every sequence at 4,096 tokens of "
           f"context, with a time per output token of at most {DECISION_TPOT_S * 1e3:g} ms, on "
-          "the achievable model (gpuinfer.exercises.parallel.tp_decode_step_s: the shard's "
+          "the achievable model (gpuinfer.exercises.chapter08_multi_gpu.tp_decode_step_s: the shard's "
           "operations on achievable.FITTED, NCCL's all-reduces, "
           f"{_achievable.FITTED.kernel_gap_s * 1e6:g} us a kernel and "
           f"{_achievable.FITTED.step_s * 1e3:g} ms a step). "
@@ -284,35 +251,3 @@ def _():
                          "model."})
 def _():
     return float(decision_table()["usd_per_million"].iloc[0])
-
-
-@register("lab-tp-bytes-sent", where=LAB,
-          question="Bytes each of 4 ranks sends in a ring all-reduce of an 8 MiB tensor "
-          "(8 x 2**20 bytes). An exact whole number of bytes.",
-          unit="bytes", hint="Reduce-scatter then all-gather: each sends (N-1)/N of the "
-          "tensor twice. MiB is 2**20 bytes, not 1e6.")
-def _():
-    return parallel.allreduce_bytes_sent(8 * 2**20, 4)
-
-
-@register("lab-tp-bus-bandwidth", where=LAB,
-          question="Bus bandwidth of a 2-rank all-reduce of 8e6 bytes that took 10 ms. "
-          "Bytes per second.",
-          unit="bytes/s", hint="Algorithm bandwidth (bytes / seconds) times 2(N-1)/N, "
-          "as nccl-tests reports it; 10 ms is 0.010 s.")
-def _():
-    return parallel.allreduce_bus_bandwidth(8e6, 2, 0.010)
-
-
-@register("lab-tp-pcie-allreduce", where=LAB,
-          question="Time of an all-reduce of 1 MiB (2**20 bytes) between 2 GPUs over PCIe "
-          "Gen4 x16 (31.5 GB/s each way), with NCCL's ring cost model: the faster of its LL "
-          "and Simple protocols (LL128 is off on PCIe). Seconds, three significant figures.",
-          unit="seconds",
-          hint="Two devices: 2(N-1) = 2 steps, and each sends the message once, at the "
-          f"protocol's share of 31.5 GB/s. {_costs('PCIe Gen4 x16')}. Take the smaller.",
-          slips={_ll_slip(2**20, 2, "PCIe Gen4 x16"):
-                 "That is LL's latency with the full bandwidth: LL reaches half of it. "
-                 "Compute LL and Simple each with its own numbers."})
-def _():
-    return parallel.interconnect_allreduce_time(2**20, 2, "PCIe Gen4 x16")

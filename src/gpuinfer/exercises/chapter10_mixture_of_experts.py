@@ -1,52 +1,44 @@
-"""Exercises of the chapter *Mixtures of experts* and the lab *An MoE layer's experts*.
-
-Each question states its units and rounding; hints name the common slips (every expert
-counted where a step reads only the touched ones, k/E taken for the fraction touched at a
-large batch, a dense model's compute-bound batch, an instance's price for a GPU's, the
-memory limit without the latency objective) without giving the answer.
-"""
+"""The exercises asked in `chapters/10_mixture_of_experts` (every registration here has
+`where="chapters/10_mixture_of_experts"`) and the helpers only they use."""
 
 import functools
 
 from .. import cost, hardware, llm, parallel
 from .. import validate as _v
 from . import register
-
-_DS, _MX, _QW = llm.get("deepseek-v3"), llm.get("mixtral-8x7b"), llm.get("qwen3-30b-a3b")
+from .common import DS
 
 WHERE = "chapters/10_mixture_of_experts"
-LAB = "labs/10_moe_experts"
 
 #: The decision exercise: Qwen3-235B-A22B on one HGX server of 8 GPUs, every sequence at
 #: this context, each decode step within the time-per-output-token objective.
 DECISION_MODEL, DECISION_CONTEXT, DECISION_TPOT_S, DECISION_GPUS = (
     "qwen3-235b-a22b", 4096, 0.030, 8)
+
 #: The GPUs and the example instances that price them (`gpuinfer.cost.EXAMPLE_PRICES`: AWS
 #: EC2 Capacity Blocks, eight GPUs an instance). Inputs to edit, not facts about your bill.
 DECISION_INSTANCES = {"H100 SXM": "AWS p5.48xlarge (Capacity Block)",
                       "H200": "AWS p5e.48xlarge (Capacity Block)"}
+
 #: Weight formats: bf16/fp16 as Qwen publishes the model, fp8 weights (Qwen also ships an
 #: fp8 checkpoint with 128 x 128 block scales; here its bytes, the matmuls at the 16-bit peak).
 DECISION_FORMATS = ("fp16", "fp8")
+
 #: The layouts `parallel.moe_layouts` compares.
 DECISION_LAYOUTS = ("TP", "EP + TP attention", "EP + DP attention")
-
 
 def price_per_gpu_hour(accelerator):
     """USD a GPU-hour of the decision's `accelerator`: its instance's price over its GPUs."""
     return cost.price_per_gpu_hour(DECISION_INSTANCES[
         _v.choice("accelerator", accelerator, DECISION_INSTANCES)])
 
-
 @functools.lru_cache(maxsize=None)
 def _layouts(model, accelerator, n_devices, batch, context, dtype):
     return parallel.moe_layouts(model, accelerator, n_devices, batch, context, dtype)
 
-
 def _row(model, accelerator, n_devices, batch, context, dtype, layout):
     table = _layouts(model, accelerator, n_devices, batch, context, dtype)
     return table.loc[layout] if layout in table.index else None
-
 
 def largest_batch_within(model, accelerator, n_devices, context, dtype, layout, tpot_s):
     """The largest batch (sequences, all devices together) whose decode step in `layout`
@@ -71,7 +63,6 @@ def largest_batch_within(model, accelerator, n_devices, context, dtype, layout, 
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if ok(mid) else (lo, mid)
     return lo
-
 
 @functools.lru_cache(maxsize=None)
 def decision_table(model=DECISION_MODEL, context=DECISION_CONTEXT, tpot_s=DECISION_TPOT_S,
@@ -99,7 +90,6 @@ def decision_table(model=DECISION_MODEL, context=DECISION_CONTEXT, tpot_s=DECISI
                              / (3600 * tps) * 1e6})
     return pd.DataFrame(rows).sort_values("usd_per_million").reset_index(drop=True)
 
-
 @register("moe-active-fraction-deepseek", where=WHERE,
           question="What fraction of DeepSeek-V3's parameters does one token use "
           "(llm.get('deepseek-v3').n_active_params over n_params)? A fraction between 0 and "
@@ -107,14 +97,13 @@ def decision_table(model=DECISION_MODEL, context=DECISION_CONTEXT, tpot_s=DECISI
           hint="Active: every weight but the routed experts a token is not sent to; each of "
           "the 58 MoE layers keeps its shared expert and 8 of its 256 routed experts "
           "(3 x 7168 x 2048 weights each). The embedding and the LM head count in both.",
-          slips={(_DS.experts_per_token / _DS.n_experts)
-                 / (_DS.n_active_params / _DS.n_params): "That is k/E, the routed experts' share alone: "
+          slips={(DS.experts_per_token / DS.n_experts)
+                 / (DS.n_active_params / DS.n_params): "That is k/E, the routed experts' share alone: "
                  "attention, the dense layers, the shared expert and the embeddings are "
                  "active for every token too."})
 def _():
     m = llm.get("deepseek-v3")
     return m.n_active_params / m.n_params
-
 
 @register("moe-experts-touched-deepseek-64", where=WHERE,
           question="Under uniform routing, how many distinct routed experts does one "
@@ -122,12 +111,11 @@ def _():
           "tokens? Expected value, one decimal.", unit="experts",
           hint="A given expert is missed by one token with probability 1 - 8/256, by all 64 "
           "with that to the 64th power: E (1 - (1 - k/E)^64).",
-          slips={min(256, 64 * 8) / llm.experts_touched(_DS, 64):
+          slips={min(256, 64 * 8) / llm.experts_touched(DS, 64):
                  "That is 64 x 8 capped at E: tokens share experts; count each expert once.",
-                 8 / llm.experts_touched(_DS, 64): "That is k, the batch-1 count."})
+                 8 / llm.experts_touched(DS, 64): "That is k, the batch-1 count."})
 def _():
     return llm.experts_touched("deepseek-v3", 64)
-
 
 @register("moe-step-gb-deepseek-64", where=WHERE,
           question="How many GB of weights does one DeepSeek-V3 decode step of 64 tokens read "
@@ -137,15 +125,14 @@ def _():
           hint="Attention, the 3 dense MLPs, the 58 shared experts and the LM head are read "
           "whatever the batch; add 58 layers x the experts touched at 64 tokens x 3 x 7168 "
           "x 2048 bytes, and the routers (7168 x 256 a layer, 2 bytes).",
-          slips={llm.step_weight_bytes(_DS, "fp8", 1 << 20)
-                 / llm.step_weight_bytes(_DS, "fp8", 64): "That is every weight once: at 64 tokens a step has not "
+          slips={llm.step_weight_bytes(DS, "fp8", 1 << 20)
+                 / llm.step_weight_bytes(DS, "fp8", 64): "That is every weight once: at 64 tokens a step has not "
                  "yet touched every expert.",
-                 llm.step_weight_bytes(_DS, "fp8", 1)
-                 / llm.step_weight_bytes(_DS, "fp8", 64): "That is the batch-1 (active) read: 64 tokens touch far "
+                 llm.step_weight_bytes(DS, "fp8", 1)
+                 / llm.step_weight_bytes(DS, "fp8", 64): "That is the batch-1 (active) read: 64 tokens touch far "
                  "more than 8 experts a layer."})
 def _():
     return llm.step_weight_bytes("deepseek-v3", "fp8", 64) / 1e9
-
 
 @register("moe-compute-bound-mixtral-h100", where=WHERE,
           question="From which batch are Mixtral-8x7B's expert matmuls compute-bound in an "
@@ -160,7 +147,6 @@ def _():
 def _():
     return llm.compute_bound_batch("mixtral-8x7b", "H100 SXM", "fp16")
 
-
 @register("moe-dispatch-bytes-ep32", where=WHERE,
           question="With DP attention and EP over 32 GPUs, how many bytes does one GPU send "
           "in one DeepSeek-V3 MoE layer's dispatch all-to-all for its 128 decode tokens "
@@ -172,7 +158,6 @@ def _():
                  2.0: "That is the combine in bf16: the dispatch goes in fp8."})
 def _():
     return parallel.moe_all_to_all_bytes("deepseek-v3", 128, 32)["dispatch_sent_bytes"]
-
 
 @register("moe-decision-qwen3-235b", where=WHERE,
           question="Decision: serve Qwen3-235B-A22B on one server of 8 GPUs, every sequence "
@@ -192,40 +177,3 @@ def _():
           slips={8.0: "Eight times too much: the prices are per GPU-hour, not per instance."})
 def _():
     return float(decision_table()["usd_per_million"].iloc[0])
-
-
-# --- the lab ------------------------------------------------------------------------------
-
-@register("lab-moe-touched-mixtral-16", where=LAB,
-          question="Under uniform routing, how many of Mixtral-8x7B's 8 experts (top-2) does "
-          "one MoE layer touch for 16 tokens? Expected value, two decimals.", unit="experts",
-          rel_tol=0.002,
-          hint="E (1 - (1 - k/E)^tokens) with E = 8, k = 2.",
-          slips={2 / llm.experts_touched(_MX, 16): "That is k: the count at one token."})
-def _():
-    return llm.experts_touched("mixtral-8x7b", 16)
-
-
-@register("lab-moe-bytes-growth-qwen3", where=LAB,
-          question="For Qwen3-30B-A3B (128 experts, top-8), how many times more routed-expert "
-          "weight bytes does an MoE layer read for 64 tokens than for 1, under uniform "
-          "routing? A ratio, two significant figures.", unit="ratio",
-          hint="The bytes follow the distinct experts touched: E (1 - (1 - k/E)^64) over "
-          "k (one token touches exactly k).",
-          slips={64 / (llm.experts_touched(_QW, 64) / 8): "That is 64: it assumes no two "
-                 "tokens share an expert; at 64 tokens many do."})
-def _():
-    return llm.experts_touched("qwen3-30b-a3b", 64) / llm.experts_touched("qwen3-30b-a3b", 1)
-
-
-@register("lab-moe-half-experts-tokens", where=LAB,
-          question="Under uniform routing, from how many tokens does one layer of "
-          "Qwen3-30B-A3B (128 experts, top-8) expect to touch at least half of its "
-          "experts? Tokens, a whole number.", unit="tokens", abs_tol=0.5,
-          hint="Solve E (1 - (1 - k/E)^t) >= E/2: t >= ln(1/2) / ln(1 - k/E), and round up.",
-          slips={8 / 11: "That is E / (2k): tokens share experts, so it takes more."})
-def _():
-    t = 1
-    while llm.experts_touched("qwen3-30b-a3b", t) < 64:
-        t += 1
-    return float(t)

@@ -1,41 +1,28 @@
-"""Exercises of the chapter *The roofline model* and the lab *Weight reads*.
+"""The exercises asked in `chapters/01_roofline` (every registration here has
+`where="chapters/01_roofline"`) and the helpers only they use."""
 
-Every answer is computed with the package; a published measurement used in a question
-is named with its source beside it. Each question states its units and rounding; each
-hint names the slips people commonly make (the sparse peak, GiB for GB, a percentage
-for a fraction) without giving the answer away.
-"""
-
-from .. import achievable, bench, cost, hardware, llm, reference, roofline
+from .. import achievable, cost, hardware, llm, reference, roofline
 from .. import validate as _validate
 from . import register
 
 WHERE = "chapters/01_roofline"
-LAB = "labs/01_weight_reads"
-
-# pytorch-labs/gpt-fast README (references.bib: gptfast2023): Llama-2-7B, bf16, batch 1,
-# on an A100-80GB power-limited to 330 W, moved 1,397 GB/s of weights. The lab's
-# question states this number; the answer is computed from it.
-GPT_FAST_A100_BYTES_PER_S = 1397e9
 
 #: The decision exercise's service-level objective: tokens/s each user must see.
 SLO_TOKENS_PER_S = 25.0
+
 #: Its options: (device, example price, weight format). 4-bit weights are ruled out
 #: by the question (a quality requirement).
 DECISION_OPTIONS = [(gpu, price, fmt) for gpu, price in (("T4", "AWS g4dn.xlarge"),
                                                          ("A10G", "AWS g5.xlarge"))
                     for fmt in ("fp16", "int8")]
 
-
 def _ratio(wrong, right) -> float:
     """A slip's factor: the answer a slip gives over the right one."""
     return float(wrong) / float(right)
 
-
 #: gpt-fast's weight formats, by the names `llm` gives their bytes: its bf16 run has fp16's
 #: bytes (2 a weight); its int4 is counted as the package's `int4` (0.5625 B a weight).
 GPT_FAST_FORMATS = {"bf16": "bf16", "fp16": "bf16", "int8": "int8", "int4": "int4"}
-
 
 def gpt_fast_fraction(weight_format="bf16") -> float:
     """Chapter *The roofline model*: the fraction of its per-operation decode ceiling
@@ -49,7 +36,6 @@ def gpt_fast_fraction(weight_format="bf16") -> float:
     gpt-fast's measured tokens/s for that format."""
     fmt = GPT_FAST_FORMATS[_validate.choice("weight_format", weight_format, GPT_FAST_FORMATS)]
     return llm.mbu("llama-2-7b", "A100 80GB", reference.GPT_FAST_TOKENS_PER_S[fmt], dtype=fmt)
-
 
 def _decision_slips() -> dict:
     """The decision's wrong answers, as slips: each other option's cost over the
@@ -88,11 +74,9 @@ def _decision_slips() -> dict:
         "(achievable.decode_tokens_per_s).")
     return out
 
-
 def _decision_answer(table) -> float:
     """The lowest cost per million tokens among the options that meet the objective."""
     return float(table.loc[table["meets SLO"], "USD per M tokens"].min())
-
 
 def decision_table():
     """The decision exercise's options as a DataFrame: the ceiling (`llm.decode_ceiling`,
@@ -118,7 +102,6 @@ def decision_table():
                      "shortcut tokens/s": gpt_fast_fraction(fmt) * ceiling})
     return pd.DataFrame(rows).set_index(["GPU", "weights"])
 
-
 # --- chapter ------------------------------------------------------------------------
 
 @register("roofline-ridge-l40s", where=WHERE,
@@ -131,7 +114,6 @@ def decision_table():
 def _():
     return hardware.get("L40S").ridge_point("fp16")
 
-
 @register("roofline-gemv-intensity", where=WHERE,
           question="Arithmetic intensity of a batch-1 decode matmul through Llama-2-7B's MLP "
           "up projection, [1, 4096] @ [4096, 11008] in fp16 (every operand moved once). "
@@ -140,7 +122,6 @@ def _():
           "(m k + k n + m n) x 2 (two bytes per fp16 value).")
 def _():
     return roofline.matmul_intensity(1, 11008, 4096, "fp16")
-
 
 @register("roofline-prefill-intensity", where=WHERE,
           question="Arithmetic intensity of Llama-2-7B's MLP down projection while "
@@ -154,7 +135,6 @@ def _():
                  "and written (512 x 4096) are bytes too."})
 def _():
     return roofline.matmul_intensity(512, 4096, 11008, "fp16")
-
 
 @register("roofline-compute-bound-batch-13b-h200", where=WHERE,
           question="Smallest batch at which Llama-2-13B's weight matmuls turn compute-bound "
@@ -175,7 +155,6 @@ def _():
 def _():
     return llm.compute_bound_batch("llama-2-13b", "H200", "int4")
 
-
 @register("roofline-max-batch-13b-a100-2k", where=WHERE,
           question="Largest batch of Llama-2-13B fp16 sequences, 2,048 tokens of context "
           f"each, whose weights and caches fit on an A100 80GB: it has "
@@ -192,7 +171,6 @@ def _():
 def _():
     return llm.max_batch("llama-2-13b", "A100 80GB", context=2048)
 
-
 @register("roofline-13b-a100-ceiling", where=WHERE,
           question="Weight-read ceiling of Llama-2-13B in fp16 on an A100 80GB (SXM, "
           "2,039 GB/s = 2.039e12 B/s), batch 1: use n_params = llm.get('llama-2-13b')"
@@ -204,7 +182,6 @@ def _():
 def _():
     return llm.weight_read_ceiling(llm.get("llama-2-13b").n_params, 2,
                                    hardware.get("A100 80GB").bandwidth, batch=1)
-
 
 @register("roofline-decision-batch1", where=WHERE,
           question="Decision: serve Llama-2-7B at batch 1, each user needing at least "
@@ -226,39 +203,3 @@ def _():
           slips=_decision_slips())
 def _():
     return _decision_answer(decision_table())
-
-
-# --- lab ------------------------------------------------------------------------------
-
-@register("lab-weight-reads-bytes-per-token", where=LAB,
-          question="Bytes read per generated token by Llama-2-13B in fp16 at batch 1 "
-          "(weights only)", unit="bytes", hint="Parameters x bytes per parameter; the "
-          "parameter count is computed from the published config.")
-def _():
-    return llm.weight_bytes("llama-2-13b", "fp16")
-
-
-@register("lab-weight-reads-t4-floor", where=LAB,
-          question="Shortest possible decode step of Llama-2-7B in fp16 on a T4, at the "
-          "datasheet bandwidth", unit="seconds", hint="The step must read every weight "
-          "once: weight bytes / bandwidth (the inverse of the batch-1 ceiling). Seconds, "
-          "not milliseconds.")
-def _():
-    return llm.weight_bytes("llama-2-7b", "fp16") / hardware.get("T4").bandwidth
-
-
-@register("lab-weight-reads-gpt-fast-fraction", where=LAB,
-          question="gpt-fast's batch-1 Llama-2-7B decode on an A100-80GB moved 1,397 GB/s "
-          "of weights: what fraction of the datasheet bandwidth is that?",
-          unit="fraction (0-1)", hint="Divide by the A100 80GB (SXM) bandwidth from the "
-          "catalogue, in the same units.")
-def _():
-    return GPT_FAST_A100_BYTES_PER_S / hardware.get("A100 80GB").bandwidth
-
-
-@register("lab-weight-reads-flush-pool", where=LAB,
-          question="Smallest pool of weights that bench reads through to flush an H100's "
-          "50 MiB L2 cache", unit="bytes", hint="bench.CACHE_FLUSH_FACTOR times the cache; "
-          "MiB are binary (2**20 bytes).")
-def _():
-    return bench.CACHE_FLUSH_FACTOR * hardware.get("H100 SXM").cache_bytes

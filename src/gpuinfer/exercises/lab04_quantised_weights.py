@@ -1,21 +1,71 @@
-"""Decisions asked in the labs *Quantised weights* and *Tensor-parallel layers*: which
-weight format, or how many GPUs, meets a target. The numbers are the package's models
-of catalogue devices (not the learner's measurements), so that everyone gets the same
-answer; each question states its units and rounding."""
+"""The exercises asked in `labs/04_quantised_weights` (every registration here has
+`where="labs/04_quantised_weights"`) and the helpers only they use."""
 
 from .. import achievable as _achievable
-from .. import llm, parallel
+from .. import decoding, dtypes, hardware, llm, parallel, reference, roofline  # noqa: F401
 from . import register
+from .common import published
+
+QUANT = "labs/04_quantised_weights"
+
+# --- lab: quantised weights ------------------------------------------------------------------
+
+@register("lab-quant-dequant-traffic", where=QUANT,
+          question="DRAM bytes per weight of an int4 weight (two packed in a byte, its "
+          "scales left out) dequantised to fp16 in one temporary and then multiplied (eager "
+          "PyTorch): the int8 kernel's traffic model, which the lab prints, applied to int4",
+          unit="bytes per weight (exact)",
+          hint="Count every pass over the weight: the packed int4 read, the fp16 temporary "
+          "written, and the temporary read again by the matmul.", rel_tol=0.0,
+          slips={
+              # the int8 kernel's figure, 1 + 2 + 2 = 5, which the lab prints on a GPU
+              5 / 4.5: "That is the int8 weight's traffic: an int4 weight is half a byte.",
+              # the temporary counted once: 0.5 + 2
+              2.5 / 4.5: "The matmul reads the temporary back: count it written and read."})
+def _():
+    # The int8-dequant traffic model with the int4 read in place of the int8 one.
+    int8 = decoding.weight_traffic_bytes_per_weight("int8-dequant", "fp16")
+    return int8 - dtypes.bytes_per_element("int8") + dtypes.get("int4").bits / 8
+
+@register("lab-quant-int4-group-bytes", where=QUANT,
+          question="Bytes per weight of int4 weights with one fp16 scale per group of 32",
+          unit="bytes per weight (exact)", hint="Half a byte per weight, plus the scale's "
+          "bytes shared by its group.", rel_tol=0.0, slips={0.5 / 0.5625: "That is the int4 values alone: "
+                                         "add each weight's share of its group's scale.",
+                                         0.625 / 0.5625: "That adds a zero point per group "
+                                         "too (gpt-fast's asymmetric int4); this int4 is "
+                                         "symmetric: a scale only."})
+def _():
+    int4 = dtypes.get("int4")
+    return int4.bits / 8 + dtypes.bytes_per_element("fp16") / int4.block_size
+
+@register("lab-quant-gptfast-int4-share", where=QUANT,
+          question="gpt-fast's measured int4 speed-up over bf16 (A100, Llama-2-7B, batch 1, "
+          "groups of 32 with a bf16 scale and a bf16 zero point each) as a fraction of what "
+          "the bytes ratio promises", unit="fraction (0 to 1), two significant figures",
+          hint="Speed-up is int4 tokens/s over bf16 tokens/s; divide it by the bytes "
+          "ratio, 2 bytes against half a byte plus the group's scale and zero point "
+          "shared by 32 weights (dtypes.bytes_per_element('int4-g32-zp')).",
+          rel_tol=0.02, slips={
+              # 0.5625 B: the scale counted, the zero point forgotten
+              0.5625 / 0.625: "Count the zero point too: gpt-fast's int4 is asymmetric, "
+                              "a bf16 scale and a bf16 zero point per 32 weights.",
+              # 0.5 B: neither counted
+              0.5 / 0.625: "Count the group's scale and zero point: gpt-fast's int4 stores "
+                           "more than half a byte a weight."})
+def _():
+    speedup = (published("quantised", "gpt-fast int4")
+               / published("decode", "gpt-fast, torch.compile"))
+    return speedup / (dtypes.bytes_per_element("bf16") / dtypes.bytes_per_element("int4-g32-zp"))
 
 LAB_QUANT = "labs/04_quantised_weights"
-LAB_TP = "labs/07_tensor_parallel"
 
 # --- lab 4: the weight format that holds a T4's users ----------------------------------
 #: Mistral-7B on one T4, every sequence at this context, the KV cache in fp16.
 T4_MODEL, T4_CONTEXT, T4_USERS = "mistral-7b", 4096, 8
+
 #: Weight formats from the most bits (least error) to the fewest.
 T4_FORMATS = ("fp16", "int8", "int4")
-
 
 def t4_batches():
     """The largest batch of `T4_CONTEXT`-token sequences each format holds on one T4
@@ -23,12 +73,10 @@ def t4_batches():
     return {f: llm.max_batch(T4_MODEL, "T4", T4_CONTEXT, f, kv_dtype="fp16")
             for f in T4_FORMATS}
 
-
 def t4_choice():
     """The format with the most bits that holds `T4_USERS` sequences."""
     batches = t4_batches()
     return next(f for f in T4_FORMATS if batches[f] >= T4_USERS)
-
 
 @register("lab-quant-t4-format-batch", where=LAB_QUANT,
           question="Mistral-7B on one T4 for 8 users at once, each with 4,096 tokens of "
@@ -63,10 +111,8 @@ def t4_choice():
 def _():
     return t4_batches()[t4_choice()]
 
-
 #: Exercise 5: the same users each want this many tokens/s (decode, per sequence).
 T4_TOKENS_PER_USER = 25.0
-
 
 def t4_tokens_per_user(fmt, achievable=True) -> float:
     """Per-sequence decode tokens/s of `T4_USERS` Mistral-7B sequences at `T4_CONTEXT`
@@ -77,14 +123,12 @@ def t4_tokens_per_user(fmt, achievable=True) -> float:
     return _achievable.decode_tokens_per_s(T4_MODEL, "T4", T4_USERS, T4_CONTEXT, fmt,
                                            kv_dtype="fp16", achievable=achievable) / T4_USERS
 
-
 def t4_speed_choice(achievable=True):
     """The format with the most bits that holds `T4_USERS` sequences and gives each
     `T4_TOKENS_PER_USER` tokens/s (None if none does)."""
     batches = t4_batches()
     return next((f for f in T4_FORMATS if batches[f] >= T4_USERS
                  and t4_tokens_per_user(f, achievable) >= T4_TOKENS_PER_USER), None)
-
 
 @register("lab-quant-t4-format-speed", where=LAB_QUANT,
           question="The same 8 Mistral-7B users on one T4 (4,096 tokens of context each, the "
@@ -115,49 +159,3 @@ def t4_speed_choice(achievable=True):
           })
 def _():
     return t4_tokens_per_user(t4_speed_choice())
-
-
-# --- lab 7: the fewest T4s that meet a time per output token over PCIe ------------------
-#: Llama-2-13B in fp16 at batch 1 and this context, on T4s that talk over PCIe Gen3 x16
-#: (a server of up to 8, as AWS's multi-T4 instances are): TP degrees considered and the
-#: time-per-output-token objective, seconds.
-TP_MODEL, TP_CONTEXT, TP_LINK = "llama-2-13b", 4096, "PCIe Gen3 x16"
-TP_DEGREES = (1, 2, 4, 8)
-TP_TPOT_S = 0.030
-
-
-def tp_options():
-    """Per TP degree: whether one sequence fits (`parallel.tp_max_batch` >= 1) and the
-    batch-1 step time (`parallel.tp_decode_step_time`, NaN where it does not fit)."""
-    rows = {}
-    for n in TP_DEGREES:
-        fits = parallel.tp_max_batch(TP_MODEL, "T4", n, TP_CONTEXT) >= 1
-        step = (parallel.tp_decode_step_time(TP_MODEL, "T4", n, 1, TP_CONTEXT,
-                                             interconnect=TP_LINK) if fits else float("nan"))
-        rows[n] = {"fits": fits, "step_s": step}
-    return rows
-
-
-_TP_WEIGHT_GB = llm.weight_bytes(TP_MODEL, "fp16") / 1e9
-_TP2_MS = 1e3 * tp_options()[2]["step_s"]
-
-
-@register("lab-tp-t4-fewest-for-tpot", where=LAB_TP,
-          question="Llama-2-13B in fp16, one sequence of 4,096 tokens of context, on T4s "
-          "joined by PCIe Gen3 x16 (tensor parallelism over 1, 2, 4 or 8 of them; NCCL's "
-          "fastest all-reduce). Every T4 costs the same per hour. Which TP degree holds the "
-          "model and meets a time per output token of 30 ms at the lowest cost? Give the "
-          "number of T4s.", unit="devices (a whole number)",
-          hint="For each degree N: does tp_max_batch(..., N, 4096) reach 1, and is "
-          "tp_decode_step_time('llama-2-13b', 'T4', N, 1, 4096, interconnect='PCIe Gen3 "
-          f"x16') within 0.030 s? The weight read alone is {_TP_WEIGHT_GB:.0f} GB / N over "
-          "320 GB/s; the all-reduces (2 x 40 layers + 1) add to it. Take the smallest N "
-          "that passes both.",
-          rel_tol=0.0,
-          slips={0.5: "Two T4s hold the model and one sequence, but a token takes about "
-                      f"{_TP2_MS:.0f} ms there: the objective, not the memory, decides.",
-                 0.25: f"One T4 cannot hold {_TP_WEIGHT_GB:.0f} GB of fp16 weights.",
-                 2.0: "Eight meet the objective too, at twice the cost: fewer already do."})
-def _():
-    opts = tp_options()
-    return next(n for n in TP_DEGREES if opts[n]["fits"] and opts[n]["step_s"] <= TP_TPOT_S)

@@ -1,10 +1,12 @@
 """Self-check exercises: `check(name, answer)` says whether a numeric answer is right,
 within a tolerance, and gives a hint if it is not, without ever printing the answer.
 
-Each topic module here (one per chapter or lab) registers its exercises with
-`@register(...)` on a function that *computes* the answer with the package, so an answer
-cannot drift from the formulas the course teaches. Modules are discovered automatically:
-a contributor adds a file, nothing else.
+One module here per page that asks exercises, named after the page
+(`chapters/01_roofline` -> `chapter01_roofline`, `labs/04_quantised_weights` ->
+`lab04_quantised_weights`), registers that page's exercises with `@register(...)` on a
+function that *computes* the answer with the package, so an answer cannot drift from the
+formulas the course teaches; helpers several pages share live in `common`. Modules are
+discovered automatically: a contributor adds a file, nothing else.
 
 A wrong answer that is off by a factor people often slip by (a percentage for a
 fraction, the sparse peak for the dense one, GiB for GB, a unit prefix, rounding up for

@@ -9,20 +9,22 @@ WHERE = "chapters/01_roofline"
 
 #: The decision exercise's service-level objective: tokens/s each user must see.
 SLO_TOKENS_PER_S = 25.0
-
 #: Its options: (device, example price, weight format). 4-bit weights are ruled out
 #: by the question (a quality requirement).
 DECISION_OPTIONS = [(gpu, price, fmt) for gpu, price in (("T4", "AWS g4dn.xlarge"),
                                                          ("A10G", "AWS g5.xlarge"))
                     for fmt in ("fp16", "int8")]
 
+
 def _ratio(wrong, right) -> float:
     """A slip's factor: the answer a slip gives over the right one."""
     return float(wrong) / float(right)
 
+
 #: gpt-fast's weight formats, by the names `llm` gives their bytes: its bf16 run has fp16's
 #: bytes (2 a weight); its int4 is counted as the package's `int4` (0.5625 B a weight).
 GPT_FAST_FORMATS = {"bf16": "bf16", "fp16": "bf16", "int8": "int8", "int4": "int4"}
+
 
 def gpt_fast_fraction(weight_format="bf16") -> float:
     """Chapter *The roofline model*: the fraction of its per-operation decode ceiling
@@ -36,6 +38,7 @@ def gpt_fast_fraction(weight_format="bf16") -> float:
     gpt-fast's measured tokens/s for that format."""
     fmt = GPT_FAST_FORMATS[_validate.choice("weight_format", weight_format, GPT_FAST_FORMATS)]
     return llm.mbu("llama-2-7b", "A100 80GB", reference.GPT_FAST_TOKENS_PER_S[fmt], dtype=fmt)
+
 
 def _decision_slips() -> dict:
     """The decision's wrong answers, as slips: each other option's cost over the
@@ -74,9 +77,11 @@ def _decision_slips() -> dict:
         "(achievable.decode_tokens_per_s).")
     return out
 
+
 def _decision_answer(table) -> float:
     """The lowest cost per million tokens among the options that meet the objective."""
     return float(table.loc[table["meets SLO"], "USD per M tokens"].min())
+
 
 def decision_table():
     """The decision exercise's options as a DataFrame: the ceiling (`llm.decode_ceiling`,
@@ -102,6 +107,7 @@ def decision_table():
                      "shortcut tokens/s": gpt_fast_fraction(fmt) * ceiling})
     return pd.DataFrame(rows).set_index(["GPU", "weights"])
 
+
 # --- chapter ------------------------------------------------------------------------
 
 @register("roofline-ridge-l40s", where=WHERE,
@@ -114,6 +120,7 @@ def decision_table():
 def _():
     return hardware.get("L40S").ridge_point("fp16")
 
+
 @register("roofline-gemv-intensity", where=WHERE,
           question="Arithmetic intensity of a batch-1 decode matmul through Llama-2-7B's MLP "
           "up projection, [1, 4096] @ [4096, 11008] in fp16 (every operand moved once). "
@@ -122,6 +129,7 @@ def _():
           "(m k + k n + m n) x 2 (two bytes per fp16 value).")
 def _():
     return roofline.matmul_intensity(1, 11008, 4096, "fp16")
+
 
 @register("roofline-prefill-intensity", where=WHERE,
           question="Arithmetic intensity of Llama-2-7B's MLP down projection while "
@@ -135,6 +143,7 @@ def _():
                  "and written (512 x 4096) are bytes too."})
 def _():
     return roofline.matmul_intensity(512, 4096, 11008, "fp16")
+
 
 @register("roofline-compute-bound-batch-13b-h200", where=WHERE,
           question="Smallest batch at which Llama-2-13B's weight matmuls turn compute-bound "
@@ -155,6 +164,7 @@ def _():
 def _():
     return llm.compute_bound_batch("llama-2-13b", "H200", "int4")
 
+
 @register("roofline-max-batch-13b-a100-2k", where=WHERE,
           question="Largest batch of Llama-2-13B fp16 sequences, 2,048 tokens of context "
           f"each, whose weights and caches fit on an A100 80GB: it has "
@@ -171,6 +181,7 @@ def _():
 def _():
     return llm.max_batch("llama-2-13b", "A100 80GB", context=2048)
 
+
 @register("roofline-13b-a100-ceiling", where=WHERE,
           question="Weight-read ceiling of Llama-2-13B in fp16 on an A100 80GB (SXM, "
           "2,039 GB/s = 2.039e12 B/s), batch 1: use n_params = llm.get('llama-2-13b')"
@@ -182,6 +193,7 @@ def _():
 def _():
     return llm.weight_read_ceiling(llm.get("llama-2-13b").n_params, 2,
                                    hardware.get("A100 80GB").bandwidth, batch=1)
+
 
 @register("roofline-decision-batch1", where=WHERE,
           question="Decision: serve Llama-2-7B at batch 1, each user needing at least "

@@ -12,14 +12,14 @@ WHERE = "chapters/02_decode_kv_cache"
 #: The decision exercise: Llama-3-8B fp16 on an A100 80GB, every sequence at this
 #: context, and the time-per-output-token objective each decode step must meet.
 DECISION_MODEL, DECISION_GPU = "llama-3-8b", "A100 80GB"
-
 DECISION_CONTEXT = 4096
-
 DECISION_TPOT_S = 0.035
+
 
 def _ratio(wrong, right) -> float:
     """A slip's factor: the answer a slip gives over the right one."""
     return float(wrong) / float(right)
+
 
 def largest_batch_within(model, accelerator, context, tpot_s, dtype="fp16", *,
                          achievable=False):
@@ -40,6 +40,7 @@ def largest_batch_within(model, accelerator, context, tpot_s, dtype="fp16", *,
             hi = mid - 1
     return lo
 
+
 @register("decode-kv-bytes-llama3-70b", where=WHERE,
           question="KV-cache bytes one token adds to Llama-3-70B in fp16 (80 layers, 8 KV "
           "heads, head_dim 128). An exact whole number of bytes.",
@@ -49,6 +50,7 @@ def largest_batch_within(model, accelerator, context, tpot_s, dtype="fp16", *,
                  0.5: "Half: the cache holds a key and a value for every KV head."})
 def _():
     return llm.kv_cache_bytes_per_token("llama-3-70b", "fp16")
+
 
 @register("decode-query-head-bug-llama3-70b", where=WHERE,
           question="KV-cache bytes a calculator that counts query heads (64) claims for one "
@@ -61,6 +63,7 @@ def _():
 def _():
     wrong = dataclasses.replace(llm.get("llama-3-70b"), n_kv_heads=llm.get("llama-3-70b").n_heads)
     return 8192 * llm.kv_cache_bytes_per_token(wrong, "fp16")
+
 
 @register("decode-max-batch-h200-llama3-8b-8k", where=WHERE,
           question="Most Llama-3-8B sequences of 8,192 tokens an H200 holds in fp16: it has "
@@ -80,6 +83,7 @@ def _():
 def _():
     return llm.max_batch("llama-3-8b", "H200", context=8192)
 
+
 @register("decode-mbu-llama3-8b-h100", where=WHERE,
           question="MBU of a server measuring 1,600 tokens/s in total for Llama-3-8B fp16 "
           "at batch 32, context 2,048, on an H100 SXM (3.35 TB/s), counting the bytes a step "
@@ -96,6 +100,7 @@ def _():
 def _():
     return llm.mbu("llama-3-8b", "H100 SXM", 1600, batch=32, context=2048)
 
+
 @register("decode-attention-dominant-context-13b-a100", where=WHERE,
           question="At the batch where its weight matmuls turn compute-bound on an A100 80GB "
           "(llm.compute_bound_batch), beyond what context does Llama-2-13B fp16 decode "
@@ -109,6 +114,7 @@ def _():
                  "are read."})
 def _():
     return llm.attention_dominant_context("llama-2-13b", "A100 80GB")
+
 
 @register("decode-decision-batch-tpot", where=WHERE,
           question="Decision: Llama-3-8B fp16 on an A100 80GB, every sequence at 4,096 "

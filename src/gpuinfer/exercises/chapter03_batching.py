@@ -13,12 +13,13 @@ WHERE = "chapters/03_batching"
 # e5-mistral-7b-instruct (Mistral-7B's shape, `llm.get("mistral-7b")`) over a 32-token
 # query, fp16, no LM head (the embedding is a pooled hidden state), on an A100 80GB.
 MODEL, GPU, QUERY_TOKENS = "mistral-7b", "A100 80GB", 32
-
 DECISION_SLO_S, DECISION_BATCHES = 0.050, (1, 2, 4, 8, 16, 32)
+
 
 def _ratio(wrong, right) -> float:
     """A slip's factor: the answer a slip gives over the right one."""
     return float(wrong) / float(right)
+
 
 def service(achievable=False):
     """Seconds of a batch of b embedding requests (batch -> seconds, vectorised): from the
@@ -45,6 +46,7 @@ def service(achievable=False):
     one(1)  # a bad `achievable` fails here, not at the first call
     return timed
 
+
 @register("batching-md1-wait", where=WHERE,
           question="Mean queueing wait of an M/D/1 server: 80 requests/s, 10 ms each. In "
           "seconds.", unit="s",
@@ -57,6 +59,7 @@ def service(achievable=False):
 def _():
     return batching.md1_mean_wait(80.0, 0.010)
 
+
 @register("batching-greedy-by-hand", where=WHERE,
           question="Requests at 0, 2, 4 and 6 ms; every batch takes 5 ms; max_batch 4, "
           "no queue delay. When does the last request finish? In seconds.", unit="s",
@@ -68,6 +71,7 @@ def _():
 def _():
     df = batching.simulate([0.0, 0.002, 0.004, 0.006], 0.005, max_batch=4)
     return float(df["finish"].max())
+
 
 @register("batching-saturation-8", where=WHERE,
           question="Saturation throughput (every batch full) of the chapter's embedding "
@@ -84,6 +88,7 @@ def _():
 def _():
     return batching.saturation_throughput(service(), 8)
 
+
 @register("batching-light-load-latency", where=WHERE,
           question="At light load (one request, nobody else), the chapter's embedding "
           "service with max_batch 8 and max_queue_delay 2 ms: the request's latency, in "
@@ -92,6 +97,7 @@ def _():
           "comes, then runs as a batch of one.")
 def _():
     return float(batching.simulate([0.0], service(), 8, 0.002)["latency"].iloc[0])
+
 
 @register("batching-decision-max-batch", where=WHERE,
           question="Decision: the chapter's embedding service must keep the p99 latency "

@@ -5,11 +5,10 @@ from .. import achievable, hardware, llm, quality, quant
 from . import register
 
 WHERE = "chapters/04_quantisation"
-
 _G128 = quant.bytes_per_weight(4, 128, 2, 2)   # int4, groups of 128, bf16 scale and zero
-
 # Weights a Llama-2-13B decode step reads (layers and LM head; one row of the embedding).
 _13B_STEP_PARAMS = llm.step_weight_bytes("llama-2-13b", "fp16") / 2
+
 
 @register("quant-int8-scale", where=WHERE,
           question="Scale of a symmetric per-tensor int8 quantiser (grid -127..127) for a "
@@ -29,6 +28,7 @@ def _():
     scale, _ = quant.scale_zero_point(-6.35, 6.35, bits=8, symmetric=True)
     return float(scale)
 
+
 @register("quant-int4-g128-bytes", where=WHERE,
           question="Bytes per weight of int4 weights in groups of 128, each group with a "
           "bf16 scale and a bf16 zero point (the layout gpt-fast uses, at its default "
@@ -44,6 +44,7 @@ def _():
                      "That is groups of 32; this question has groups of 128."})
 def _():
     return quant.bytes_per_weight(4, group_size=128, scale_bytes=2, zero_point_bytes=2)
+
 
 @register("quant-13b-int4-ceiling-h100", where=WHERE,
           question="Batch-1 weight-read ceiling of Llama-2-13B with those int4 g128 weights "
@@ -64,6 +65,7 @@ def _():
 def _():
     return llm.weight_read_ceiling(_13B_STEP_PARAMS, _G128, hardware.get("H100 SXM").bandwidth)
 
+
 @register("quant-sqnr-6bit", where=WHERE,
           question="Textbook SQNR of a 6-bit uniform quantiser driven by a full-scale sine. "
           "dB, 2 decimals.", unit="dB",
@@ -75,6 +77,7 @@ def _():
                      "That is 8 bits; the question has 6."})
 def _():
     return quant.ideal_sqnr_db(6, "sine")
+
 
 @register("quant-mxfp4-value", where=WHERE,
           question="An MXFP4 block's largest |value| is 20. What does the value 20 become "
@@ -96,6 +99,7 @@ def _():
     block[0] = 20.0
     return float(quant.fake_quantize_float(block, "mxfp4")[0])
 
+
 @register("quant-smoothquant-scale", where=WHERE,
           question="SmoothQuant factor s_j (alpha 0.5) for an input channel whose "
           "activations reach 64 and whose weights reach 0.25 (largest magnitudes). "
@@ -109,6 +113,7 @@ def _():
           rel_tol=1e-9)
 def _():
     return float(quant.smoothquant_scales([64.0], [0.25], alpha=0.5)[0])
+
 
 @register("quant-kv-fp8-max-batch", where=WHERE,
           question="Llama-3-8B (full attention: no sliding window, so every token of the "
@@ -127,12 +132,12 @@ def _():
 def _():
     return float(llm.max_batch("llama-3-8b", "A100 80GB", 16384, "fp16", kv_dtype="fp8"))
 
+
 # The decision: which format meets a quality budget (the published recovery of
 # quality.PUBLISHED, not a weight SQNR: int4 g128 loses ~21 dB of SQNR against int8 and
 # still keeps ~97-99% of Llama's accuracy) and a throughput target at the lowest memory.
 DECISION = {"model": "llama-3-8b", "device": "H100 SXM", "batch": 256, "context": 256,
             "min_recovery": 0.97, "min_speedup": 1.3}
-
 CANDIDATES = {   # name: (how the roofline runs it, its row in quality.PUBLISHED)
     "bf16": (dict(dtype="fp16"), None),
     "W8A8 fp8": (dict(dtype="fp8_e4m3", compute_dtype="fp8"), "W8A8 fp8"),
@@ -140,6 +145,7 @@ CANDIDATES = {   # name: (how the roofline runs it, its row in quality.PUBLISHED
                   "W8A8 int8 (tuned SmoothQuant + GPTQ)"),
     "W4A16 int4 g128": (dict(dtype="int4_g128"), "W4A16 int4 g128 (GPTQ)"),
 }
+
 
 def decision_table():
     """Each candidate's published accuracy recovery on Llama-3.1 (low end of the range
@@ -169,6 +175,7 @@ def decision_table():
             (table[f"{k}speed-up"] >= d["min_speedup"])
     return table
 
+
 def decision_choice() -> str:
     """The candidate that meets both requirements with the fewest weight bytes (ties: the
     faster, then the higher recovery)."""
@@ -177,12 +184,14 @@ def decision_choice() -> str:
     return ok.sort_values(["weights (GB)", "tokens/s", "recovery (low)"],
                           ascending=[True, False, False]).index[0]
 
+
 def _ceiling_over_achievable() -> float:
     # The ceiling slip's factor, from the calibrated model as it stands (not a typed 1.749,
     # which went stale whenever achievable.FITTED was refitted).
     t = decision_table()
     choice = decision_choice()
     return float(t.loc[choice, "ceiling tokens/s"] / t.loc[choice, "tokens/s"])
+
 
 @register("quant-decision-format", where=WHERE,
           question="Llama-3-8B on one H100 SXM at batch 256, context 256. Budget: at least "

@@ -14,6 +14,7 @@ WHERE = "chapters/05_serving"
 DECISION = {"model": "llama-3-8b", "dtype": "int8", "gpu": "H100 SXM", "batch": 8,
             "context": 4096, "tpot_s": 0.015}
 
+
 def mig_options(model, gpu, batch, context, dtype="fp16", achievable=True):
     """`serving.mig_options` (every MIG profile of `gpu`, smallest first: `max_instances`,
     `max_batch` on the slice less the default reserve, and the decode step at `batch`),
@@ -33,12 +34,14 @@ def mig_options(model, gpu, batch, context, dtype="fp16", achievable=True):
             for name, ceiling in table["tpot_ceiling_s"].items()]
     return table
 
+
 def smallest_mig_profile(model, gpu, batch, context, tpot_s, dtype="fp16", achievable=True):
     """The first profile of `mig_options` (achievable steps by default) that holds `batch`
     sequences and meets a time per output token of `tpot_s` seconds; None if none does."""
     table = mig_options(model, gpu, batch, context, dtype, achievable)
     ok = table[table["tpot_s"] <= tpot_s]
     return ok.index[0] if len(ok) else None
+
 
 @register("serving-gelu-unfused-bytes", where=WHERE,
           question="DRAM bytes the unfused tanh-GELU chain (serving.gelu_tanh_unfused, 8 "
@@ -54,16 +57,18 @@ def smallest_mig_profile(model, gpu, batch, context, tpot_s, dtype="fp16", achie
 def _():
     return serving.elementwise_chain_bytes(1_000_000, serving.GELU_TANH_OP_INPUTS, "fp16")
 
+
 def _h200_instances(backend):
     """Instances of the Llama-2-7B deployment of the two H200 exercises."""
     return serving.max_instances(serving.deployment("chat", "llama-2-7b", workspace_bytes=2e9,
                                                     backend=backend), "H200")
 
+
 #: The two backends' answers, and the TensorRT answer with the shared copy forgotten
 #: (the usable bytes divided by the workspace alone).
 _PT, _TRT = _h200_instances("pytorch"), _h200_instances("tensorrt")
-
 _TRT_NO_WEIGHTS = int((hardware.get("H200").memory_bytes - llm.DEFAULT_RESERVE_BYTES) // 2e9)
+
 
 @register("serving-h200-instances", where=WHERE,
           question="Instances of Llama-2-7B (fp16 weights, llm.weight_bytes; 2e9 bytes of "
@@ -81,6 +86,7 @@ _TRT_NO_WEIGHTS = int((hardware.get("H200").memory_bytes - llm.DEFAULT_RESERVE_B
 def _():
     return _h200_instances("pytorch")
 
+
 @register("serving-h200-instances-tensorrt", where=WHERE,
           question="The same Llama-2-7B deployment (fp16, 2e9 bytes of workspace per "
           "instance, no KV cache) on the same H200, now served by Triton's TensorRT "
@@ -97,10 +103,11 @@ def _():
 def _():
     return _h200_instances("tensorrt")
 
+
 #: Llama-3-8B's fp16 weights and the KV cache of 16 x 4,096 tokens (bytes), for the slips.
 _W8 = llm.weight_bytes("llama-3-8b")
-
 _KV16 = 16 * 4096 * llm.kv_cache_bytes_per_token("llama-3-8b")
+
 
 @register("serving-kv-instance-bytes", where=WHERE,
           question="Memory of one Llama-3-8B fp16 instance holding a KV cache for 16 "
@@ -117,14 +124,17 @@ _KV16 = 16 * 4096 * llm.kv_cache_bytes_per_token("llama-3-8b")
 def _():
     return serving.deployment("chat", "llama-3-8b", batch=16, context=4096).total_bytes
 
+
 def _mig_answer(achievable):
     d = DECISION
     choice = smallest_mig_profile(d["model"], d["gpu"], d["batch"], d["context"],
                                   d["tpot_s"], d["dtype"], achievable)
     return float(hardware.mig_profiles(d["gpu"]).loc[choice, "max_instances"])
 
+
 #: The decision's answer on the achievable model, and the ceiling's (a slip).
 _MIG_ACH, _MIG_CEIL = _mig_answer(True), _mig_answer(False)
+
 
 @register("serving-decision-mig-profile", where=WHERE,
           question="Decision: serve Llama-3-8B with int8 weight-only (W8A16) weights, 8 "

@@ -17,9 +17,7 @@ WHERE = "chapters/06_cpu_vs_gpu"
 #: runs, taken as the 2.9 us short kernel of NVIDIA's CUDA-graphs post (an assumption the
 #: chapter states).
 COPY_S = tabular.HOST_COPY_LATENCY_S  # one cudaMemcpy (GDRCopy README: 6-7 us)
-
 KERNEL_S = 4e-6
-
 MIN_KERNEL_S = tabular.CUDA_GRAPHS_BLOG_PER_KERNEL_S["kernel alone"]
 
 #: The decision exercise: a CPU machine whose cores each serve one prediction at a time in
@@ -34,29 +32,20 @@ MIN_KERNEL_S = tabular.CUDA_GRAPHS_BLOG_PER_KERNEL_S["kernel alone"]
 #: objective of `DECISION_SLO_S`. `DECISION_GPU_PER_ITEM_CEILING_S`: the same T4 on its
 #: datasheet ceilings (0.125 us a prediction), the ceiling beside the decision.
 DECISION_DEMAND_PER_S = 6000.0
-
 DECISION_SLO_S = 2e-3
-
 DECISION_CPU_SERVICE_S = 480e-6
-
 DECISION_CPU_CORES = 4
-
 DECISION_GPU_FIXED_S = 50e-6
-
 DECISION_GPU_PER_ITEM_S = 0.21e-6
-
 DECISION_GPU_PER_ITEM_CEILING_S = 0.125e-6
-
 DECISION_GPU_MAX_BATCH = 64
-
 #: Requests in each capacity search: `batching.capacity`'s default 4,000 (one seed) put a
 #: core at 1,040 predictions/s; 40,000 give 992, within 1% of a 200,000-request run (985).
 #: The machine counts, and so the answer, are the same either way.
 DECISION_REQUESTS = 40_000
-
 _CPU = cost.example_price("AWS c5.2xlarge")
-
 _GPU = cost.example_price("AWS g4dn.xlarge")
+
 
 @register("cost-per-million-quarter-busy", where=WHERE,
           question="Cost per million predictions of a $0.526/h GPU machine that could serve "
@@ -65,6 +54,7 @@ _GPU = cost.example_price("AWS g4dn.xlarge")
           hint="Price per second / predictions per second actually served, times a million.")
 def _():
     return cost.cost_per_million(0.526, 2e6, utilisation=0.25)
+
 
 @register("cost-break-even-utilisation", where=WHERE,
           question="Utilisation at which a $0.526/h GPU serving 2,000,000 predictions/s "
@@ -76,6 +66,7 @@ def _():
 def _():
     return cost.break_even_utilisation(0.526, 2e6, 0.34, 1e5)
 
+
 def batch1_t4_s(overlap=True, min_kernel_s=MIN_KERNEL_S, copies=True):
     """The batch-1 exercise's pass on a T4 (fp16, datasheet ceilings), seconds: two copies
     of `COPY_S`, then `tabular.predicted_latency_s` with `KERNEL_S` of host time a kernel
@@ -85,11 +76,14 @@ def batch1_t4_s(overlap=True, min_kernel_s=MIN_KERNEL_S, copies=True):
                                          min_kernel_s=min_kernel_s)
     return pass_s + (2 * COPY_S if copies else 0.0)
 
+
 #: The roofline work of that pass (s): each kernel's bytes over 320 GB/s, summed.
 WORK_T4_S = tabular.predicted_latency_s(1, "T4", 0.0, dtype="fp16")
 
+
 def _fixed_share(**how):
     return 1 - WORK_T4_S / batch1_t4_s(**how)
+
 
 @register("tabular-fixed-share-t4", where=WHERE,
           question="The chapter's MLP (64-1024-1024-1024-1, fp16) at batch 1 on a T4: two "
@@ -118,6 +112,7 @@ def _fixed_share(**how):
 def _():
     return _fixed_share()
 
+
 @functools.lru_cache(maxsize=None)
 def decision_table(gpu_per_item_s=DECISION_GPU_PER_ITEM_S):
     """The decision exercise worked out: for each machine, the Poisson rate one machine
@@ -142,6 +137,7 @@ def decision_table(gpu_per_item_s=DECISION_GPU_PER_ITEM_S):
                      "usd_per_million": cost.cost_per_million_at_demand(
                          price.price_per_hour, per_machine, DECISION_DEMAND_PER_S)})
     return pd.DataFrame(rows).set_index("machine")
+
 
 @register("cpu-or-gpu-under-slo", where=WHERE,
           question=f"Poisson traffic of {DECISION_DEMAND_PER_S:,.0f} predictions/s must see "

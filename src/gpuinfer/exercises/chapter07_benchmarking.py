@@ -18,24 +18,21 @@ SPIKY_CALLS_S = np.array([2.0e-3] * 19 + [42.0e-3])
 #: seconds (illustrative servers, the A10G twice as fast as the T4), dynamic batching up
 #: to `FLEET_MAX_BATCH` with no queue delay, priced by `cost.example_price`.
 FLEET_DEMAND_PER_S = 2500.0
-
 FLEET_SLO_S = 8e-3
-
 FLEET_MAX_BATCH = 16
-
 FLEET_SERVERS = {"AWS g4dn.xlarge": (2e-3, 0.25e-3), "AWS g5.xlarge": (1e-3, 0.125e-3)}
-
 #: Requests in each capacity search: `batching.capacity`'s default 4,000 (one seed) moves
 #: the T4 machine's capacity by +-5% from seed to seed; 40,000 by about +-1%. The machine
 #: counts, and so the answer, are the same either way.
 FLEET_REQUESTS = 40_000
-
 _PRICE = {name: cost.example_price(name).price_per_hour for name in FLEET_SERVERS}
+
 
 def fleet_batch_s(name):
     """The batch time (s) of one of `FLEET_SERVERS`, as a function of the batch."""
     fixed, per_request = FLEET_SERVERS[name]
     return lambda b: fixed + per_request * np.asarray(b, dtype=float)
+
 
 @register("bench-flush-pool-a100", where=WHERE,
           question="Bytes of the rotating pool gpuinfer.bench reads from so that an A100's "
@@ -45,6 +42,7 @@ def fleet_batch_s(name):
 def _():
     return bench.CACHE_FLUSH_FACTOR * hardware.get("A100 80GB").cache_bytes
 
+
 @register("bench-mean-of-spiky-calls", where=WHERE,
           question="Mean seconds per call of 20 calls: 19 take 2 ms, one takes 42 ms "
           "(seconds, 3 significant figures)",
@@ -52,6 +50,7 @@ def _():
           "the median, which ignores the one slow call.")
 def _():
     return float(np.mean(SPIKY_CALLS_S))
+
 
 @register("bench-throughput-of-spiky-calls", where=WHERE,
           question="The same 20 calls (19 of 2 ms, one of 42 ms) run back to back: how "
@@ -64,6 +63,7 @@ def _():
 def _():
     return float(SPIKY_CALLS_S.size / SPIKY_CALLS_S.sum())
 
+
 @register("bench-decode-fraction-l4", where=WHERE,
           question="Fraction of the weight-read ceiling reached by a batch-1 step through "
           "32 fp16 matrices of 4096 x 4096 that takes 5.0 ms on an L4 (a fraction, 3 "
@@ -74,6 +74,7 @@ def _():
     ceiling = llm.weight_read_ceiling(32 * 4096 * 4096, 2, hardware.get("L4").bandwidth)
     return (1 / 5.0e-3) / ceiling
 
+
 @register("bench-mfu-h100-matmul", where=WHERE,
           question="Fraction of the dense fp16 peak reached by an 8192 x 8192 x 8192 fp16 "
           "matmul that takes 1.50 ms on an H100 SXM (a fraction, 3 significant figures)",
@@ -82,6 +83,7 @@ def _():
           "fp16 peak.")
 def _():
     return roofline.matmul_flops(8192, 8192, 8192) / 1.50e-3 / hardware.get("H100 SXM").peak_flops("fp16")
+
 
 @register("bench-closed-loop-throughput", where=WHERE,
           question="perf_analyzer in concurrency mode keeps 8 requests outstanding (each "
@@ -94,6 +96,7 @@ def _():
           slips={1 / 8: "That is one client's rate: all 8 send at once."})
 def _():
     return 8 / 4.0e-3
+
 
 @functools.lru_cache(maxsize=None)
 def fleet_table():
@@ -119,11 +122,12 @@ def fleet_table():
                          _PRICE[name], open_cap, FLEET_DEMAND_PER_S)})
     return pd.DataFrame(rows).set_index("machine")
 
-_T4, _A10G = FLEET_SERVERS
 
+_T4, _A10G = FLEET_SERVERS
 # A closed loop of N clients with no think time, N <= max_batch: every batch holds all N,
 # so it reports N / batch time(N) requests/s at a latency of batch time(N), every time.
 _CLOSED_S = float(fleet_batch_s(_T4)(FLEET_MAX_BATCH))
+
 
 @register("bench-fleet-under-open-loop", where=WHERE,
           question=f"Poisson traffic of {FLEET_DEMAND_PER_S:,.0f} requests/s must see a p99 "

@@ -20,12 +20,11 @@ MODEL, CONTEXT = "llama-2-70b", 4096
 #: instance; references.bib: aws_capacity_blocks). Inputs to edit, not facts about your bill.
 DECISION_INSTANCES = {"H100 SXM": "AWS p5.48xlarge (Capacity Block)",
                       "H200": "AWS p5e.48xlarge (Capacity Block)"}
-
 #: Time-per-output-token objective (s) every decode step must meet, and the TP degrees
 #: considered (one HGX server at most).
 DECISION_TPOT_S = 0.025
-
 DECISION_DEGREES = (1, 2, 4, 8)
+
 
 def tp_decode_step_s(model, accelerator, n_devices, batch=1, context=0, *, achievable=True):
     """Seconds of one fp16 tensor-parallel decode step (every sequence at `context` cached
@@ -40,6 +39,7 @@ def tp_decode_step_s(model, accelerator, n_devices, batch=1, context=0, *, achie
     return _step_s(llm.get(model).name, hardware.get(accelerator).name, int(n_devices),
                    int(batch), int(context), bool(achievable))
 
+
 @functools.lru_cache(maxsize=None)
 def _step_s(model, accelerator, n_devices, batch, context, achievable=True):
     if not achievable:
@@ -50,6 +50,7 @@ def _step_s(model, accelerator, n_devices, batch, context, achievable=True):
                                       np.full(batch, context), "fp16", achievable=eff)
     comm = parallel.tp_decode_breakdown(m, accelerator, n_devices, batch, context)["comm_s"]
     return float(_achievable.overheads(rows["seconds"].sum() + comm, m.n_layers, eff))
+
 
 def largest_tp_batch_within(model, accelerator, n_devices, context, tpot_s, achievable=True):
     """The largest batch whose tensor-parallel decode step on `n_devices` (every sequence
@@ -70,10 +71,12 @@ def largest_tp_batch_within(model, accelerator, n_devices, context, tpot_s, achi
             hi = mid - 1
     return lo
 
+
 def price_per_gpu_hour(accelerator):
     """USD a GPU-hour of the decision exercise's `accelerator` ("H100 SXM", "H200"): its
     instance's price over its GPUs (`cost.price_per_gpu_hour`)."""
     return cost.price_per_gpu_hour(DECISION_INSTANCES[accelerator])
+
 
 def cost_per_million_tokens(model, accelerator, n_devices, batch, context, achievable=True):
     """USD per million output tokens of one TP group at `batch`, fully busy: N GPUs at
@@ -81,6 +84,7 @@ def cost_per_million_tokens(model, accelerator, n_devices, batch, context, achie
     step = tp_decode_step_s(model, accelerator, n_devices, batch, context,
                             achievable=achievable)
     return n_devices * price_per_gpu_hour(accelerator) / (3600 * batch / step) * 1e6
+
 
 @functools.lru_cache(maxsize=None)
 def decision_table(model=MODEL, context=CONTEXT, tpot_s=DECISION_TPOT_S, achievable=True):
@@ -109,6 +113,7 @@ def decision_table(model=MODEL, context=CONTEXT, tpot_s=DECISION_TPOT_S, achieva
                                            if fits else float("nan"))})
     return pd.DataFrame(rows).sort_values("usd_per_million").reset_index(drop=True)
 
+
 def _ceiling_over_achievable() -> float:
     """The decision exercise's ceiling slip: the cheapest choice's USD per million tokens
     on the ceiling over the achievable model's, from the decision table as it stands (not
@@ -116,18 +121,16 @@ def _ceiling_over_achievable() -> float:
     ceiling = decision_table(achievable=False)["usd_per_million"].iloc[0]
     return float(ceiling / decision_table()["usd_per_million"].iloc[0])
 
+
 #: NCCL's cap on LL's bandwidth on one node, GB/s, for the hints.
 _LL_MAX_GBS = {arch: bw / 1e9 for arch, bw in hardware.NCCL_LL_MAX_BUS_BANDWIDTH.items()}
-
 #: NVLink in NCCL's topology (GB/s a direction: links x NCCL's figure a link) and on the
 #: datasheet, for the questions (one source for the numbers).
 _NV4, _NV5 = hardware.get_interconnect("NVLink 4"), hardware.get_interconnect("NVLink 5")
-
 _NV4_NCCL_GBS = _NV4.nccl_bus_bandwidth_bytes_per_s / 1e9
-
 _NV4_LINK_GBS = hardware.NCCL_NVLINK_GB_PER_S["hopper"]
-
 _NV5_NCCL_GBS = _NV5.nccl_bus_bandwidth_bytes_per_s / 1e9
+
 
 @register("parallel-allreduce-batch64", where=WHERE,
           question="Time of one all-reduce of Llama-2-70B's fp16 activations at batch 64 "
@@ -152,6 +155,7 @@ def _():
     m = llm.get(MODEL)
     return parallel.interconnect_allreduce_time(64 * m.d_model * 2, 8, "NVLink 4")
 
+
 @register("parallel-fewest-h100", where=WHERE,
           question="Fewest H100 SXM (a valid tensor-parallel degree: 1, 2, 4, 8, ...) that "
           "hold Llama-2-70B in fp16 plus the KV cache of 32 sequences of 4,096 tokens, each "
@@ -164,6 +168,7 @@ def _():
                       "cache as well."})
 def _():
     return parallel.min_tp_degree(MODEL, "H100 SXM", CONTEXT, batch=32)
+
 
 @register("parallel-crossover-batch1", where=WHERE,
           question="Smallest tensor-parallel degree (a valid one: 2, 4, 8, 16, ...) at which "
@@ -187,6 +192,7 @@ def _():
 def _():
     return parallel.crossover_devices(MODEL, "B200", batch=1, context=CONTEXT)
 
+
 @register("parallel-kv-per-device-16", where=WHERE,
           question="KV-cache bytes one token costs each device when Llama-2-70B (80 layers, "
           "8 KV heads of 128) is sharded by heads over 16 devices, in fp16. An exact whole "
@@ -199,6 +205,7 @@ def _():
                       "its own KV heads."})
 def _():
     return parallel.tp_kv_cache_bytes_per_token(MODEL, 16, "fp16")
+
 
 @register("parallel-launch-breakeven", where=WHERE,
           question="Llama-2-70B fp16 on 4 H200 (tensor parallel), batch 1, 4,096 tokens of "
@@ -217,6 +224,7 @@ def _():
     parts = parallel.tp_decode_breakdown(MODEL, "H200", 4, 1, CONTEXT)
     kernels = llm.get(MODEL).n_layers * parallel.KERNELS_PER_LAYER
     return parts["shard_s"] / kernels * 1e6
+
 
 @register("parallel-decision-gpu-tp", where=WHERE,
           question="Decision: serve Llama-2-70B fp16, every sequence at 4,096 tokens of "

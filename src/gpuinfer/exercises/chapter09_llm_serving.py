@@ -7,7 +7,6 @@ from .. import achievable, hardware, llm, llm_serving, speculative
 from . import register
 
 WHERE = "chapters/09_llm_serving"
-
 MODEL, GPU = "llama-3-8b", "H100 SXM"
 
 # Exercise 1: a lone prompt of this many tokens (the page itself simulates 2,000).
@@ -18,7 +17,6 @@ TTFT_PROMPT = 3000
 # 4,096 - chunk earlier tokens): the most context a chunk of that size can attend to, so
 # the worst step, whether or not the chunk divides 4,096.
 DECODES, DECODE_CONTEXT, PROMPT, STEP_SLO_S = 32, 2048, 4096, 0.015
-
 BUDGET_STEP = 64
 
 # The speculative decision: Llama-3.2-1B drafting for Llama-3-8B (the page works 0.8).
@@ -31,13 +29,12 @@ TWO_CONTEXT = 8192
 # kv_lora_rank 512 and a shared RoPE key of qk_rope_head_dim 64 per token and layer (bf16:
 # 2 bytes each); 128 heads, values of v_head_dim 128.
 _DSV3 = llm.get("deepseek-v3")
-
 MLA_LAYERS, MLA_LATENT, MLA_ROPE, MLA_HEADS, MLA_HEAD_DIM = (
     _DSV3.n_layers, _DSV3.kv_lora_rank, _DSV3.qk_rope_head_dim, _DSV3.n_heads, _DSV3.v_head_dim)
-
 # DeepSeek-V2's (the exercise; the page works V3): 60 layers, the same latent, RoPE key
 # and 128 heads (num_hidden_layers, kv_lora_rank, qk_rope_head_dim in its config.json).
 MLA_V2_LAYERS = 60
+
 
 def step_with_chunk_s(budget, achievable_=True) -> float:
     """Seconds of one chunked-prefill step: the decodes plus the rest of the budget as
@@ -47,6 +44,7 @@ def step_with_chunk_s(budget, achievable_=True) -> float:
     return achievable.step_s(MODEL, GPU, [1] * DECODES + [chunk],
                              [DECODE_CONTEXT] * DECODES + [PROMPT - chunk],
                              achievable=achievable_)
+
 
 @functools.lru_cache(maxsize=None)
 def largest_budget(achievable_=True) -> int:
@@ -58,16 +56,19 @@ def largest_budget(achievable_=True) -> int:
             best = budget
     return best
 
+
 def matmul_weights() -> float:
     """Llama-3-8B's weights that a prefill multiplies for every prompt token: the layers'
     matmuls (the embedding table is gathered; the LM head runs for the last token only)."""
     m = llm.get(MODEL)
     return float(m.linear_params_per_layer * m.n_layers)
 
+
 def mla_kv_bytes_per_token(layers=MLA_LAYERS) -> float:
     """An MLA model's cache per token: layers x (latent + RoPE key) x 2 bytes (bf16);
     DeepSeek-V3's by default."""
     return llm.mla_kv_cache_bytes_per_token(layers, MLA_LATENT, MLA_ROPE, 2)
+
 
 @functools.lru_cache(maxsize=None)
 def speculation_stops_paying(achievable_=True) -> int:
@@ -87,12 +88,14 @@ def speculation_stops_paying(achievable_=True) -> int:
         lo, hi = (mid, hi) if gain(mid) > 1 else (lo, mid)
     return hi
 
+
 def two_instances_sequences(context=TWO_CONTEXT, utilisation=0.45) -> int:
     """`context`-token sequences two vLLM instances at `utilisation` each hold together."""
     blocks = llm_serving.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=utilisation) // (
         llm_serving.DEFAULT_BLOCK_SIZE * llm.kv_cache_bytes_per_token(MODEL))
     per_sequence = llm_serving.kv_blocks(context)
     return int(2 * (blocks // per_sequence))
+
 
 @register("llm-ttft-lone", where=WHERE,
           question="Llama-3-8B in fp16 on an H100 SXM, alone on the GPU: the time to first "
@@ -116,6 +119,7 @@ def two_instances_sequences(context=TWO_CONTEXT, utilisation=0.45) -> int:
                  "head for the last token (llm.forward_step_breakdown lists each)."})
 def _():
     return llm.prefill_time(MODEL, GPU, TTFT_PROMPT)
+
 
 @register("llm-chunk-budget", where=WHERE,
           question=f"Decision. An H100 SXM serves Llama-3-8B (fp16) with chunked prefill: "
@@ -141,6 +145,7 @@ def _():
 def _():
     return largest_budget()
 
+
 @register("llm-two-instances", where=WHERE,
           question="Two vLLM instances of Llama-3-8B (fp16) share one H100 SXM, each started "
           "with gpu_memory_utilization=0.45. Counting each instance's KV cache as 0.45 of "
@@ -164,6 +169,7 @@ def _():
 def _():
     return two_instances_sequences()
 
+
 @register("llm-mla-kv", where=WHERE,
           question="DeepSeek-V2 caches, per token and layer, a compressed latent of 512 "
           "values and a shared RoPE key of 64 (multi-head latent attention), in bf16, over "
@@ -178,6 +184,7 @@ def _():
                  "table); DeepSeek-V2 has 60."})
 def _():
     return mla_kv_bytes_per_token(MLA_V2_LAYERS)
+
 
 @register("llm-spec-batch", where=WHERE,
           question=f"Decision. Llama-3-8B (fp16, H100 SXM) decodes with Llama-3.2-1B as its "

@@ -14,31 +14,32 @@ WHERE = "chapters/10_mixture_of_experts"
 #: this context, each decode step within the time-per-output-token objective.
 DECISION_MODEL, DECISION_CONTEXT, DECISION_TPOT_S, DECISION_GPUS = (
     "qwen3-235b-a22b", 4096, 0.030, 8)
-
 #: The GPUs and the example instances that price them (`gpuinfer.cost.EXAMPLE_PRICES`: AWS
 #: EC2 Capacity Blocks, eight GPUs an instance). Inputs to edit, not facts about your bill.
 DECISION_INSTANCES = {"H100 SXM": "AWS p5.48xlarge (Capacity Block)",
                       "H200": "AWS p5e.48xlarge (Capacity Block)"}
-
 #: Weight formats: bf16/fp16 as Qwen publishes the model, fp8 weights (Qwen also ships an
 #: fp8 checkpoint with 128 x 128 block scales; here its bytes, the matmuls at the 16-bit peak).
 DECISION_FORMATS = ("fp16", "fp8")
-
 #: The layouts `parallel.moe_layouts` compares.
 DECISION_LAYOUTS = ("TP", "EP + TP attention", "EP + DP attention")
+
 
 def price_per_gpu_hour(accelerator):
     """USD a GPU-hour of the decision's `accelerator`: its instance's price over its GPUs."""
     return cost.price_per_gpu_hour(DECISION_INSTANCES[
         _v.choice("accelerator", accelerator, DECISION_INSTANCES)])
 
+
 @functools.lru_cache(maxsize=None)
 def _layouts(model, accelerator, n_devices, batch, context, dtype):
     return parallel.moe_layouts(model, accelerator, n_devices, batch, context, dtype)
 
+
 def _row(model, accelerator, n_devices, batch, context, dtype, layout):
     table = _layouts(model, accelerator, n_devices, batch, context, dtype)
     return table.loc[layout] if layout in table.index else None
+
 
 def largest_batch_within(model, accelerator, n_devices, context, dtype, layout, tpot_s):
     """The largest batch (sequences, all devices together) whose decode step in `layout`
@@ -63,6 +64,7 @@ def largest_batch_within(model, accelerator, n_devices, context, dtype, layout, 
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if ok(mid) else (lo, mid)
     return lo
+
 
 @functools.lru_cache(maxsize=None)
 def decision_table(model=DECISION_MODEL, context=DECISION_CONTEXT, tpot_s=DECISION_TPOT_S,
@@ -90,6 +92,7 @@ def decision_table(model=DECISION_MODEL, context=DECISION_CONTEXT, tpot_s=DECISI
                              / (3600 * tps) * 1e6})
     return pd.DataFrame(rows).sort_values("usd_per_million").reset_index(drop=True)
 
+
 @register("moe-active-fraction-deepseek", where=WHERE,
           question="What fraction of DeepSeek-V3's parameters does one token use "
           "(llm.get('deepseek-v3').n_active_params over n_params)? A fraction between 0 and "
@@ -105,6 +108,7 @@ def _():
     m = llm.get("deepseek-v3")
     return m.n_active_params / m.n_params
 
+
 @register("moe-experts-touched-deepseek-64", where=WHERE,
           question="Under uniform routing, how many distinct routed experts does one "
           "DeepSeek-V3 MoE layer (256 experts, top-8) read for a decode batch of 64 "
@@ -116,6 +120,7 @@ def _():
                  8 / llm.experts_touched(DS, 64): "That is k, the batch-1 count."})
 def _():
     return llm.experts_touched("deepseek-v3", 64)
+
 
 @register("moe-step-gb-deepseek-64", where=WHERE,
           question="How many GB of weights does one DeepSeek-V3 decode step of 64 tokens read "
@@ -134,6 +139,7 @@ def _():
 def _():
     return llm.step_weight_bytes("deepseek-v3", "fp8", 64) / 1e9
 
+
 @register("moe-compute-bound-mixtral-h100", where=WHERE,
           question="From which batch are Mixtral-8x7B's expert matmuls compute-bound in an "
           "fp16 decode step on an H100 SXM (llm.compute_bound_batch, datasheet peaks)? "
@@ -147,6 +153,7 @@ def _():
 def _():
     return llm.compute_bound_batch("mixtral-8x7b", "H100 SXM", "fp16")
 
+
 @register("moe-dispatch-bytes-ep32", where=WHERE,
           question="With DP attention and EP over 32 GPUs, how many bytes does one GPU send "
           "in one DeepSeek-V3 MoE layer's dispatch all-to-all for its 128 decode tokens "
@@ -158,6 +165,7 @@ def _():
                  2.0: "That is the combine in bf16: the dispatch goes in fp8."})
 def _():
     return parallel.moe_all_to_all_bytes("deepseek-v3", 128, 32)["dispatch_sent_bytes"]
+
 
 @register("moe-decision-qwen3-235b", where=WHERE,
           question="Decision: serve Qwen3-235B-A22B on one server of 8 GPUs, every sequence "

@@ -2,18 +2,7 @@
 each page's own exercises are in the module named after that page)."""
 
 
-
-from .. import (  # noqa: F401
-    cost,
-    decoding,
-    dtypes,
-    hardware,
-    llm,
-    parallel,
-    reference,
-    roofline,
-    speculative,
-)
+from .. import cost, hardware, llm, parallel, reference
 
 
 def published(experiment, what_starts, entry="A100 80GB"):
@@ -23,8 +12,10 @@ def published(experiment, what_starts, entry="A100 80GB"):
             return p["value"]
     raise KeyError(f"no published {experiment} figure starting {what_starts!r} for {entry}")
 
+
 def price(name):
     return cost.example_price(name).price_per_hour
+
 
 #: USD/h of one GPU: AWS g4dn.xlarge (1 T4), g5.xlarge (1 A10G), and an eighth of a
 #: p5.48xlarge Capacity Block (8 H100 SXM) (cost.EXAMPLE_PRICES).
@@ -33,6 +24,7 @@ GPU_PRICES = {"T4": price("AWS g4dn.xlarge"), "A10G": price("AWS g5.xlarge"),
 
 DS, MX, QW = llm.get("deepseek-v3"), llm.get("mixtral-8x7b"), llm.get("qwen3-30b-a3b")
 
+
 def costs(link):
     """'LL: 6.6 us, 0.6 us a step, 0.5 of the bandwidth; ...' from the catalogue's NCCL
     model of `link`, for the hints (one source for the numbers)."""
@@ -40,6 +32,7 @@ def costs(link):
     return "; ".join(f"{p}: {c.base_latency_s * 1e6:.1f} us + {c.step_latency_s * 1e6:.1f} us "
                      f"a step, {c.bandwidth_fraction:g} of the bandwidth"
                      for p, c in ic.protocols.items())
+
 
 def ll_slip(n_bytes, n_devices, link, fraction=1.0):
     """A single-protocol slip: LL's latency with `fraction` of NCCL's bandwidth for the

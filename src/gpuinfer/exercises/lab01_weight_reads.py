@@ -8,14 +8,16 @@ from .common import GPU_PRICES
 
 WEIGHT_READS = "labs/01_weight_reads"
 
+
 # --- lab 1: the cheapest GPU that decodes fast enough at batch 1 ------------------------------
 STREAM_TOKENS_PER_S = 20.0  # the target for one stream of Llama-2-7B at batch 1
-
 STREAM_MODEL, STREAM_CONTEXT = "llama-2-7b", 0
+
 
 def gpt_fast_fraction() -> float:
     """gpt-fast's weight bandwidth over the A100 80GB's datasheet bandwidth."""
     return GPT_FAST_A100_BYTES_PER_S / hardware.get("A100 80GB").bandwidth
+
 
 def stream_tokens_per_s(gpu, fraction=None, *, achievable=True) -> float:
     """Batch-1 Llama-2-7B fp16 decode tokens/s on `gpu`. Default: what an engine achieves
@@ -26,6 +28,7 @@ def stream_tokens_per_s(gpu, fraction=None, *, achievable=True) -> float:
         return fraction * hardware.get(gpu).bandwidth / llm.weight_bytes(STREAM_MODEL, "fp16")
     return _achievable.decode_tokens_per_s(STREAM_MODEL, gpu, 1, STREAM_CONTEXT, "fp16",
                                            achievable=achievable)
+
 
 @register("lab-weight-reads-cheapest-gpu", where=WEIGHT_READS,
           question="One stream of Llama-2-7B in fp16 must decode at batch 1 at 20 tokens/s or "
@@ -52,13 +55,13 @@ def stream_tokens_per_s(gpu, fraction=None, *, achievable=True) -> float:
 def _():
     meets = [g for g in GPU_PRICES if stream_tokens_per_s(g) >= STREAM_TOKENS_PER_S]
     return min(GPU_PRICES[g] for g in meets)
-
 LAB = "labs/01_weight_reads"
 
 # pytorch-labs/gpt-fast README (references.bib: gptfast2023): Llama-2-7B, bf16, batch 1,
 # on an A100-80GB power-limited to 330 W, moved 1,397 GB/s of weights. The lab's
 # question states this number; the answer is computed from it.
 GPT_FAST_A100_BYTES_PER_S = 1397e9
+
 
 # --- lab ------------------------------------------------------------------------------
 
@@ -69,6 +72,7 @@ GPT_FAST_A100_BYTES_PER_S = 1397e9
 def _():
     return llm.weight_bytes("llama-2-13b", "fp16")
 
+
 @register("lab-weight-reads-t4-floor", where=LAB,
           question="Shortest possible decode step of Llama-2-7B in fp16 on a T4, at the "
           "datasheet bandwidth", unit="seconds", hint="The step must read every weight "
@@ -77,6 +81,7 @@ def _():
 def _():
     return llm.weight_bytes("llama-2-7b", "fp16") / hardware.get("T4").bandwidth
 
+
 @register("lab-weight-reads-gpt-fast-fraction", where=LAB,
           question="gpt-fast's batch-1 Llama-2-7B decode on an A100-80GB moved 1,397 GB/s "
           "of weights: what fraction of the datasheet bandwidth is that?",
@@ -84,6 +89,7 @@ def _():
           "catalogue, in the same units.")
 def _():
     return GPT_FAST_A100_BYTES_PER_S / hardware.get("A100 80GB").bandwidth
+
 
 @register("lab-weight-reads-flush-pool", where=LAB,
           question="Smallest pool of weights that bench reads through to flush an H100's "

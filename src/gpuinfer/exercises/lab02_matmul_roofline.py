@@ -1,11 +1,12 @@
 """The exercises asked in `labs/02_matmul_roofline` (every registration here has
 `where="labs/02_matmul_roofline"`) and the helpers only they use."""
 
-from .. import cost, decoding, dtypes, hardware, llm, reference, roofline, speculative  # noqa: F401
+from .. import hardware, roofline
 from . import register
 from .common import GPU_PRICES, published
 
 MATMUL = "labs/02_matmul_roofline"
+
 
 # --- lab: fp16 matmuls on the roofline --------------------------------------------------------
 
@@ -17,6 +18,7 @@ MATMUL = "labs/02_matmul_roofline"
 def _():
     return roofline.matmul_intensity(64, 8192, 8192, "fp16")
 
+
 @register("lab-matmul-ridge-batch-a100", where=MATMUL,
           question="Smallest m at which [m, 8192] @ [8192, 8192] in fp16 is compute-bound "
           "on an A100 80GB (its intensity reaches the fp16 ridge point)", unit="rows",
@@ -24,6 +26,7 @@ def _():
           "about m * 8192 / (2m + 8192). Solve for m, round up.", rel_tol=0.02)
 def _():
     return roofline.ridge_rows(8192, 8192, "A100 80GB", "fp16")
+
 
 @register("lab-matmul-mamf-fraction-h100", where=MATMUL,
           question="Published maximum achievable matmul throughput (MAMF) of an H100 SXM as "
@@ -33,14 +36,17 @@ def _():
 def _():
     return published("matmul", "MAMF", "H100 SXM") / hardware.get("H100 SXM").peak_flops("bf16")
 
+
 # --- lab 2: the cheapest GPUs for a compute-bound batch job -----------------------------------
 JOB_FLOPS = 1e18  # large fp16 matmuls, compute-bound; split evenly over the GPUs rented
+
 
 def job_cost_usd(gpu, flops_per_s=None) -> float:
     """USD to run `JOB_FLOPS` on `gpu` at `flops_per_s` (default its published achievable
     fp16 matmul rate, `hardware.achievable`), paying `GPU_PRICES[gpu]` an hour."""
     rate = hardware.achievable(gpu)["matmul_fp16_flops"] if flops_per_s is None else flops_per_s
     return JOB_FLOPS / rate / 3600 * GPU_PRICES[gpu]
+
 
 @register("lab-matmul-cheapest-job", where=MATMUL,
           question="A batch job runs 1e18 FLOP of large fp16 matmuls (compute-bound), split "

@@ -1,11 +1,12 @@
 """The exercises asked in `labs/03_decode_batching` (every registration here has
 `where="labs/03_decode_batching"`) and the helpers only they use."""
 
-from .. import cost, decoding, dtypes, hardware, llm, reference, roofline, speculative  # noqa: F401
+from .. import hardware, llm, speculative
 from . import register
 from .common import published
 
 DECODE = "labs/03_decode_batching"
+
 
 # --- lab: a decode step, batched ------------------------------------------------------------
 
@@ -23,6 +24,7 @@ DECODE = "labs/03_decode_batching"
               0.5: "Half the answer: count both the keys and the values."})
 def _():
     return 4096 * llm.kv_cache_bytes_per_token("mistral-7b", "fp16")
+
 
 @register("lab-decode-compute-bound-batch-h200", where=DECODE,
           question="Smallest batch at which a Mistral-7B fp16 decode step's weight matmuls "
@@ -43,6 +45,7 @@ def _():
 def _():
     return llm.compute_bound_batch("mistral-7b", "H200")
 
+
 @register("lab-decode-gptfast-fraction", where=DECODE,
           question="Fraction of the batch-1 weight-read ceiling that gpt-fast's compiled "
           "Llama-2-7B reached on an A100 80GB (the reference.PUBLISHED row whose 'what' is "
@@ -55,12 +58,12 @@ def _():
                                       hardware.get("A100 80GB").bandwidth)
     return tokens_per_s / ceiling
 
+
 # --- lab 3: the batch above which speculative decoding stops paying ---------------------------
 SPEC_TARGET, SPEC_DRAFT, SPEC_GPU = "llama-3-8b", "llama-3.2-1b", "H100 SXM"
-
 SPEC_ACCEPTANCE, SPEC_K, SPEC_CONTEXT = 0.7, 4, 1024
-
 SPEC_BATCHES = (1, 16, 64, 128, 256, 512)
+
 
 def spec_speedups(achievable=True) -> dict:
     """{batch: speculative.decode_speedup} for the exercise's settings, on the achievable
@@ -69,6 +72,7 @@ def spec_speedups(achievable=True) -> dict:
                                           acceptance=SPEC_ACCEPTANCE, k=SPEC_K, batch=b,
                                           context=SPEC_CONTEXT, achievable=achievable)
             for b in SPEC_BATCHES}
+
 
 @register("lab-decode-speculation-largest-batch", where=DECODE,
           question="Llama-3-8B in fp16 on an H100 SXM, drafted by Llama-3.2-1B with k = 4 "

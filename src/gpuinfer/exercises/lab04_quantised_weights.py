@@ -2,11 +2,12 @@
 `where="labs/04_quantised_weights"`) and the helpers only they use."""
 
 from .. import achievable as _achievable
-from .. import decoding, dtypes, hardware, llm, parallel, reference, roofline  # noqa: F401
+from .. import decoding, dtypes, llm
 from . import register
 from .common import published
 
 QUANT = "labs/04_quantised_weights"
+
 
 # --- lab: quantised weights ------------------------------------------------------------------
 
@@ -27,6 +28,7 @@ def _():
     int8 = decoding.weight_traffic_bytes_per_weight("int8-dequant", "fp16")
     return int8 - dtypes.bytes_per_element("int8") + dtypes.get("int4").bits / 8
 
+
 @register("lab-quant-int4-group-bytes", where=QUANT,
           question="Bytes per weight of int4 weights with one fp16 scale per group of 32",
           unit="bytes per weight (exact)", hint="Half a byte per weight, plus the scale's "
@@ -38,6 +40,7 @@ def _():
 def _():
     int4 = dtypes.get("int4")
     return int4.bits / 8 + dtypes.bytes_per_element("fp16") / int4.block_size
+
 
 @register("lab-quant-gptfast-int4-share", where=QUANT,
           question="gpt-fast's measured int4 speed-up over bf16 (A100, Llama-2-7B, batch 1, "
@@ -63,9 +66,9 @@ LAB_QUANT = "labs/04_quantised_weights"
 # --- lab 4: the weight format that holds a T4's users ----------------------------------
 #: Mistral-7B on one T4, every sequence at this context, the KV cache in fp16.
 T4_MODEL, T4_CONTEXT, T4_USERS = "mistral-7b", 4096, 8
-
 #: Weight formats from the most bits (least error) to the fewest.
 T4_FORMATS = ("fp16", "int8", "int4")
+
 
 def t4_batches():
     """The largest batch of `T4_CONTEXT`-token sequences each format holds on one T4
@@ -73,10 +76,12 @@ def t4_batches():
     return {f: llm.max_batch(T4_MODEL, "T4", T4_CONTEXT, f, kv_dtype="fp16")
             for f in T4_FORMATS}
 
+
 def t4_choice():
     """The format with the most bits that holds `T4_USERS` sequences."""
     batches = t4_batches()
     return next(f for f in T4_FORMATS if batches[f] >= T4_USERS)
+
 
 @register("lab-quant-t4-format-batch", where=LAB_QUANT,
           question="Mistral-7B on one T4 for 8 users at once, each with 4,096 tokens of "
@@ -111,8 +116,10 @@ def t4_choice():
 def _():
     return t4_batches()[t4_choice()]
 
+
 #: Exercise 5: the same users each want this many tokens/s (decode, per sequence).
 T4_TOKENS_PER_USER = 25.0
+
 
 def t4_tokens_per_user(fmt, achievable=True) -> float:
     """Per-sequence decode tokens/s of `T4_USERS` Mistral-7B sequences at `T4_CONTEXT`
@@ -123,12 +130,14 @@ def t4_tokens_per_user(fmt, achievable=True) -> float:
     return _achievable.decode_tokens_per_s(T4_MODEL, "T4", T4_USERS, T4_CONTEXT, fmt,
                                            kv_dtype="fp16", achievable=achievable) / T4_USERS
 
+
 def t4_speed_choice(achievable=True):
     """The format with the most bits that holds `T4_USERS` sequences and gives each
     `T4_TOKENS_PER_USER` tokens/s (None if none does)."""
     batches = t4_batches()
     return next((f for f in T4_FORMATS if batches[f] >= T4_USERS
                  and t4_tokens_per_user(f, achievable) >= T4_TOKENS_PER_USER), None)
+
 
 @register("lab-quant-t4-format-speed", where=LAB_QUANT,
           question="The same 8 Mistral-7B users on one T4 (4,096 tokens of context each, the "

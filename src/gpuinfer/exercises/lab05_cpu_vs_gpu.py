@@ -6,6 +6,7 @@ from . import register
 
 LAB = "labs/05_cpu_vs_gpu"
 
+
 @register("lab-cpu-gpu-params", where=LAB,
           question="Parameters of an MLP 64 -> 256 -> 256 -> 1 (weights and biases)",
           unit="parameters", hint="Each layer has in x out weights and out biases.",
@@ -13,12 +14,14 @@ LAB = "labs/05_cpu_vs_gpu"
 def _():
     return tabular.mlp_params(64, (256, 256), 1)
 
+
 @register("lab-cpu-gpu-cost-at-demand", where=LAB,
           question="Cost per million predictions when 500 predictions/s arrive at one "
           "$0.526/h GPU machine able to serve 1,000,000/s", unit="USD",
           hint="You pay for the whole hour; only 500 x 3600 predictions share it.")
 def _():
     return cost.cost_per_million_at_demand(0.526, 1e6, 500)
+
 
 @register("lab-cpu-gpu-launch-bound-throughput", where=LAB,
           question="Most predictions/s a GPU can serve one at a time (batch 1) when each "
@@ -32,12 +35,11 @@ LAB_CPU_GPU = "labs/05_cpu_vs_gpu"
 # --- lab 5: a CPU fleet or a GPU machine for a steady stream of predictions -------------
 #: Example prices (cost.EXAMPLE_PRICES): AWS c5.2xlarge and g4dn.xlarge, USD/h.
 CPU_PRICE, GPU_PRICE = 0.34, 0.526
-
 #: Predictions/s each machine serves within the latency target (illustrative settings:
 #: 4 cores x 3,000/s; a T4 at batches of 1,024).
 CPU_RATE, GPU_RATE = 12_000, 400_000
-
 FLEET_DEMAND = 10_000  # predictions/s, steady
+
 
 @register("lab-cpu-gpu-cheapest-fleet", where=LAB_CPU_GPU,
           question="10,000 predictions/s arrive steadily and each must be answered within "

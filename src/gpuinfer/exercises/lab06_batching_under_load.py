@@ -6,8 +6,10 @@ from . import register
 
 LAB = "labs/06_batching_under_load"
 
+
 # --- the lab: a measured table, given here so the answers do not depend on a device ---
 LAB_TABLE = {1: 0.004, 2: 0.0041, 4: 0.0043, 8: 0.0048, 16: 0.0058, 32: 0.0080}
+
 
 @register("lab-batching-saturation", where=LAB,
           question="With the measured table {1: 4.0, 2: 4.1, 4: 4.3, 8: 4.8, 16: 5.8, "
@@ -16,12 +18,14 @@ LAB_TABLE = {1: 0.004, 2: 0.0041, 4: 0.0043, 8: 0.0048, 16: 0.0058, 32: 0.0080}
 def _():
     return batching.saturation_throughput(LAB_TABLE, 32)
 
+
 @register("lab-batching-interpolated", where=LAB,
           question="Same table: the service time of a batch of 24, read linearly between "
           "the measured 16 and 32", unit="s",
           hint="Linear interpolation: S(16) + (24 - 16) / (32 - 16) x (S(32) - S(16)).")
 def _():
     return batching.service_table(list(LAB_TABLE), list(LAB_TABLE.values()))(24)
+
 
 @register("lab-batching-merged-md1", where=LAB,
           question="Two models, batch 1 each, 10 ms a request, sharing one GPU; they "
@@ -30,24 +34,23 @@ def _():
           "of the rates; with equal service times the GPU is one M/D/1 queue.")
 def _():
     return batching.md1_mean_wait(40.0 + 30.0, 0.010)
-
 LAB_BATCHING = "labs/06_batching_under_load"
+
 
 # --- lab 6: the batching policy that needs the fewest GPUs under a p99 SLO ---------------
 FLEET_REQUESTS = 5_000  # requests/s, Poisson, split evenly over the GPUs
-
 FLEET_SLO_S = 0.012     # p99 latency target, s
-
 #: The A10G example price (AWS g5.xlarge, cost.EXAMPLE_PRICES), USD/h.
 FLEET_GPU_PRICE = 1.006
-
 FLEET_POLICIES = (1, 8, 32)  # max_batch, each with no queue delay
+
 
 def _fleet_gpus():
     """GPUs each policy needs: ceil(demand / its capacity under the SLO)."""
     service = batching.service_table(list(LAB_TABLE), list(LAB_TABLE.values()))
     return {mb: cost.machines_needed(FLEET_REQUESTS, batching.capacity(
         service, mb, 0.0, slo=FLEET_SLO_S)) for mb in FLEET_POLICIES}
+
 
 @register("lab-batching-cheapest-fleet", where=LAB_BATCHING,
           question="5,000 requests/s (Poisson) must be served with p99 latency within 12 ms, "

@@ -8,15 +8,15 @@ from .common import costs, ll_slip
 
 LAB_TP = "labs/07_tensor_parallel"
 
+
 # --- lab 7: the fewest T4s that meet a time per output token over PCIe ------------------
 #: Llama-2-13B in fp16 at batch 1 and this context, on T4s that talk over PCIe Gen3 x16
 #: (a server of up to 8, as AWS's multi-T4 instances are): TP degrees considered and the
 #: time-per-output-token objective, seconds.
 TP_MODEL, TP_CONTEXT, TP_LINK = "llama-2-13b", 4096, "PCIe Gen3 x16"
-
 TP_DEGREES = (1, 2, 4, 8)
-
 TP_TPOT_S = 0.030
+
 
 def tp_options():
     """Per TP degree: whether one sequence fits (`parallel.tp_max_batch` >= 1) and the
@@ -29,9 +29,10 @@ def tp_options():
         rows[n] = {"fits": fits, "step_s": step}
     return rows
 
-_TP_WEIGHT_GB = llm.weight_bytes(TP_MODEL, "fp16") / 1e9
 
+_TP_WEIGHT_GB = llm.weight_bytes(TP_MODEL, "fp16") / 1e9
 _TP2_MS = 1e3 * tp_options()[2]["step_s"]
+
 
 @register("lab-tp-t4-fewest-for-tpot", where=LAB_TP,
           question="Llama-2-13B in fp16, one sequence of 4,096 tokens of context, on T4s "
@@ -52,8 +53,8 @@ _TP2_MS = 1e3 * tp_options()[2]["step_s"]
 def _():
     opts = tp_options()
     return next(n for n in TP_DEGREES if opts[n]["fits"] and opts[n]["step_s"] <= TP_TPOT_S)
-
 LAB = "labs/07_tensor_parallel"
+
 
 @register("lab-tp-bytes-sent", where=LAB,
           question="Bytes each of 4 ranks sends in a ring all-reduce of an 8 MiB tensor "
@@ -63,6 +64,7 @@ LAB = "labs/07_tensor_parallel"
 def _():
     return parallel.allreduce_bytes_sent(8 * 2**20, 4)
 
+
 @register("lab-tp-bus-bandwidth", where=LAB,
           question="Bus bandwidth of a 2-rank all-reduce of 8e6 bytes that took 10 ms. "
           "Bytes per second.",
@@ -70,6 +72,7 @@ def _():
           "as nccl-tests reports it; 10 ms is 0.010 s.")
 def _():
     return parallel.allreduce_bus_bandwidth(8e6, 2, 0.010)
+
 
 @register("lab-tp-pcie-allreduce", where=LAB,
           question="Time of an all-reduce of 1 MiB (2**20 bytes) between 2 GPUs over PCIe "

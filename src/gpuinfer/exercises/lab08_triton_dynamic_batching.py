@@ -12,17 +12,14 @@ LAB_TRITON = "labs/08_triton_dynamic_batching"
 #: The model's own seconds at batch 1 and 32, and the hand-off every batch pays inside
 #: the server (the gap between batches under load), s.
 MODEL_S = {1: 0.41e-3, 32: 3.1e-3}
-
 HANDOFF_S = 0.020
-
 MAX_BATCH = 32
-
 #: Demand for the fleet question, requests/s, and the most of its full-batch throughput
 #: each server may run at (the headroom its queue needs).
 FLEET_DEMAND, FLEET_UTILISATION = 3500, 0.8
-
 #: A measured run: requests/s answered and their mean latency, s (offered: 1,500/s).
 ANSWERED_PER_S, MEAN_LATENCY_S, OFFERED_PER_S = 943.0, 0.093, 1500.0
+
 
 def server_service(handoff_s=HANDOFF_S):
     """Seconds a batch of b takes inside the server: the model's time (linear between
@@ -30,9 +27,11 @@ def server_service(handoff_s=HANDOFF_S):
     sizes = sorted(MODEL_S)
     return batching.service_table(sizes, [MODEL_S[b] + handoff_s for b in sizes])
 
+
 def full_batch_throughput(handoff_s=HANDOFF_S):
     """Requests/s with full batches of `MAX_BATCH` back to back."""
     return batching.saturation_throughput(server_service(handoff_s), MAX_BATCH)
+
 
 @register("lab-triton-saturation-with-handoff", where=LAB_TRITON,
           question="A model takes 3.1 ms for a batch of 32 on its own; inside a server every "
@@ -53,6 +52,7 @@ def full_batch_throughput(handoff_s=HANDOFF_S):
 def _():
     return full_batch_throughput()
 
+
 @register("lab-triton-servers-needed", where=LAB_TRITON,
           question="3,500 requests/s must be served by servers that each answer at most the "
           "full-batch throughput of the previous question, each kept at no more than 80% of "
@@ -68,6 +68,7 @@ def _():
           })
 def _():
     return math.ceil(FLEET_DEMAND / (FLEET_UTILISATION * full_batch_throughput()))
+
 
 @register("lab-triton-requests-in-flight", where=LAB_TRITON,
           question="At 1,500 requests/s offered a server answered 943 a second with a mean "

@@ -6,6 +6,7 @@ from . import register
 
 LAB_COMPILE = "labs/09_compile_fuse_calibrate"
 
+
 # --- lab 9: what int8 can buy ------------------------------------------------------------
 
 def mlp_int8_bytes_fraction(features=tabular.DEFAULT_FEATURES, hidden=tabular.DEFAULT_HIDDEN,
@@ -16,6 +17,7 @@ def mlp_int8_bytes_fraction(features=tabular.DEFAULT_FEATURES, hidden=tabular.DE
     channels = sum(hidden) + outputs               # one bias and one scale each
     weights = params - channels
     return (weights * 1 + channels * 4 + channels * 4) / (params * 4)
+
 
 @register("lab-compile-int8-bytes-fraction", where=LAB_COMPILE,
           question="The lab's MLP (64 -> 1,024 x 3 -> 1) with int8 weights, one fp32 scale per "
@@ -30,6 +32,7 @@ def mlp_int8_bytes_fraction(features=tabular.DEFAULT_FEATURES, hidden=tabular.DE
 def _():
     return mlp_int8_bytes_fraction()
 
+
 @register("lab-compile-int4-db", where=LAB_COMPILE,
           question="By the ideal quantiser's rule (6.02 b + 1.76 dB for b bits), how many dB "
           "of SQNR would int4 weights lose against int8?",
@@ -42,9 +45,11 @@ def _():
 def _():
     return quant.ideal_sqnr_db(8) - quant.ideal_sqnr_db(4)
 
+
 def a100_ratio(over="fp32"):
     a100 = hardware.get("A100 80GB")
     return a100.peak_flops("int8") / a100.peak_flops(over)
+
 
 @register("lab-compile-a100-int8-over-fp32", where=LAB_COMPILE,
           question="On an A100 80GB's datasheet (dense figures), how many times the fp32 rate "

@@ -7,6 +7,7 @@ from .common import MX, QW
 
 LAB = "labs/10_moe_experts"
 
+
 # --- the lab ------------------------------------------------------------------------------
 
 @register("lab-moe-touched-mixtral-16", where=LAB,
@@ -18,6 +19,7 @@ LAB = "labs/10_moe_experts"
 def _():
     return llm.experts_touched("mixtral-8x7b", 16)
 
+
 @register("lab-moe-bytes-growth-qwen3", where=LAB,
           question="For Qwen3-30B-A3B (128 experts, top-8), how many times more routed-expert "
           "weight bytes does an MoE layer read for 64 tokens than for 1, under uniform "
@@ -28,6 +30,7 @@ def _():
                  "tokens share an expert; at 64 tokens many do."})
 def _():
     return llm.experts_touched("qwen3-30b-a3b", 64) / llm.experts_touched("qwen3-30b-a3b", 1)
+
 
 @register("lab-moe-half-experts-tokens", where=LAB,
           question="Under uniform routing, from how many tokens does one layer of "

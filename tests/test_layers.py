@@ -108,7 +108,7 @@ def _private_uses(tree, aliases, names):
 
 
 def _dotted(node, aliases):
-    """The module an expression such as `_b` or `gpuinfer.exercises.roofline` names, by
+    """The module an expression such as `_b` or `gpuinfer.exercises.chapter01_roofline` names, by
     the aliases in force (None if it names none)."""
     if isinstance(node, ast.Name):
         return aliases.get(node.id)

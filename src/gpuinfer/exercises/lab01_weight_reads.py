@@ -14,11 +14,6 @@ STREAM_TOKENS_PER_S = 20.0  # the target for one stream of Llama-2-7B at batch 1
 STREAM_MODEL, STREAM_CONTEXT = "llama-2-7b", 0
 
 
-def gpt_fast_fraction() -> float:
-    """gpt-fast's weight bandwidth over the A100 80GB's datasheet bandwidth."""
-    return GPT_FAST_A100_BYTES_PER_S / hardware.get("A100 80GB").bandwidth
-
-
 def stream_tokens_per_s(gpu, fraction=None, *, achievable=True) -> float:
     """Batch-1 Llama-2-7B fp16 decode tokens/s on `gpu`. Default: what an engine achieves
     (`achievable.decode_tokens_per_s`, the fitted model); `achievable=False`: the

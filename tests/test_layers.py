@@ -25,7 +25,7 @@ PREDICTION = {
     "gpuinfer.roofline", "gpuinfer.models", "gpuinfer.llm", "gpuinfer.dtypes", "gpuinfer.batching",
     "gpuinfer.llm_serving", "gpuinfer.speculative", "gpuinfer.parallel",
     "gpuinfer.multinode", "gpuinfer.cost", "gpuinfer.tabular", "gpuinfer.achievable",
-    "gpuinfer.calibration",
+    "gpuinfer.calibration", "gpuinfer.search",
     "gpuinfer.validate", "gpuinfer.colocation", "gpuinfer.mig_sizing",
     "gpuinfer.hardware", "gpuinfer.hardware.devices", "gpuinfer.hardware.links",
     "gpuinfer.hardware.lookup", "gpuinfer.hardware.measured", "gpuinfer.hardware.mig",

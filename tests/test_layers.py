@@ -25,7 +25,7 @@ PREDICTION = {
     "gpuinfer.roofline", "gpuinfer.models", "gpuinfer.llm", "gpuinfer.dtypes", "gpuinfer.batching",
     "gpuinfer.llm_serving", "gpuinfer.speculative", "gpuinfer.parallel",
     "gpuinfer.multinode", "gpuinfer.cost", "gpuinfer.tabular", "gpuinfer.achievable",
-    "gpuinfer.calibration", "gpuinfer.search",
+    "gpuinfer.calibration", "gpuinfer.search", "gpuinfer.collectives",
     "gpuinfer.validate", "gpuinfer.colocation", "gpuinfer.mig_sizing",
     "gpuinfer.hardware", "gpuinfer.hardware.devices", "gpuinfer.hardware.links",
     "gpuinfer.hardware.lookup", "gpuinfer.hardware.measured", "gpuinfer.hardware.mig",
@@ -33,6 +33,19 @@ PREDICTION = {
 #: What a prediction module may not import: torch, and the measurement layer.
 MEASUREMENT = {"gpuinfer.bench", "gpuinfer.device", "gpuinfer.environment",
                "gpuinfer.decoding", "gpuinfer.bench_suite", "gpuinfer.distributed"}
+
+#: The rest of the measurement layer: modules that time, load or run real work (torch,
+#: ONNX Runtime, Triton), or that read what such runs recorded. They may import anything.
+MEASURING = MEASUREMENT | {
+    "gpuinfer.__main__", "gpuinfer.gpu_check", "gpuinfer.quant", "gpuinfer.quality",
+    "gpuinfer.fusion", "gpuinfer.tuning", "gpuinfer.serving", "gpuinfer.onnx_runtime",
+    "gpuinfer.triton_server", "gpuinfer.tabular_model", "gpuinfer.reference",
+    "gpuinfer.lab_verdicts", "gpuinfer.hardware.detection",
+}
+#: The pages' plumbing: glue, plots, verdict sentences, the exercises. A prediction module
+#: never imports one of these (a formula does not depend on how a page shows it).
+PRESENTATION = {"gpuinfer", "gpuinfer.book", "gpuinfer.plots", "gpuinfer.findings",
+                "gpuinfer.exercises"}
 
 #: Known `module._private` uses in files whose owners are removing them now; each entry is
 #: (using file, "module._name"). A new use fails the test, and so does an entry that is
@@ -229,6 +242,42 @@ def test_a_prediction_module_imports_neither_torch_nor_the_measurement_layer(mod
     assert module in MODULES, f"{module} is listed as a prediction module but not found"
     allowed = {"torch"} if module in ALLOWED_TORCH else set()
     assert set(_forbidden_imports(module, MODULES[module])) == allowed
+
+
+def _layer(module):
+    if module in PREDICTION:
+        return "prediction"
+    if module in MEASURING:
+        return "measurement"
+    if module in PRESENTATION or module.startswith("gpuinfer.exercises."):
+        return "presentation"
+    return None
+
+
+def test_every_module_has_a_layer():
+    """A new module is placed in a layer when it is added, so that the import rules
+    above apply to it: an unclassified module would escape them."""
+    loose = sorted(m for m in MODULES if _layer(m) is None)
+    assert not loose, ("classify these modules in tests/test_layers.py (PREDICTION, "
+                       f"MEASURING or PRESENTATION): {loose}")
+    both = sorted(PREDICTION & (MEASURING | PRESENTATION))
+    assert not both, f"in two layers at once: {both}"
+
+
+@pytest.mark.parametrize("module", sorted(PREDICTION))
+def test_a_prediction_module_imports_no_presentation_module(module):
+    targets, _, _ = _imports(module, MODULES[module], _parse(MODULES[module]))
+    shown = sorted(t for t in targets if t in MODULES and _layer(t) == "presentation")
+    assert not shown, f"{module} imports presentation modules {shown}"
+
+
+def test_the_layer_checks_see_a_planted_violation():
+    """The checks' own check: a prediction module importing plots, or an unknown module,
+    is caught (the rules above read these same helpers)."""
+    assert _layer("gpuinfer.plots") == "presentation"
+    assert _layer("gpuinfer.exercises.chapter01_roofline") == "presentation"
+    assert _layer("gpuinfer.not_a_module") is None
+    assert _layer("gpuinfer.roofline") == "prediction"
 
 
 # --- the notebooks and the workshop's pages ---------------------------------------------------

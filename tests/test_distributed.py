@@ -164,6 +164,7 @@ def test_nccl_is_told_its_rank_s_gpu(monkeypatch):
     (nccl_args, nccl_kw), (gloo_args, gloo_kw) = calls
     assert nccl_args == ("nccl",) and nccl_kw["device_id"] == torch.device("cuda", 1)
     assert nccl_kw["rank"] == 1 and nccl_kw["world_size"] == 2
+    assert gloo_args == ("gloo",) and gloo_kw["rank"] == 1 and gloo_kw["world_size"] == 2
     assert "device_id" not in gloo_kw and gloo_kw["timeout"].total_seconds() == 30
 
 

@@ -166,3 +166,104 @@ def test_errors_say_where_each_rows_matmul_fraction_comes_from():
     assert A.matmul_source("B200", "fp4") == "fp8 stand-in"       # B200 has an fp8 figure
     assert A.matmul_source("GB200", "fp4") == "catalogue median"   # GB200 has none
     assert A.matmul_source("A100 80GB", "int8") == "catalogue median"
+
+
+# --- decode_options and max_batch_within ------------------------------------------------------
+
+# Llama-2-7B (config.json): 32 layers, d_model 4096, MLP 11008, vocabulary 32000. Weights a
+# decode step's matmuls read: 32 x (4 x 4096^2 + 3 x 4096 x 11008) + 32000 x 4096
+# = 6,476,005,376 + 131,072,000 = 6,607,077,376 (the embedding table is gathered a row).
+LLAMA2_7B_MATMUL_WEIGHTS = 32 * (4 * 4096**2 + 3 * 4096 * 11008) + 32000 * 4096
+
+
+def test_decode_options_by_hand_on_a_t4():
+    # Batch 1, empty cache: memory-bound. FITTED: bytes at 0.85 x 320e9 = 272e9 B/s, int8
+    # weight-only at a further 0.83 (225.76e9 B/s); 32 x 13 kernels x 0.5 us = 0.208 ms of
+    # gaps and 1.6 ms a step (the activations add under 0.1%):
+    #   fp16: 13.214e9 B / 272e9 = 48.582 ms + 1.808 = 50.390 ms: 19.845 tokens/s;
+    #         ceiling 320e9 / 13.214e9 = 24.217 tokens/s
+    #   int8: 6.607e9 / 225.76e9 = 29.266 ms + 1.808 = 31.074 ms: 32.181 tokens/s;
+    #         ceiling 48.433 tokens/s
+    #   speed-up of int8 over fp16: 50.390 / 31.074 = 1.6216; on the ceiling 2.
+    w, fixed = LLAMA2_7B_MATMUL_WEIGHTS, 32 * 13 * 0.5e-6 + 1.6e-3
+    step = {"fp16": 2 * w / (320e9 * 0.85) + fixed, "int8": w / (320e9 * 0.85 * 0.83) + fixed}
+    ceiling = {"fp16": 320e9 / (2 * w), "int8": 320e9 / w}
+    t = A.decode_options("llama-2-7b", {f: {"dtype": f} for f in ("fp16", "int8")},
+                         accelerator="T4", baseline="fp16")
+    for f in ("fp16", "int8"):
+        assert t.loc[f, "step_s"] == pytest.approx(step[f], rel=2e-3)
+        assert t.loc[f, "tokens_per_s"] == pytest.approx(1 / step[f], rel=2e-3)
+        assert t.loc[f, "ceiling_tokens_per_s"] == pytest.approx(ceiling[f], rel=2e-3)
+        assert t.loc[f, "fraction_of_ceiling"] == pytest.approx(
+            1 / step[f] / ceiling[f], rel=3e-3)
+    assert t.loc["int8", "speedup"] == pytest.approx(step["fp16"] / step["int8"], rel=2e-3)
+    assert t.loc["int8", "ceiling_speedup"] == pytest.approx(2.0, rel=2e-3)
+    assert t.loc["fp16", "speedup"] == 1.0
+    # The weights held: every parameter, the embedding table too (32000 x 4096 more).
+    assert t.loc["int8", "weight_bytes"] == llm.weight_bytes("llama-2-7b", "int8")
+
+
+def test_decode_options_rows_are_the_single_option_functions():
+    # Options override the common arguments; tuple labels give a MultiIndex.
+    opts = {("H100 SXM", "fp8"): {"accelerator": "H100 SXM", "dtype": "fp8_e4m3",
+                                  "compute_dtype": "fp8"},
+            ("A100 80GB", "bf16"): {"accelerator": "A100 80GB", "dtype": "bf16", "batch": 8}}
+    t = A.decode_options("llama-3-8b", opts, batch=256, context=256)
+    assert t.index.nlevels == 2 and "speedup" not in t.columns
+    h = t.loc[("H100 SXM", "fp8")]
+    assert h["batch"] == 256 and h["tokens_per_s"] == A.decode_tokens_per_s(
+        "llama-3-8b", "H100 SXM", 256, 256, "fp8_e4m3", compute_dtype="fp8")
+    assert h["ceiling_tokens_per_s"] == llm.decode_ceiling(
+        "llama-3-8b", "H100 SXM", 256, 256, "fp8_e4m3", compute_dtype="fp8")
+    a = t.loc[("A100 80GB", "bf16")]
+    assert a["batch"] == 8 and a["step_s"] == A.decode_step_s("llama-3-8b", "A100 80GB", 8, 256,
+                                                               "bf16")
+    # The ceiling's options: every fraction 1.
+    c = A.decode_options("llama-3-8b", opts, batch=256, context=256, achievable=False)
+    assert np.allclose(c["fraction_of_ceiling"], 1.0)
+
+
+@pytest.mark.parametrize("options, kw, error, words", [
+    ([("T4", "fp16")], {}, TypeError, "options"),
+    ({}, {}, TypeError, "options"),
+    ({"a": "T4"}, {}, TypeError, r"options\['a'\]"),
+    ({"a": {"gpu": "T4"}}, {}, ValueError, "gpu"),
+    ({"a": {"dtype": "fp16"}}, {}, ValueError, "accelerator"),
+    ({"a": {"accelerator": "T4"}}, {"baseline": "b"}, ValueError, "baseline"),
+    ({"a": {"accelerator": "T4", "batch": 0}}, {}, ValueError, "batch"),
+    ({"a": {"accelerator": "T4"}}, {"achievable": "yes"}, TypeError, "achievable"),
+])
+def test_decode_options_bad_input(options, kw, error, words):
+    with pytest.raises(error, match=words):
+        A.decode_options("llama-2-7b", options, **kw)
+
+
+def test_max_batch_within_is_the_last_batch_a_scan_finds():
+    # Brute force: every batch that fits (llm.max_batch), the last whose achievable step
+    # meets 35 ms. By hand (memory-bound): (0.035 - 1.808e-3) x 0.85 x 2.039e12 B/s =
+    # 57.53e9 B; less 15.009e9 B of weights, over 4096 x 131,072 B a sequence: 79.2, and
+    # the activations and attention's arithmetic take one more off.
+    fits = llm.max_batch("llama-3-8b", "A100 80GB", 4096)
+    scan = [b for b in range(1, fits + 1)
+            if A.decode_step_s("llama-3-8b", "A100 80GB", b, 4096) <= 0.035]
+    got = A.max_batch_within("llama-3-8b", "A100 80GB", 4096, 0.035)
+    assert got == max(scan) and 77 <= got <= 79
+    # The ceiling's search is llm.max_batch_within's.
+    assert A.max_batch_within("llama-3-8b", "A100 80GB", 4096, 0.035, achievable=False) == \
+        llm.max_batch_within("llama-3-8b", "A100 80GB", 4096, 0.035)
+    # A loose objective: memory decides. One shorter than the 1.8 ms fixed cost: none.
+    assert A.max_batch_within("llama-3-8b", "A100 80GB", 4096, 10.0) == fits
+    assert A.max_batch_within("llama-3-8b", "A100 80GB", 4096, 1e-3) == 0
+    # Weights that do not fit (Llama-3-70B, 141e9 B in fp16, on a 16 GB T4): none.
+    assert A.max_batch_within("llama-3-70b", "T4", 1024, 1.0) == 0
+
+
+@pytest.mark.parametrize("args, kw, error, words", [
+    ((4096, -1.0), {}, ValueError, "tpot_s"),
+    ((4096, "fast"), {}, TypeError, "tpot_s"),
+    ((0, 0.035), {}, ValueError, "context"),
+    ((4096, 0.035), {"achievable": "yes"}, TypeError, "achievable"),
+])
+def test_max_batch_within_bad_input(args, kw, error, words):
+    with pytest.raises(error, match=words):
+        A.max_batch_within("llama-3-8b", "A100 80GB", *args, **kw)

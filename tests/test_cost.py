@@ -110,3 +110,48 @@ def test_price_per_gpu_hour():
     assert cost.price_per_gpu_hour("AWS g4dn.xlarge") == pytest.approx(0.526)
     with pytest.raises(ValueError, match="no GPUs"):
         cost.price_per_gpu_hour("AWS c5.2xlarge")
+
+
+# --- priced: a table of options, each with its price and cost per million ---------------------
+
+def _options():
+    import pandas as pd
+
+    # Two GPUs, two formats each; throughputs in tokens/s chosen to divide easily.
+    idx = pd.MultiIndex.from_tuples([("T4", "fp16"), ("T4", "int8"), ("A10G", "int8")],
+                                    names=["GPU", "weights"])
+    return pd.DataFrame({"accelerator": ["T4", "T4", "A10G"],
+                         "tokens_per_s": [20.0, 32.0, 50.0]}, index=idx)
+
+
+def test_priced_by_hand():
+    # T4 at 0.526 USD/h: 0.526 / (3600 x 20) x 1e6 = 7.3056; at 32 tokens/s: 4.5660.
+    # A10G at 1.006 USD/h, 50 tokens/s: 1.006 / (3600 x 50) x 1e6 = 5.5889.
+    prices = {"T4": 0.526, "A10G": 1.006}
+    expect = [0.526 / 72000 * 1e6, 0.526 / 115200 * 1e6, 1.006 / 180000 * 1e6]
+    for by in ("accelerator", "GPU"):           # a column or an index level
+        t = cost.priced(_options(), prices, by=by)
+        assert list(t["price_per_hour"]) == [0.526, 0.526, 1.006]
+        assert np.allclose(t["cost_per_million"], expect, rtol=1e-12)
+    assert "cost_per_million" not in _options().columns          # a copy, not in place
+    # One price per row, or one for all; half busy: twice the cost; another column name.
+    t = cost.priced(_options(), [0.526, 0.526, 1.006], utilisation=0.5, column="usd")
+    assert np.allclose(t["usd"], 2 * np.array(expect))
+    assert np.allclose(cost.priced(_options(), 3.6)["cost_per_million"],
+                       [3.6 / (3600 * x) * 1e6 for x in (20, 32, 50)])   # 50, 31.25, 20
+
+
+@pytest.mark.parametrize("price, kw, error, words", [
+    ({"T4": 0.526}, {"by": "accelerator"}, ValueError, "A10G"),
+    ({"T4": 0.5, "A10G": 1.0}, {"by": "vendor"}, ValueError, "by"),
+    (0.5, {"by": "accelerator"}, TypeError, "price_per_hour"),
+    (-0.5, {}, ValueError, "price_per_hour"),
+    ([0.5, 1.0], {}, ValueError, "price_per_hour"),
+    (0.5, {"throughput": "ceiling_tokens_per_s"}, ValueError, "throughput"),
+    (0.5, {"utilisation": 50}, ValueError, "utilisation"),
+])
+def test_priced_bad_input(price, kw, error, words):
+    with pytest.raises(error, match=words):
+        cost.priced(_options(), price, **kw)
+    with pytest.raises(TypeError, match="table"):
+        cost.priced([20.0, 32.0], 0.5)

@@ -210,3 +210,42 @@ def test_tidy_and_save_refuse_an_unknown_device_and_bad_seconds(tmp_path):
         with pytest.raises(ValueError, match=column):
             reference.save(df.assign(**{column: bad}), tmp_path / "x.csv")
     assert not (tmp_path / "x.csv").exists()
+
+
+# --- gpt-fast's fraction of its ceiling ------------------------------------------------------------
+
+# Llama-2-7B (Touvron et al. 2023, config.json): 32 layers, d_model 4096, MLP 11008,
+# vocabulary 32000. Weights a decode step's matmuls read, by hand:
+#   per layer 4 x 4096^2 (q, k, v, o) + 3 x 4096 x 11008 (gate, up, down) = 202,375,168;
+#   32 layers: 6,476,005,376; LM head 32,000 x 4,096 = 131,072,000: 6,607,077,376 weights
+#   (the embedding table is gathered a row at a time).
+LLAMA2_7B_MATMUL_WEIGHTS = 32 * (4 * 4096**2 + 3 * 4096 * 11008) + 32000 * 4096
+
+
+@pytest.mark.parametrize("fmt, bytes_per_weight, tokens_per_s", [
+    ("bf16", 2, 104.9), ("int8", 1, 155.6), ("int4", 0.5625, 196.8)])
+def test_gpt_fast_fraction_is_its_tokens_over_the_weight_read_ceiling(fmt, bytes_per_weight,
+                                                                      tokens_per_s):
+    # gpt-fast README (gptfast2023): Llama-2-7B, batch 1, A100-80GB (2,039 GB/s).
+    # bf16: 2.039e12 / 13,214,154,752 B = 154.30 tokens/s; 104.9 / 154.30 = 0.680.
+    # int8: 2.039e12 / 6,607,077,376 B = 308.61 tokens/s; 155.6 / 308.61 = 0.504.
+    # int4 (0.5625 B a weight): 2.039e12 / 3,716,481,024 B = 548.64; 196.8 / 548.64 = 0.359.
+    # The package also counts the activations and one embedding row (under 0.1% at bf16,
+    # about 0.2% at int4, where the weights are fewest bytes).
+    assert LLAMA2_7B_MATMUL_WEIGHTS == 6_607_077_376
+    ceiling = 2039e9 / (LLAMA2_7B_MATMUL_WEIGHTS * bytes_per_weight)
+    assert reference.gpt_fast_fraction(fmt) == pytest.approx(tokens_per_s / ceiling, rel=3e-3)
+
+
+def test_gpt_fast_fraction_each_format_has_its_own():
+    f = reference.gpt_fast_fraction
+    assert f("fp16") == f("bf16")              # the same bytes a weight
+    assert f("int4") < f("int8") < f("bf16")   # unpacking costs time: 0.36 < 0.50 < 0.68
+    assert f() == f("bf16")
+
+
+@pytest.mark.parametrize("bad, error", [("int3", ValueError), (8, TypeError),
+                                        (None, TypeError)])
+def test_gpt_fast_fraction_rejects_unknown_formats(bad, error):
+    with pytest.raises(error, match="weight_format"):
+        reference.gpt_fast_fraction(bad)

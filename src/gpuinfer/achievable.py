@@ -47,6 +47,7 @@ from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
 from . import roofline as _roofline
+from . import search as _search
 from . import tabular as _tabular
 from . import validate as _v
 
@@ -395,6 +396,93 @@ def fraction_of_ceiling(model_, accelerator, batch=1, context=0, dtype="fp16", *
             / decode_tokens_per_s(model_, accelerator, batch, context, dtype, achievable=False,
                                   **kw))
 
+
+
+# --- decisions: several options, the largest batch within an objective ---------------------
+
+#: What one option of `decode_options` may set: `decode_tokens_per_s`'s parameters.
+OPTION_KEYS = ("accelerator", "batch", "context", "dtype", "kv_dtype", "compute_dtype")
+
+
+def decode_options(model_, options, *, accelerator=None, batch=1, context=0, dtype="fp16",
+                   kv_dtype=None, compute_dtype=None, baseline=None, achievable=True):
+    """The decode speed of several configurations of one model, on the achievable model
+    with the ceiling beside: a pandas DataFrame, one row per option, indexed by its label
+    (tuple labels give a MultiIndex).
+
+    `options`: {label: {parameter: value}}, each dict setting any of `OPTION_KEYS`
+    (accelerator, batch, context, dtype, kv_dtype, compute_dtype) for that option; what
+    it leaves out comes from the keyword arguments of the same names. `baseline`: a label
+    of `options` to compare every option with. `achievable`: the model (True: `FITTED`,
+    or an `Efficiency`).
+
+    Columns:
+      accelerator, batch, context, dtype, kv_dtype, compute_dtype: the option (None:
+        the weights' format, as in `decode_tokens_per_s`);
+      weight_bytes: the weights it holds in memory, `llm.weight_bytes` (bytes);
+      step_s: seconds one decode step takes on the achievable model (`decode_step_s`),
+        which is also each sequence's time per output token;
+      tokens_per_s: batch / step_s, total over the batch;
+      ceiling_tokens_per_s: the same on the roofline (`llm.decode_ceiling`), total;
+      fraction_of_ceiling: tokens_per_s / ceiling_tokens_per_s;
+      with `baseline`: speedup and ceiling_speedup, the option's tokens_per_s (and
+        ceiling_tokens_per_s) over the baseline's.
+    """
+    import pandas as pd
+
+    eff = as_efficiency(achievable)
+    _v.ensure(isinstance(options, dict) and len(options) > 0,
+              f"options must be a non-empty dict {{label: {{parameter: value}}}}, got "
+              f"{options!r}", TypeError)
+    common = dict(accelerator=accelerator, batch=batch, context=context, dtype=dtype,
+                  kv_dtype=kv_dtype, compute_dtype=compute_dtype)
+    rows = []
+    for label, option in options.items():
+        _v.ensure(isinstance(option, dict), f"options[{label!r}] must be a dict "
+                  f"{{parameter: value}}, got {option!r}", TypeError)
+        unknown = sorted(set(option) - set(OPTION_KEYS))
+        _v.ensure(not unknown, f"options[{label!r}] sets {unknown}, not a parameter an "
+                  f"option may set: {', '.join(OPTION_KEYS)}")
+        o = {**common, **option}
+        _v.ensure(o["accelerator"] is not None, f"options[{label!r}] has no accelerator: "
+                  f"give it in the option or as accelerator=")
+        kw = dict(kv_dtype=o["kv_dtype"], compute_dtype=o["compute_dtype"])
+        args = (model_, o["accelerator"], o["batch"], o["context"], o["dtype"])
+        step = decode_step_s(*args, achievable=eff, **kw)
+        ceiling = decode_tokens_per_s(*args, achievable=CEILING, **kw)
+        rows.append({**o, "weight_bytes": _llm.weight_bytes(model(model_), o["dtype"]),
+                     "step_s": step, "tokens_per_s": o["batch"] / step,
+                     "ceiling_tokens_per_s": ceiling,
+                     "fraction_of_ceiling": o["batch"] / step / ceiling})
+    table = pd.DataFrame(rows, index=pd.Index(list(options)))
+    if baseline is not None:
+        _v.ensure(baseline in options, f"baseline={baseline!r} is not one of the options: "
+                  f"{', '.join(map(repr, options))}")
+        for col, out in (("tokens_per_s", "speedup"), ("ceiling_tokens_per_s", "ceiling_speedup")):
+            table[out] = table[col] / table.loc[baseline, col]
+    return table
+
+
+def max_batch_within(model_, accelerator, context, tpot_s, dtype="fp16", *, kv_dtype=None,
+                     compute_dtype=None, reserve_bytes=None, achievable=True) -> int:
+    """The largest batch whose decode step (every sequence at `context` cached tokens)
+    takes at most `tpot_s` seconds on the achievable model (`decode_step_s`: the time per
+    output token an engine would give) and fits in memory (`llm.max_batch`, with
+    `reserve_bytes`); 0 if not even one sequence meets it. `achievable=False` searches
+    the ceiling's step instead: `llm.max_batch_within`'s answer, more sequences than an
+    engine meets the objective with. Batches above 2**24 are not tried."""
+    eff = as_efficiency(achievable)
+    limit = _v.positive("tpot_s", tpot_s)
+    kw = dict(kv_dtype=kv_dtype, compute_dtype=compute_dtype)
+    fits = _llm.max_batch(model(model_), accelerator, context, dtype, kv_dtype=kv_dtype,
+                          reserve_bytes=reserve_bytes)
+    if fits < 1:
+        return 0
+
+    def meets(b):
+        return decode_step_s(model_, accelerator, b, context, dtype, achievable=eff, **kw) <= limit
+
+    return _search.largest_meeting(meets, 1, min(fits, 1 << 24))
 
 # Names before the seconds suffix became `_s` everywhere (issue 25).
 step_seconds = step_s  # deprecated alias, kept for one release

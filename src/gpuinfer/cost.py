@@ -107,6 +107,50 @@ def break_even_demand(price_per_hour, throughput_per_s, baseline_price_per_hour,
     return float(demand) if demand < throughput else math.inf
 
 
+
+def priced(table, price_per_hour, *, by=None, throughput="tokens_per_s", utilisation=1.0,
+           column="cost_per_million"):
+    """A copy of `table` (a pandas DataFrame with a throughput column, such as
+    `achievable.decode_options`') with two columns added:
+
+      price_per_hour: each row's hourly price (currency units per hour);
+      `column` (default cost_per_million): `cost_per_million(price_per_hour,
+        table[throughput], utilisation)`, currency units per million of what the
+        `throughput` column counts per second (tokens, for tokens_per_s).
+
+    `price_per_hour`: one number for every row, a sequence of one per row, or with `by`
+    a dict {value: price} looked up by each row's value in the column or index level
+    named `by` ({"T4": 0.526, "A10G": 1.006}, by="accelerator")."""
+    _v.ensure(hasattr(table, "columns") and hasattr(table, "index"),
+              f"table must be a pandas DataFrame, got {type(table).__name__}", TypeError)
+    _v.ensure(throughput in table.columns, f"throughput={throughput!r} is not a column of "
+              f"the table: {', '.join(map(str, table.columns))}")
+    if by is not None:
+        _v.ensure(isinstance(price_per_hour, dict), f"price_per_hour must be a dict "
+                  f"{{value: price}} with by={by!r}, got {price_per_hour!r}", TypeError)
+        if by in table.columns:
+            keys = list(table[by])
+        else:
+            _v.ensure(by in table.index.names, f"by={by!r} is neither a column nor an index "
+                      f"level of the table: {', '.join(map(str, table.columns))}")
+            keys = list(table.index.get_level_values(by))
+        missing = sorted({str(k) for k in keys if k not in price_per_hour})
+        _v.ensure(not missing, f"price_per_hour has no price for {by}={', '.join(missing)}")
+        price = [price_per_hour[k] for k in keys]
+    else:
+        price = price_per_hour
+    price = _positive("price_per_hour", price)
+    if np.ndim(price) == 0:
+        price = np.full(len(table), float(price))
+    _v.ensure(np.shape(price) == (len(table),), f"price_per_hour must be one number or one "
+              f"per row ({len(table)}), got {np.shape(price)[0]}")
+    out = table.copy()
+    out["price_per_hour"] = np.asarray(price, dtype=float)
+    out[column] = np.asarray(cost_per_million(out["price_per_hour"].to_numpy(),
+                                              table[throughput].to_numpy(float), utilisation),
+                             dtype=float)
+    return out
+
 @dataclass(frozen=True)
 class ExamplePrice:
     """An hourly price to start from: edit it for your provider, region and discount."""

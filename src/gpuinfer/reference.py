@@ -301,6 +301,24 @@ def runs(experiment=None, device_type=None, directory=None) -> "pandas.DataFrame
 #: gpt-fast's published tokens/s: Llama-2-7B, batch 1, A100-80GB power-limited to 330 W,
 #: bf16 activations, by weight format (gptfast2023, README). Chapters read them from here.
 GPT_FAST_TOKENS_PER_S = {"bf16": 104.9, "int8": 155.6, "int4": 196.8}
+#: gpt-fast's weight formats, by the names `llm` gives their bytes: its bf16 run has fp16's
+#: bytes (2 a weight); its int4 is counted as the package's `int4` (0.5625 B a weight).
+GPT_FAST_FORMATS = {"bf16": "bf16", "fp16": "bf16", "int8": "int8", "int4": "int4"}
+
+
+def gpt_fast_fraction(weight_format="bf16") -> float:
+    """The fraction of its per-operation decode ceiling (`llm.decode_ceiling`, batch 1,
+    empty cache) that gpt-fast's published tokens/s (`GPT_FAST_TOKENS_PER_S`) reached
+    for Llama-2-7B on its A100-80GB, for one weight format: 'bf16' (or 'fp16', the same
+    bytes), 'int8' or 'int4'. A fraction (0.68, not 68%): `llm.mbu` of the figure.
+
+    Each format has its own: unpacking and scaling quantised weights costs time, so
+    int8 (about 0.50) and int4 (about 0.36) reach less of their ceilings than bf16
+    (about 0.68). A format's fraction times its ceiling on the A100 gives back gpt-fast's
+    tokens/s for that format; carried to another GPU it is a shortcut, not a prediction
+    (`achievable.fraction_of_ceiling` gives each GPU its own)."""
+    fmt = GPT_FAST_FORMATS[_validate.choice("weight_format", weight_format, GPT_FAST_FORMATS)]
+    return _llm.mbu("llama-2-7b", "A100 80GB", GPT_FAST_TOKENS_PER_S[fmt], dtype=fmt)
 
 #: Measured figures other people published, for devices with no reference run here.
 #: value in SI units; `source` is the course's references.bib key.

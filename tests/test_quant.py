@@ -21,6 +21,23 @@ def _sine(n=200_000, amplitude=1.0):
     return x
 
 
+
+def test_the_float_formats_and_the_example_data_are_re_exported_by_quant():
+    # gpuinfer.float_formats (the low-precision float grids and formats) and
+    # gpuinfer.quant_examples (the chapter's synthetic tensors) are their names' homes;
+    # `quant.<name>` is the same object, so pages that read quant.fake_quantize_float or
+    # quant.example_weights need no change.
+    from gpuinfer import float_formats, quant_examples
+    for home in (float_formats, quant_examples):
+        public = [n for n, x in vars(home).items() if not n.startswith("_")
+                  and not isinstance(x, type(np))          # not `np`, `math`
+                  and getattr(x, "__module__", home.__name__) == home.__name__]
+        assert public, home.__name__
+        for name in public:
+            assert getattr(quant, name) is getattr(home, name), (home.__name__, name)
+    assert quant.FloatGrid.__module__ == "gpuinfer.float_formats"
+    assert quant.GRIDS["fp8_e4m3"].max_value == 448.0   # OCP OFP8: 1.75 x 2**8
+
 # --- integer grids and the textbook SQNR ------------------------------------------------------
 
 @pytest.mark.parametrize("bits, symmetric, expected", [

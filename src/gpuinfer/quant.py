@@ -1,9 +1,9 @@
-"""Quantisation: integer grids with scales, low-precision float formats with block scales,
-calibration, SmoothQuant and error metrics.
+"""Integer quantisation: grids with scales, calibration, error metrics, the bytes a
+quantised weight costs, int4 packing, and SmoothQuant.
 
 Chapter: *Quantisation*; lab: *Quantised weights*. Works on numpy arrays and torch
-tensors (a torch tensor stays on its device; calibration by percentile or entropy, the
-float formats and SmoothQuant run on the CPU in float64).
+tensors (a torch tensor stays on its device; calibration by percentile or entropy and
+SmoothQuant run on the CPU in float64).
 
 Integers (`quantize`, `dequantize`, `fake_quantize`):
 
@@ -26,25 +26,27 @@ Integers (`quantize`, `dequantize`, `fake_quantize`):
   histogram search minimising the KL divergence, 2048 bins by default and at most
   `MAX_ENTROPY_BINS`: the search grows with the square of the bins).
 
-Floats (`fake_quantize_float`): round to nearest, ties to even, onto the grid of
-fp8_e4m3 (max 448), fp8_e5m2 (max 57,344) or fp4_e2m1 (0, 0.5, 1, 1.5, 2, 3, 4, 6),
-subnormals included, saturating at the format's maximum; optionally scaled per tensor,
-per channel or per block, with scales stored in fp32, E8M0 (powers of two: MXFP4, OCP
-Microscaling Formats v1.0) or E4M3 under one fp32 scale per tensor (NVFP4).
-
-Format names are `gpuinfer.dtypes` names (`dtypes.canonical`): "fp8" is fp8_e4m3, "fp4"
-is fp4_e2m1; `FORMATS` lists the formats `dtypes` knows that store values.
+Re-exported here, so that `quant.<name>` works for them: the low-precision float formats
+(`gpuinfer.float_formats`: `fake_quantize_float`, `FloatGrid`, `GRIDS`, `BLOCK_FORMATS`,
+`mx_scale`, `nvfp4_scales`, `format_properties`, `representable_values`, `formats_table`,
+`FORMATS`, ...) and the chapter's synthetic tensors (`gpuinfer.quant_examples`:
+`example_weights`, `example_activations`, `example_kv`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from . import dtypes as _dtypes
 from . import validate as _v
+# Re-exported (see the module docstring): every name below works as `quant.<name>`.
+from .float_formats import (  # noqa: F401
+    BLOCK_FORMATS, FORMATS, GRIDS, SCALE_FORMATS, FloatGrid, fake_quantize_float,
+    format_properties, formats_table, mx_scale, nvfp4_scales, representable_values)
+from .quant_examples import example_activations, example_kv, example_weights  # noqa: F401
+from .quant_inputs import check_granularity, finite_array, is_torch, normalise_axis
 
 METHODS = ("minmax", "percentile", "entropy")
 MIN_BITS, MAX_BITS = 2, 16
@@ -63,38 +65,6 @@ def _flag(name, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {value!r}")
     return bool(value)
-
-
-def _is_torch(x) -> bool:
-    return type(x).__module__.split(".")[0] == "torch"
-
-
-def _numpy(x, name="x") -> np.ndarray:
-    """`x` as a finite, non-empty float64 numpy array (a torch tensor is copied to the
-    CPU); TypeError for what is not numbers, ValueError for NaN, inf or no elements."""
-    if _is_torch(x):
-        if x.is_complex() or str(x.dtype) == "torch.bool":
-            raise TypeError(f"{name} must hold real numbers, got a tensor of {x.dtype}")
-        arr = x.detach().to("cpu").double().numpy()
-    else:
-        if x is None or isinstance(x, (str, bytes, dict, set)):
-            raise TypeError(f"{name} must be an array or tensor of numbers, got {x!r}")
-        try:
-            arr = np.asarray(x)
-        except (TypeError, ValueError):
-            raise TypeError(f"{name} must be an array or tensor of numbers, "
-                            f"got {type(x).__name__}") from None
-        if arr.dtype.kind not in "iuf":
-            raise TypeError(f"{name} must be an array or tensor of numbers, "
-                            f"got dtype {arr.dtype}")
-        arr = arr.astype(np.float64, copy=False)
-    if arr.size == 0:
-        raise ValueError(f"{name} is empty: it must hold at least one number")
-    if not np.all(np.isfinite(arr)):
-        bad = int(np.sum(~np.isfinite(arr)))
-        raise ValueError(f"{name} holds {bad} NaN or infinite value(s): quantise finite "
-                         "numbers only (a NaN would silently become some integer)")
-    return arr
 
 
 # --- integer ranges ----------------------------------------------------------------------
@@ -135,16 +105,6 @@ def _int_dtype(bits, symmetric, torch_like):
 
 # --- granularity ----------------------------------------------------------------------------
 
-def _normalise_axis(axis, ndim):
-    if axis is None:
-        return None
-    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
-        raise TypeError(f"axis must be an integer or None, got {axis!r}")
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of range for a tensor with {ndim} dimensions")
-    return int(axis) % ndim
-
-
 def _rows(arr: np.ndarray, axis, group_size):
     """`arr` as [n_scales, elements per scale] for the chosen granularity."""
     if group_size is not None:
@@ -162,19 +122,6 @@ def _scale_shape(shape, axis, group_size):
     return tuple(n if i == axis else 1 for i, n in enumerate(shape))
 
 
-def _check_granularity(shape, axis, group_size, block_word="group_size"):
-    if group_size is None:
-        return None
-    if axis is not None:
-        raise ValueError(f"give axis (per-channel) or {block_word} (group-wise), not both: "
-                         "groups already run along the last axis, one scale per row")
-    group_size = _v.count(block_word, group_size)
-    if len(shape) == 0 or shape[-1] % group_size:
-        raise ValueError(f"{block_word} {group_size} must divide the last dimension "
-                         f"of shape {tuple(shape)}")
-    return group_size
-
-
 # --- calibration ------------------------------------------------------------------------------
 
 def _calibration_rows(calibration, shape, axis):
@@ -184,7 +131,7 @@ def _calibration_rows(calibration, shape, axis):
         raise ValueError("calibration is an empty list; pass at least one array")
     rows = []
     for b in batches:
-        arr = _numpy(b, "calibration")
+        arr = finite_array(b, "calibration")
         if axis is None:
             rows.append(arr.reshape(1, -1))
             continue
@@ -237,12 +184,6 @@ def _entropy_threshold(values: np.ndarray, bits: int, num_bins: int) -> float:
     return float(edges[best_i]) if best_i < num_bins else amax
 
 
-def _shape_of(x):
-    if _is_torch(x) or isinstance(x, np.ndarray):
-        return tuple(x.shape)
-    return np.shape(_numpy(x))
-
-
 def calibrate(x, bits=8, axis=None, symmetric=True, method="minmax", *, group_size=None,
               calibration=None, percentile=DEFAULT_PERCENTILE,
               num_bins=DEFAULT_ENTROPY_BINS):
@@ -255,11 +196,11 @@ def calibrate(x, bits=8, axis=None, symmetric=True, method="minmax", *, group_si
     bits = _bits(bits)
     symmetric = _flag("symmetric", symmetric)
     method = _v.choice("method", method, METHODS)
-    on_device = _is_torch(x) and calibration is None and method == "minmax"
-    xa = x if on_device else _numpy(x)
+    on_device = is_torch(x) and calibration is None and method == "minmax"
+    xa = x if on_device else finite_array(x)
     shape = tuple(xa.shape)
-    axis = _normalise_axis(axis, len(shape))
-    group_size = _check_granularity(shape, axis, group_size)
+    axis = normalise_axis(axis, len(shape))
+    group_size = check_granularity(shape, axis, group_size)
     if method == "entropy" and not symmetric:
         raise ValueError("entropy calibration is TensorRT's symmetric method: use "
                          "symmetric=True, or method 'minmax' / 'percentile'")
@@ -343,13 +284,13 @@ def quantize(x, bits=8, axis=None, symmetric=True, method="minmax", *, group_siz
     `axis` per channel, or x.shape[:-1] + (n_groups,) group-wise. Torch in, torch out
     (on x's device); numpy in, numpy out. See the module docstring for the options.
     """
-    torch_like = _is_torch(x)
+    torch_like = is_torch(x)
     if not torch_like:
-        x = _numpy(x)
+        x = finite_array(x)
     elif not x.is_floating_point():
         x = x.float()
     shape = tuple(x.shape)
-    axis_n = _normalise_axis(axis, len(shape))
+    axis_n = normalise_axis(axis, len(shape))
     lo, hi = calibrate(x, bits, axis_n, symmetric, method, group_size=group_size,
                        calibration=calibration, percentile=percentile, num_bins=num_bins)
     scale, zero_point = scale_zero_point(lo, hi, bits, symmetric)
@@ -381,7 +322,7 @@ def quantize(x, bits=8, axis=None, symmetric=True, method="minmax", *, group_siz
 
 def _integer_array(name, a):
     """numpy view of an integer array or tensor; TypeError for floats."""
-    if _is_torch(a):
+    if is_torch(a):
         if a.is_floating_point() or a.is_complex() or str(a.dtype) == "torch.bool":
             raise TypeError(f"{name} must hold integers (quantize's output), got a tensor "
                             f"of {a.dtype}")
@@ -397,11 +338,11 @@ def dequantize(q, scale, zero_point, dtype=None):
     """x_hat = (q - zero_point) * scale, as float32 (or `dtype`, e.g. torch.float16).
     `q` and `zero_point` hold integers; `scale` is positive and finite. A group-wise
     scale (last dimension n_groups, dividing q's) is expanded over its groups."""
-    torch_like = _is_torch(q)
+    torch_like = is_torch(q)
     q_np = _integer_array("q", q)
     if q_np.size == 0:
         raise ValueError("q is empty: it must hold at least one integer")
-    scale_np = scale.detach().cpu().double().numpy() if _is_torch(scale) else scale
+    scale_np = scale.detach().cpu().double().numpy() if is_torch(scale) else scale
     _v.positive("scale", scale_np, array=True)
     zp_np = _integer_array("zero_point", zero_point)
     if torch_like:
@@ -443,7 +384,7 @@ def fake_quantize(x, bits=8, axis=None, symmetric=True, method="minmax", **optio
 # --- error metrics -----------------------------------------------------------------------------
 
 def _pair(x, x_hat):
-    a, b = _numpy(x, "x"), _numpy(x_hat, "x_hat")
+    a, b = finite_array(x, "x"), finite_array(x_hat, "x_hat")
     if a.shape != b.shape:
         raise ValueError(f"x {a.shape} and x_hat {b.shape} must have the same shape")
     return a, b
@@ -501,7 +442,7 @@ def pack_int4(q):
     (0..15); floats and values outside 4 bits are refused. A tensor is checked and packed
     with torch operations on its own device (its minimum and maximum are the only values
     read back; none on `meta`): no copy of the weights to the host."""
-    if _is_torch(q):
+    if is_torch(q):
         return _pack_int4_torch(q)
     arr = _integer_array("q", q)
     _check_pack_shape(arr.shape, arr.size)
@@ -549,7 +490,7 @@ def unpack_int4(packed, signed=True):
     and on `meta` tensors. A tensor of another integer dtype is range-checked, which
     reads its minimum and maximum back from the device."""
     signed = _flag("signed", signed)
-    if _is_torch(packed):
+    if is_torch(packed):
         return _unpack_int4_torch(packed, signed)
     arr = _integer_array("packed", packed)
     if arr.ndim == 0 or arr.size == 0:
@@ -585,266 +526,6 @@ def _unpack_int4_torch(packed, signed):
     return torch.where(out > 7, out - 16, out) if signed else out
 
 
-# --- floating-point grids ----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class FloatGrid:
-    """A binary floating-point format as a grid of values: sign, `exponent_bits`
-    (bias 2**(exponent_bits-1) - 1), `mantissa_bits`, subnormals, and the largest finite
-    value `max_value` (which encodings are kept for NaN/inf differs: E4M3 keeps one NaN
-    pattern, so its top is 448 rather than 480; E2M1 keeps none)."""
-
-    name: str
-    exponent_bits: int
-    mantissa_bits: int
-    max_value: float
-    source: str = ""
-
-    @property
-    def bias(self) -> int:
-        return 2 ** (self.exponent_bits - 1) - 1
-
-    @property
-    def min_exponent(self) -> int:
-        """Exponent of the smallest normal value (also the subnormals' binade)."""
-        return 1 - self.bias
-
-    @property
-    def max_exponent(self) -> int:
-        """Exponent of the largest binade (E2M1: 2, since 6 = 1.5 x 2**2)."""
-        return math.floor(math.log2(self.max_value))
-
-    @property
-    def min_normal(self) -> float:
-        return 2.0 ** self.min_exponent
-
-    @property
-    def relative_precision(self) -> float:
-        """The gap above 1.0 (machine epsilon): 2**-mantissa_bits."""
-        return 2.0 ** -self.mantissa_bits
-
-    def round(self, x: np.ndarray) -> np.ndarray:
-        """Round to nearest (ties to even) onto the grid, subnormals included, saturating
-        at +-max_value. float64 in, float64 out."""
-        mag = np.abs(x)
-        _, e2 = np.frexp(mag)                                # mag = m * 2**e2, m in [0.5, 1)
-        e = np.maximum(e2 - 1, self.min_exponent)            # binade, never below subnormals
-        quantum = np.ldexp(1.0, e - self.mantissa_bits)      # gap between values there
-        q = np.round(mag / quantum) * quantum                # numpy rounds half to even
-        return np.copysign(np.minimum(q, self.max_value), x)
-
-    def values(self) -> np.ndarray:
-        """Every positive finite value, ascending."""
-        m = 2**self.mantissa_bits
-        sub = np.arange(1, m) * 2.0 ** (self.min_exponent - self.mantissa_bits)
-        exps = np.arange(self.min_exponent, self.max_exponent + 1)
-        normal = np.outer(2.0**exps, 1 + np.arange(m) / m).ravel()
-        allv = np.concatenate([sub, normal])
-        return allv[allv <= self.max_value]
-
-
-_OCP_FP8 = "OCP 8-bit Floating Point Specification (OFP8) rev. 1.0"
-_OCP_MX = "OCP Microscaling Formats (MX) v1.0, section 5.3.3 (FP4 E2M1)"
-GRIDS = {g.name: g for g in [
-    FloatGrid("fp32", 8, 23, (2 - 2.0**-23) * 2.0**127, "IEEE 754 binary32"),
-    FloatGrid("fp16", 5, 10, 65504.0, "IEEE 754 binary16"),
-    FloatGrid("bf16", 8, 7, (2 - 2.0**-7) * 2.0**127, "bfloat16"),
-    FloatGrid("fp8_e4m3", 4, 3, 448.0, _OCP_FP8),
-    FloatGrid("fp8_e5m2", 5, 2, 57344.0, _OCP_FP8),
-    FloatGrid("fp4_e2m1", 2, 1, 6.0, _OCP_MX),
-]}
-
-#: The block formats: (element grid, block size, scale format). MXFP4: OCP MX v1.0
-#: (E8M0 power-of-two scale per 32); NVFP4: NVIDIA (E4M3 scale per 16 under one fp32
-#: scale per tensor).
-BLOCK_FORMATS = {"mxfp4": ("fp4_e2m1", 32, "e8m0"),
-                 "nvfp4": ("fp4_e2m1", 16, "fp8_e4m3")}
-SCALE_FORMATS = ("fp32", "e8m0", "fp8_e4m3")
-_E8M0_MIN_EXP, _E8M0_MAX_EXP = -127, 127   # E8M0: 2**-127 .. 2**127 (0xFF is NaN)
-
-
-def mx_scale(amax, fmt="fp4_e2m1"):
-    """The shared E8M0 scale of an MX block whose largest |value| is `amax` (OCP
-    Microscaling Formats v1.0, section 6.3): X = 2**(floor(log2(amax)) - emax_elem), emax
-    being the exponent of the element format's largest binade (E2M1: 2, since 6 = 1.5 x
-    2**2). The block's largest value then lands in [4, 8) before it is cast, so values
-    in (6, 8) saturate at 6. Vectorised; amax = 0 gives the smallest scale, 2**-127."""
-    grid = GRIDS[_element_format(fmt)]
-    amax = _v.non_negative("amax", amax, array=True)
-    with np.errstate(divide="ignore"):
-        e = np.floor(np.log2(np.where(amax > 0, amax, 1.0))) - grid.max_exponent
-    e = np.where(amax > 0, e, _E8M0_MIN_EXP)
-    return _v.scalar_or_array(2.0 ** np.clip(e, _E8M0_MIN_EXP, _E8M0_MAX_EXP))
-
-
-def nvfp4_scales(block_amax, tensor_amax):
-    """NVFP4's two scales (NVIDIA, "Introducing NVFP4"; TensorRT Model Optimizer's
-    recipe): one fp32 scale per tensor, s_t = tensor_amax / (6 x 448), which maps the
-    largest block scale onto E4M3's maximum; and one E4M3 scale per block of 16,
-    s_b = round_E4M3(block_amax / (6 x s_t)). Values are stored as x / (s_b x s_t) in
-    E2M1. Returns (s_b, s_t); a zero tensor gets s_t = 1."""
-    block_amax = _v.non_negative("block_amax", block_amax, array=True)
-    tensor_amax = _v.non_negative("tensor_amax", tensor_amax)
-    if np.any(block_amax > tensor_amax):
-        raise ValueError("block_amax cannot exceed tensor_amax (the tensor's largest "
-                         f"|value|), got {float(block_amax.max()):g} > {tensor_amax:g}")
-    elem, fp8 = GRIDS["fp4_e2m1"].max_value, GRIDS["fp8_e4m3"]
-    s_t = tensor_amax / (elem * fp8.max_value) if tensor_amax > 0 else 1.0
-    s_b = fp8.round(block_amax / (elem * s_t))
-    return _v.scalar_or_array(s_b), float(s_t)
-
-
-def _element_format(fmt):
-    name = _dtypes.canonical(fmt, name="fmt") if isinstance(fmt, str) else fmt
-    if not isinstance(name, str):
-        raise TypeError(f"fmt must be a format name such as 'fp8_e4m3', got {fmt!r}")
-    options = ("fp8_e4m3", "fp8_e5m2", "fp4_e2m1")
-    if name not in options:
-        raise ValueError(f"fmt must be a low-precision float element format, one of "
-                         f"{', '.join(options)}, got {fmt!r}")
-    return name
-
-
-def _float_scales(a, grid, block_size, scale_fmt, axis):
-    """Per-group scales, shaped to broadcast over `a` viewed as blocks. Returns
-    (blocked view of a, scales)."""
-    if block_size is not None:
-        blocks = a.reshape(*a.shape[:-1], -1, block_size)
-        amax = np.max(np.abs(blocks), axis=-1, keepdims=True)
-    elif axis is not None:
-        blocks = a
-        others = tuple(i for i in range(a.ndim) if i != axis)
-        amax = np.max(np.abs(a), axis=others, keepdims=True) if others else np.abs(a)
-    else:
-        blocks, amax = a, np.max(np.abs(a), keepdims=True)
-    if scale_fmt == "fp32":
-        scale = np.where(amax > 0, amax / grid.max_value, 1.0)
-    elif scale_fmt == "e8m0":
-        e = np.floor(np.log2(np.where(amax > 0, amax, 1.0))) - grid.max_exponent
-        scale = 2.0 ** np.clip(np.where(amax > 0, e, _E8M0_MIN_EXP),
-                               _E8M0_MIN_EXP, _E8M0_MAX_EXP)
-    else:  # fp8_e4m3 block scales under one fp32 tensor scale (NVFP4's recipe)
-        fp8 = GRIDS["fp8_e4m3"]
-        tensor_amax = float(np.max(np.abs(a)))
-        s_t = tensor_amax / (grid.max_value * fp8.max_value) if tensor_amax > 0 else 1.0
-        scale = fp8.round(amax / (grid.max_value * s_t)) * s_t
-    return blocks, scale
-
-
-def fake_quantize_float(x, fmt, block_size=None, scale_fmt=None, *, axis=None):
-    """`x` as a low-precision float format stores it, dequantised back: float64 numpy for
-    numpy in, float32 torch (on x's device) for torch in.
-
-    `fmt`: an element format, "fp8_e4m3", "fp8_e5m2" or "fp4_e2m1" (aliases "fp8",
-    "fp4"), or a block format that fixes the rest: "mxfp4" (fp4_e2m1, blocks of 32, E8M0
-    scales) or "nvfp4" (fp4_e2m1, blocks of 16, E4M3 scales and one fp32 scale per
-    tensor). Rounding is to nearest, ties to even, saturating at the format's maximum.
-
-    Scales (`scale_fmt`, how each scale is stored; one per tensor, per channel along
-    `axis`, or per `block_size` values along the last axis):
-    - None with no block_size: no scale at all, a plain cast (500 -> 448 in E4M3);
-    - "fp32": amax / max, so a group's largest value lands on the format's maximum (what
-      FP8 W8A8 does per tensor, per channel or per token); the default with a block_size;
-    - "e8m0": a power of two, `mx_scale` (OCP MX v1.0);
-    - "fp8_e4m3": an E4M3 scale per group under one fp32 scale per tensor, `nvfp4_scales`.
-    """
-    torch_like = _is_torch(x)
-    a = _numpy(x)
-    if isinstance(fmt, str) and _dtypes.canonical(fmt, name="fmt") in BLOCK_FORMATS:
-        name = _dtypes.canonical(fmt, name="fmt")
-        elem, size, sfmt = BLOCK_FORMATS[name]
-        if (block_size is not None and block_size != size) or \
-                (scale_fmt is not None and scale_fmt != sfmt) or axis is not None:
-            raise ValueError(f"{name} fixes blocks of {size} along the last axis with "
-                             f"{sfmt} scales; for other choices pass fmt='{elem}' with "
-                             "block_size= and scale_fmt=")
-        fmt, block_size, scale_fmt = elem, size, sfmt
-    grid = GRIDS[_element_format(fmt)]
-    axis = _normalise_axis(axis, a.ndim)
-    block_size = _check_granularity(a.shape, axis, block_size, "block_size")
-    if scale_fmt is None and (block_size is not None or axis is not None):
-        scale_fmt = "fp32"
-    if scale_fmt is None:
-        out = grid.round(a)
-    else:
-        if scale_fmt != "e8m0" and scale_fmt != "fp32" and isinstance(scale_fmt, str):
-            try:
-                scale_fmt = _dtypes.canonical(scale_fmt, name="scale_fmt")
-            except (KeyError, ValueError):
-                pass
-        scale_fmt = _v.choice("scale_fmt", scale_fmt, SCALE_FORMATS)
-        blocks, scale = _float_scales(a, grid, block_size, scale_fmt, axis)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            q = np.where(scale > 0, grid.round(blocks / np.where(scale > 0, scale, 1.0)),
-                         0.0)
-        out = (q * scale).reshape(a.shape)
-    if torch_like:
-        import torch
-
-        return torch.as_tensor(out, dtype=torch.float32, device=x.device)
-    return out
-
-
-# --- number formats ----------------------------------------------------------------------------
-
-#: Every format `gpuinfer.dtypes` knows that stores values (tf32 is a compute mode).
-FORMATS = tuple(name for name in _dtypes.DTYPES if name != "tf32")
-_INT_RANGES = {"int8": (-128, 127), "int4": (-8, 7)}
-
-
-def _format_name(name) -> str:
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a format name such as 'fp8_e4m3', got {name!r}")
-    canonical = _dtypes.canonical(name, name="name")
-    return _v.choice("name", canonical, FORMATS)
-
-
-def format_properties(name) -> dict:
-    """Bits of a value, bytes per element with any block scales (`dtypes`), block size,
-    largest value, smallest positive normal value and relative precision (machine
-    epsilon for a float, the gap above 1.0; for an integer format, 1 step out of the
-    largest value) of a number format. Block formats (mxfp4, nvfp4) report their
-    element's grid (E2M1)."""
-    name = _format_name(name)
-    spec = _dtypes.get(name)
-    common = {"format": name, "bits": spec.bits, "bytes": spec.bytes_per_element,
-              "block_size": spec.block_size}
-    if name in _INT_RANGES:
-        lo, hi = _INT_RANGES[name]
-        return {**common, "kind": "integer", "min": float(lo), "max": float(hi),
-                "min_positive_normal": 1.0, "relative_precision": 1.0 / hi}
-    grid = GRIDS[BLOCK_FORMATS[name][0] if name in BLOCK_FORMATS else name]
-    return {**common, "kind": "float", "min": -grid.max_value, "max": grid.max_value,
-            "min_positive_normal": grid.min_normal,
-            "relative_precision": grid.relative_precision}
-
-
-def representable_values(name) -> np.ndarray:
-    """Every positive finite value a format can hold, ascending (numpy float64): floats
-    from their exponent and mantissa bits (subnormals included), integers 1..max of the
-    symmetric grid. fp8_e4m3 has 126, fp4_e2m1 7 (0.5, 1, 1.5, 2, 3, 4, 6), fp16 31,743:
-    the gaps between them show range against precision."""
-    name = _format_name(name)
-    if name in BLOCK_FORMATS:
-        elem = BLOCK_FORMATS[name][0]
-        raise ValueError(f"{name}'s values depend on each block's scale; its elements are "
-                         f"{elem}: use representable_values('{elem}')")
-    if name in _INT_RANGES:
-        return np.arange(1, _INT_RANGES[name][1] + 1, dtype=np.float64)
-    grid = GRIDS[name]
-    if grid.exponent_bits + grid.mantissa_bits > 15:
-        raise ValueError(f"{name} has 2**{grid.exponent_bits + grid.mantissa_bits} positive "
-                         "codes, too many to list; formats of at most 16 bits only")
-    return grid.values()
-
-
-def formats_table():
-    """`format_properties` for every format, as a pandas DataFrame."""
-    import pandas as pd
-
-    return pd.DataFrame([format_properties(f) for f in FORMATS])
-
-
 # --- SmoothQuant --------------------------------------------------------------------------------
 
 def smoothquant_scales(act_absmax, weight_absmax, alpha=0.5):
@@ -865,52 +546,3 @@ def smoothquant_scales(act_absmax, weight_absmax, alpha=0.5):
     safe_a, safe_w = np.where(both, act, 1.0), np.where(both, w, 1.0)
     return np.where(both, safe_a**alpha / safe_w ** (1 - alpha), 1.0)
 
-
-# --- the chapter's synthetic data (reproducible, labelled synthetic: not a real model's) --------
-
-def example_weights(d_out=512, d_in=256, *, tails="gaussian", seed=0):
-    """A synthetic weight matrix [d_out, d_in] for the chapter's comparisons: each row
-    (output channel) has its own scale, spread log-normally (sigma 1), and its entries are
-    Gaussian or, with `tails="heavy"`, Student-t with 5 degrees of freedom (rare large
-    weights); divided by sqrt(d_in), as an initialised layer is. Not a real model's."""
-    d_out = _v.count("d_out", d_out, maximum=1 << 16)
-    d_in = _v.count("d_in", d_in, maximum=1 << 16)
-    tails = _v.choice("tails", tails, ("gaussian", "heavy"))
-    rng = np.random.default_rng(_v.count("seed", seed, minimum=0))
-    row_scale = np.exp(rng.normal(0.0, 1.0, size=(d_out, 1)))
-    entries = rng.normal(size=(d_out, d_in)) if tails == "gaussian" else \
-        rng.standard_t(5, size=(d_out, d_in))
-    return entries * row_scale / np.sqrt(d_in)
-
-
-def example_activations(n_tokens=256, d_in=256, *, outliers=(3, 77, 140, 201),
-                        outlier_gain=20.0, seed=0):
-    """Synthetic activations [n_tokens, d_in]: Gaussian entries, each token's magnitude
-    varying log-normally (sigma 0.5), and a few feature channels (`outliers`)
-    `outlier_gain` times larger in every token: the pattern of outlier features that
-    LLM.int8() (Dettmers et al. 2022) reports in large transformers. Not a real model's."""
-    n_tokens = _v.count("n_tokens", n_tokens, maximum=1 << 20)
-    d_in = _v.count("d_in", d_in, maximum=1 << 16)
-    outlier_gain = _v.positive("outlier_gain", outlier_gain)
-    idx = [_v.count("outlier channel", i, minimum=0, maximum=d_in - 1) for i in outliers]
-    rng = np.random.default_rng(_v.count("seed", seed, minimum=0))
-    x = rng.normal(size=(n_tokens, d_in)) * np.exp(rng.normal(0.0, 0.5, size=(n_tokens, 1)))
-    x[:, idx] *= outlier_gain
-    return x
-
-
-def example_kv(n_tokens=4096, head_dim=128, *, outlier_channels=(5, 40, 99),
-               outlier_gain=15.0, seed=0):
-    """Synthetic keys and values of one attention head, (K, V), each [n_tokens, head_dim]:
-    Gaussian, with a few key channels `outlier_gain` times larger in every token (KIVI,
-    Liu et al. 2024, finds such fixed outlier channels in keys and none in values).
-    Not a real model's cache."""
-    n_tokens = _v.count("n_tokens", n_tokens, maximum=1 << 22)
-    head_dim = _v.count("head_dim", head_dim, maximum=1 << 12)
-    outlier_gain = _v.positive("outlier_gain", outlier_gain)
-    idx = [_v.count("outlier channel", i, minimum=0, maximum=head_dim - 1)
-           for i in outlier_channels]
-    rng = np.random.default_rng(_v.count("seed", seed, minimum=0))
-    keys, values = rng.normal(size=(n_tokens, head_dim)), rng.normal(size=(n_tokens, head_dim))
-    keys[:, idx] *= outlier_gain
-    return keys, values

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpuinfer import exercises, validate
+from gpuinfer import exercises
 from gpuinfer.exercises import chapter01_roofline as roofline_exercises
 
 # Llama-2-7B (Touvron et al. 2023, config.json): 32 layers, d_model 4096, MLP 11008,
@@ -19,31 +19,6 @@ A100_BW, T4_BW, A10G_BW = 2039e9, 320e9, 600e9
 
 def test_llama2_7b_matmul_weights_by_hand():
     assert LLAMA2_7B_MATMUL_WEIGHTS == 6_607_077_376
-
-
-@pytest.mark.parametrize("fmt, bytes_per_weight", [("bf16", 2), ("int8", 1)])
-def test_gpt_fast_fraction_is_its_tokens_over_the_weight_read_ceiling(fmt, bytes_per_weight):
-    # bf16: 2.039e12 / 13,214,154,752 B = 154.30 tokens/s; 104.9 / 154.30 = 0.680.
-    # int8: 2.039e12 / 6,607,077,376 B = 308.61 tokens/s; 155.6 / 308.61 = 0.504.
-    # The package also counts the activations and one embedding row (under 0.1% at bf16,
-    # about 0.1% at int8, where the weights are half the bytes).
-    ceiling = A100_BW / (LLAMA2_7B_MATMUL_WEIGHTS * bytes_per_weight)
-    by_hand = GPT_FAST[fmt] / ceiling
-    assert roofline_exercises.gpt_fast_fraction(fmt) == pytest.approx(by_hand, rel=2e-3)
-
-
-def test_each_format_has_its_own_fraction():
-    f = roofline_exercises.gpt_fast_fraction
-    assert f("fp16") == f("bf16")              # the same bytes a weight
-    assert f("int4") < f("int8") < f("bf16")   # unpacking costs time: 0.36 < 0.50 < 0.68
-    assert f("int8") == pytest.approx(0.505, abs=0.002)
-
-
-@pytest.mark.parametrize("bad, error", [("int3", validate.UnknownName), (8, TypeError),
-                                        (None, TypeError)])
-def test_gpt_fast_fraction_rejects_unknown_formats(bad, error):
-    with pytest.raises(error, match="weight_format"):
-        roofline_exercises.gpt_fast_fraction(bad)
 
 
 # The achievable model's fitted constants (achievable.FITTED, fitted on gpt-fast's A100
@@ -91,11 +66,12 @@ def test_decision_by_hand_on_the_achievable_model():
     assert by_hand < A10G_USD_H / (3600 * a10g_int8) * 1e6      # 4.867
     assert exercises.get("roofline-decision-batch1").answer() == pytest.approx(by_hand, rel=3e-3)
     table = roofline_exercises.decision_table()
-    assert table.loc[("T4", "int8"), "tokens/s"] == pytest.approx(t4_int8, rel=3e-3)
-    assert table.loc[("A10G", "int8"), "tokens/s"] == pytest.approx(a10g_int8, rel=3e-3)
-    assert list(table["meets SLO"]) == [False, True, True, True]
+    assert table.loc[("T4", "int8"), "tokens_per_s"] == pytest.approx(t4_int8, rel=3e-3)
+    assert table.loc[("A10G", "int8"), "tokens_per_s"] == pytest.approx(a10g_int8, rel=3e-3)
+    assert table.loc[("T4", "int8"), "cost_per_million"] == pytest.approx(by_hand, rel=3e-3)
+    assert list(table["meets_slo"]) == [False, True, True, True]
     # Every option below its ceiling.
-    assert (table["tokens/s"] < table["ceiling tokens/s"]).all()
+    assert (table["tokens_per_s"] < table["ceiling_tokens_per_s"]).all()
 
 
 def test_decision_shortcut_of_gpt_fast_fractions_disagrees():
@@ -105,9 +81,9 @@ def test_decision_shortcut_of_gpt_fast_fractions_disagrees():
     # 1.808 / (6.607e9 / (2.039e12 x 0.7055) + 1.808e-3 = 6.40 ms) = 28% of the A100's.
     frac_int8 = GPT_FAST["int8"] / (A100_BW / LLAMA2_7B_MATMUL_WEIGHTS)
     table = roofline_exercises.decision_table()
-    assert table.loc[("T4", "int8"), "shortcut tokens/s"] == pytest.approx(
+    assert table.loc[("T4", "int8"), "shortcut_tokens_per_s"] == pytest.approx(
         frac_int8 * T4_BW / LLAMA2_7B_MATMUL_WEIGHTS, rel=3e-3)
-    assert table.loc[("T4", "int8"), "shortcut tokens/s"] < 25
+    assert table.loc[("T4", "int8"), "shortcut_tokens_per_s"] < 25
     # The shortcut's answer (A10G int8: 1.006 / (3600 x 45.83) x 1e6 = 6.10) is a slip.
     result = exercises.check("roofline-decision-batch1", 6.10)
     assert not result and "gpt-fast's A100 fraction" in repr(result)
@@ -131,7 +107,7 @@ def test_batching_saturation_slip_is_eight_over_one_request_time():
     # (256 tokens, compute-bound), so the slip gives S(8) / S(1) = 1.67 times the answer.
     from gpuinfer.exercises import chapter03_batching as batching_exercises
 
-    s = batching_exercises.service()
+    s = batching_exercises.ROOFLINE_SERVICE
     slip = 8 / s(1)
     result = exercises.check("batching-saturation-8", slip)
     assert not result and "8 / S(1)" in repr(result)
@@ -151,7 +127,7 @@ def test_decode_decision_by_hand_on_the_achievable_model():
     #   / 536,870,912 B a sequence = 79.2: 79 (the activations and attention's arithmetic,
     #   left out here, take one more off). On the ceiling: 0.035 x 2.039e12 = 71.365e9 B,
     #   (71.365 - 15.009) / 0.53687 = 104.97: 104 (the package, with activations: 103).
-    from gpuinfer.exercises import chapter02_decode_kv_cache as decode_exercises
+    from gpuinfer import llm
 
     weights_b = 2 * (32 * (2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336) + 128256 * 4096)
     assert weights_b == 15_009_316_864
@@ -161,26 +137,10 @@ def test_decode_decision_by_hand_on_the_achievable_model():
     assert by_hand == pytest.approx(79.2, abs=0.05)
     answer = exercises.get("decode-decision-batch-tpot").answer()
     assert by_hand - 2 < answer <= by_hand
-    ceiling_b = decode_exercises.largest_batch_within("llama-3-8b", "A100 80GB", 4096, 0.035)
+    ceiling_b = llm.max_batch_within("llama-3-8b", "A100 80GB", 4096, 0.035)
     assert (0.035 * A100_BW - weights_b) / per_seq - 2 < ceiling_b <= (0.035 * A100_BW - weights_b) / per_seq
     result = exercises.check("decode-decision-batch-tpot", ceiling_b)
     assert not result and "ceiling" in repr(result)
-
-
-def test_largest_batch_within_achievable_meets_the_objective_and_the_next_does_not():
-    from gpuinfer import achievable
-    from gpuinfer.exercises import chapter02_decode_kv_cache as decode_exercises
-
-    b = decode_exercises.largest_batch_within("llama-3-8b", "A100 80GB", 4096, 0.035,
-                                              achievable=True)
-    step = achievable.decode_step_s
-    assert step("llama-3-8b", "A100 80GB", b, 4096) <= 0.035 < step("llama-3-8b", "A100 80GB", b + 1, 4096)
-    # Nothing meets an objective shorter than the fixed cost: 0 sequences.
-    assert decode_exercises.largest_batch_within("llama-3-8b", "A100 80GB", 4096, 1e-3,
-                                                 achievable=True) == 0
-    with pytest.raises(ValueError, match="tpot_s"):
-        decode_exercises.largest_batch_within("llama-3-8b", "A100 80GB", 4096, -1.0,
-                                              achievable=True)
 
 
 def test_batching_achievable_service_is_the_step_on_the_achievable_model():
@@ -191,24 +151,27 @@ def test_batching_achievable_service_is_the_step_on_the_achievable_model():
     # 13.96e9 / (0.85 x 2.039e12) = 8.054 ms + 0.208 + 1.6 = 9.862 ms (activations: ~1%).
     import numpy as np
 
-    from gpuinfer.exercises import chapter03_batching as batching_exercises
+    from gpuinfer import batching
 
-    s = batching_exercises.service(achievable=True)
+    args = ("mistral-7b", "A100 80GB")
+    s = batching.model_service_time(*args, tokens_per_request=32, lm_head=False)
     by_hand = 2 * 6_979_321_856 / (BW_FRACTION * A100_BW) + GAPS_S + STEP_S
     assert s(1) == pytest.approx(by_hand, rel=0.015)
-    assert s(1) > batching_exercises.service()(1)
+    assert s(1) > batching.roofline_service_time(*args, tokens_per_request=32,
+                                                 lm_head=False)(1)
     assert np.allclose(s(np.array([1, 8])), [s(1), s(8)])
     with pytest.raises(TypeError, match="achievable"):
-        batching_exercises.service(achievable="yes")
+        batching.model_service_time(*args, tokens_per_request=32, achievable="yes")
 
 
 def test_batching_decision_rests_on_the_achievable_model():
     from gpuinfer import batching
     from gpuinfer.exercises import chapter03_batching as be
-    ach = batching.sweep(be.service(achievable=True), be.DECISION_BATCHES, [0.0],
-                         slo=be.DECISION_SLO_S, n=2000)
-    ceil = batching.sweep(be.service(), be.DECISION_BATCHES, [0.0], slo=be.DECISION_SLO_S,
-                          n=2000)
+    achieved = batching.model_service_time(be.MODEL, be.GPU, tokens_per_request=be.QUERY_TOKENS,
+                                           lm_head=False)
+    ach = batching.sweep(achieved, be.DECISION_BATCHES, [0.0], slo=be.DECISION_SLO_S, n=2000)
+    ceil = batching.sweep(be.ROOFLINE_SERVICE, be.DECISION_BATCHES, [0.0],
+                          slo=be.DECISION_SLO_S, n=2000)
     answer = exercises.get("batching-decision-max-batch").answer()
     assert answer == float(batching.best_policy(ach, within=0.02)["max_batch"])
     # The same limit on the ceiling, at a higher capacity the engine would not reach.

@@ -2,18 +2,21 @@
 `where="chapters/01_roofline"`) and the helpers only they use."""
 
 from .. import achievable, cost, hardware, llm, reference, roofline
-from .. import validate as _validate
 from . import register
 
 WHERE = "chapters/01_roofline"
 
 #: The decision exercise's service-level objective: tokens/s each user must see.
 SLO_TOKENS_PER_S = 25.0
-#: Its options: (device, example price, weight format). 4-bit weights are ruled out
-#: by the question (a quality requirement).
-DECISION_OPTIONS = [(gpu, price, fmt) for gpu, price in (("T4", "AWS g4dn.xlarge"),
-                                                         ("A10G", "AWS g5.xlarge"))
-                    for fmt in ("fp16", "int8")]
+#: Its model, served at batch 1 with an empty cache (`achievable.decode_options`' defaults).
+DECISION_MODEL = "llama-2-7b"
+#: Its options, (GPU, weight format): as `achievable.decode_options` runs each. 4-bit
+#: weights are ruled out by the question (a quality requirement).
+DECISION_OPTIONS = {(gpu, fmt): {"accelerator": gpu, "dtype": fmt}
+                    for gpu in ("T4", "A10G") for fmt in ("fp16", "int8")}
+#: Each GPU's hourly price: an example instance's (`cost.example_price`).
+DECISION_USD_PER_HOUR = {gpu: cost.example_price(name).price_per_hour
+                         for gpu, name in (("T4", "AWS g4dn.xlarge"), ("A10G", "AWS g5.xlarge"))}
 
 
 def _ratio(wrong, right) -> float:
@@ -21,23 +24,25 @@ def _ratio(wrong, right) -> float:
     return float(wrong) / float(right)
 
 
-#: gpt-fast's weight formats, by the names `llm` gives their bytes: its bf16 run has fp16's
-#: bytes (2 a weight); its int4 is counted as the package's `int4` (0.5625 B a weight).
-GPT_FAST_FORMATS = {"bf16": "bf16", "fp16": "bf16", "int8": "int8", "int4": "int4"}
+def decision_table():
+    """The decision's options (index GPU, weights): `achievable.decode_options` (batch 1,
+    empty cache: tokens_per_s on the achievable model, ceiling_tokens_per_s beside it)
+    priced by `cost.priced` (price_per_hour, cost_per_million: USD per million tokens),
+    with the question's objective, meets_slo (tokens_per_s >= `SLO_TOKENS_PER_S`, one
+    user at a time), and the shortcut the slips name, shortcut_tokens_per_s
+    (`reference.gpt_fast_fraction` for the format x the ceiling). A T4 or an A10G is not
+    among the calibration's GPUs: their figures are the model's extrapolation."""
+    t = achievable.decode_options(DECISION_MODEL, DECISION_OPTIONS).rename_axis(["GPU", "weights"])
+    t = cost.priced(t, DECISION_USD_PER_HOUR, by="accelerator")
+    t["meets_slo"] = t["tokens_per_s"] >= SLO_TOKENS_PER_S
+    t["shortcut_tokens_per_s"] = [reference.gpt_fast_fraction(fmt) * ceiling for fmt, ceiling
+                                  in zip(t["dtype"], t["ceiling_tokens_per_s"])]
+    return t
 
 
-def gpt_fast_fraction(weight_format="bf16") -> float:
-    """Chapter *The roofline model*: the fraction of its per-operation decode ceiling
-    (`llm.decode_ceiling`, batch 1, empty cache) that gpt-fast's published tokens/s
-    reached for Llama-2-7B on its A100-80GB, for one weight format: 'bf16' (or 'fp16',
-    the same bytes), 'int8' or 'int4'. A fraction (0.68, not 68%).
-
-    Each format has its own: unpacking and scaling quantised weights costs time, so
-    int8 (about 0.50) and int4 (about 0.36) reach less of their ceilings than bf16
-    (about 0.68). Multiplying a format's fraction by its ceiling on the A100 gives back
-    gpt-fast's measured tokens/s for that format."""
-    fmt = GPT_FAST_FORMATS[_validate.choice("weight_format", weight_format, GPT_FAST_FORMATS)]
-    return llm.mbu("llama-2-7b", "A100 80GB", reference.GPT_FAST_TOKENS_PER_S[fmt], dtype=fmt)
+def _decision_answer(table) -> float:
+    """The lowest cost per million tokens among the options that meet the objective."""
+    return float(table.loc[table["meets_slo"], "cost_per_million"].min())
 
 
 def _decision_slips() -> dict:
@@ -49,63 +54,32 @@ def _decision_slips() -> dict:
     right = _decision_answer(table)
     out = {}
     for (gpu, fmt), row in table.iterrows():
-        if row["USD per M tokens"] == right:
+        if row["cost_per_million"] == right:
             continue
-        why = ("misses the objective" if not row["meets SLO"]
+        why = ("misses the objective" if not row["meets_slo"]
                else "meets it, but each token costs more")
-        out[_ratio(row["USD per M tokens"], right)] = (
+        out[_ratio(row["cost_per_million"], right)] = (
             f"That is the {gpu} with {fmt} weights: it {why}.")
-    best = table[table["USD per M tokens"] == right].index[0]
-    price = table.loc[best, "USD/h"]
-    out[_ratio(cost.cost_per_million(price, table.loc[best, "ceiling tokens/s"]), right)] = (
+    best = table[table["cost_per_million"] == right].index[0]
+    price = table.loc[best, "price_per_hour"]
+    out[_ratio(cost.cost_per_million(price, table.loc[best, "ceiling_tokens_per_s"]), right)] = (
         "That prices the best option at its ceiling: no engine reaches the roofline. Use "
         "the achievable model (achievable.decode_tokens_per_s), the ceiling beside it.")
     # gpt-fast's own per-format fraction, carried from its A100 to these GPUs.
-    short = table["shortcut tokens/s"]
-    short_ok = table[short >= SLO_TOKENS_PER_S]
-    short_cost = min(cost.cost_per_million(short_ok.loc[i, "USD/h"], short_ok.loc[i, "shortcut tokens/s"])
-                     for i in short_ok.index)
+    short_ok = table[table["shortcut_tokens_per_s"] >= SLO_TOKENS_PER_S]
+    short_cost = cost.priced(short_ok, DECISION_USD_PER_HOUR, by="accelerator",
+                             throughput="shortcut_tokens_per_s")["cost_per_million"].min()
     out[_ratio(short_cost, right)] = (
         "That applies gpt-fast's A100 fraction for each format to these GPUs: the T4 with "
         "int8 then misses. The calibrated model gives each GPU its own fraction: a fixed "
         "cost per step weighs less in a slow GPU's longer step.")
     # bf16's fraction for every format: the T4 with int8 at 0.68 of its ceiling.
-    t4_int8 = gpt_fast_fraction("bf16") * table.loc[("T4", "int8"), "ceiling tokens/s"]
-    out[_ratio(cost.cost_per_million(table.loc[("T4", "int8"), "USD/h"], t4_int8), right)] = (
+    t4_int8 = reference.gpt_fast_fraction("bf16") * table.loc[("T4", "int8"), "ceiling_tokens_per_s"]
+    out[_ratio(cost.cost_per_million(table.loc[("T4", "int8"), "price_per_hour"], t4_int8), right)] = (
         "That gives the T4 with int8 gpt-fast's bf16 fraction: the right option by a "
         "shortcut, at the wrong speed. Take each option's speed from the achievable model "
         "(achievable.decode_tokens_per_s).")
     return out
-
-
-def _decision_answer(table) -> float:
-    """The lowest cost per million tokens among the options that meet the objective."""
-    return float(table.loc[table["meets SLO"], "USD per M tokens"].min())
-
-
-def decision_table():
-    """The decision exercise's options as a DataFrame: the ceiling (`llm.decode_ceiling`,
-    batch 1, empty cache), the tokens/s each user gets on the achievable model
-    (`achievable.decode_tokens_per_s`, the calibrated `achievable.FITTED`), its fraction
-    of the ceiling, whether that meets the SLO, the hourly price and the cost per million
-    tokens; beside them, for comparison, the shortcut of gpt-fast's A100 fraction for the
-    format times the ceiling (`shortcut tokens/s`). A T4 or an A10G is not among the
-    calibration's GPUs: their figures are the model's extrapolation. The chapter's
-    solution prints it."""
-    import pandas as pd
-
-    rows = []
-    for gpu, price_name, fmt in DECISION_OPTIONS:
-        price = cost.example_price(price_name).price_per_hour
-        ceiling = llm.decode_ceiling("llama-2-7b", gpu, dtype=fmt)
-        tokens_per_s = achievable.decode_tokens_per_s("llama-2-7b", gpu, 1, 0, fmt)
-        rows.append({"GPU": gpu, "weights": fmt, "ceiling tokens/s": ceiling,
-                     "tokens/s": tokens_per_s, "fraction": tokens_per_s / ceiling,
-                     "meets SLO": bool(tokens_per_s >= SLO_TOKENS_PER_S),
-                     "USD/h": price,
-                     "USD per M tokens": cost.cost_per_million(price, tokens_per_s),
-                     "shortcut tokens/s": gpt_fast_fraction(fmt) * ceiling})
-    return pd.DataFrame(rows).set_index(["GPU", "weights"])
 
 
 # --- chapter ------------------------------------------------------------------------

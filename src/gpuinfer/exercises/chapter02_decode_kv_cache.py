@@ -3,8 +3,7 @@
 
 import dataclasses
 
-from .. import achievable as _achievable
-from .. import hardware, llm, validate
+from .. import achievable, hardware, llm
 from . import register
 
 WHERE = "chapters/02_decode_kv_cache"
@@ -19,26 +18,6 @@ DECISION_TPOT_S = 0.035
 def _ratio(wrong, right) -> float:
     """A slip's factor: the answer a slip gives over the right one."""
     return float(wrong) / float(right)
-
-
-def largest_batch_within(model, accelerator, context, tpot_s, dtype="fp16", *,
-                         achievable=False):
-    """The largest batch meeting the step-time objective that fits in memory: on the
-    roofline (`llm.max_batch_within`, the ceiling's answer), or with `achievable=True`
-    on the achievable model (`achievable.decode_step_s`), the batch an engine could
-    run. 0 where not even one sequence meets it."""
-    if achievable is False:
-        return llm.max_batch_within(model, accelerator, context, tpot_s, dtype)
-    tpot_s = validate.positive("tpot_s", tpot_s)
-    lo, hi = 0, llm.max_batch(model, accelerator, context, dtype)   # step(lo) meets it
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if _achievable.decode_step_s(model, accelerator, mid, context, dtype,
-                                     achievable=achievable) <= tpot_s:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 @register("decode-kv-bytes-llama3-70b", where=WHERE,
@@ -129,17 +108,17 @@ def _():
           "(0.85 x bandwidth) + 32 x 13 x 0.5 us + 1.6 ms (achievable.FITTED). Solve for "
           "the batch, round down, and check it fits (llm.max_batch).", rel_tol=0.03,
           slips={_ratio(llm.max_batch(DECISION_MODEL, DECISION_GPU, DECISION_CONTEXT),
-                        largest_batch_within(DECISION_MODEL, DECISION_GPU, DECISION_CONTEXT,
-                                             DECISION_TPOT_S, achievable=True)):
+                        achievable.max_batch_within(DECISION_MODEL, DECISION_GPU,
+                                                    DECISION_CONTEXT, DECISION_TPOT_S)):
                  "That is the most that fits in memory; its step takes longer than the "
                  "objective allows.",
-                 _ratio(largest_batch_within(DECISION_MODEL, DECISION_GPU, DECISION_CONTEXT,
-                                             DECISION_TPOT_S),
-                        largest_batch_within(DECISION_MODEL, DECISION_GPU, DECISION_CONTEXT,
-                                             DECISION_TPOT_S, achievable=True)):
+                 _ratio(llm.max_batch_within(DECISION_MODEL, DECISION_GPU, DECISION_CONTEXT,
+                                            DECISION_TPOT_S),
+                        achievable.max_batch_within(DECISION_MODEL, DECISION_GPU,
+                                                    DECISION_CONTEXT, DECISION_TPOT_S)):
                  "That is the ceiling's batch (the roofline's step time): an engine moves "
                  "its bytes at 0.85 of the datasheet bandwidth and pays a fixed cost every "
                  "step, so fewer sequences meet the objective."})
 def _():
-    return largest_batch_within(DECISION_MODEL, DECISION_GPU, DECISION_CONTEXT,
-                                DECISION_TPOT_S, achievable=True)
+    return achievable.max_batch_within(DECISION_MODEL, DECISION_GPU, DECISION_CONTEXT,
+                                       DECISION_TPOT_S)

@@ -136,44 +136,48 @@ def _():
 # The decision: which format meets a quality budget (the published recovery of
 # quality.PUBLISHED, not a weight SQNR: int4 g128 loses ~21 dB of SQNR against int8 and
 # still keeps ~97-99% of Llama's accuracy) and a throughput target at the lowest memory.
-DECISION = {"model": "llama-3-8b", "device": "H100 SXM", "batch": 256, "context": 256,
-            "min_recovery": 0.97, "min_speedup": 1.3}
-CANDIDATES = {   # name: (how the roofline runs it, its row in quality.PUBLISHED)
-    "bf16": (dict(dtype="fp16"), None),
-    "W8A8 fp8": (dict(dtype="fp8_e4m3", compute_dtype="fp8"), "W8A8 fp8"),
-    "W8A8 int8": (dict(dtype="int8", compute_dtype="int8"),
-                  "W8A8 int8 (tuned SmoothQuant + GPTQ)"),
-    "W4A16 int4 g128": (dict(dtype="int4_g128"), "W4A16 int4 g128 (GPTQ)"),
-}
+DECISION_MODEL = "llama-3-8b"
+#: Where and how it is served (`achievable.decode_options`' common arguments).
+DECISION_SETTING = {"accelerator": "H100 SXM", "batch": 256, "context": 256}
+#: The budget: published recovery (low end) and speed-up over bf16, on the achievable model.
+MIN_RECOVERY, MIN_SPEEDUP = 0.97, 1.3
+#: The candidates, as `achievable.decode_options` runs each.
+CANDIDATES = {"bf16": {"dtype": "fp16"},
+              "W8A8 fp8": {"dtype": "fp8_e4m3", "compute_dtype": "fp8"},
+              "W8A8 int8": {"dtype": "int8", "compute_dtype": "int8"},
+              "W4A16 int4 g128": {"dtype": "int4_g128"}}
+#: Each candidate's row in quality.PUBLISHED (bf16 is the reference: recovery 1).
+PUBLISHED_ROWS = {"bf16": None, "W8A8 fp8": "W8A8 fp8",
+                  "W8A8 int8": "W8A8 int8 (tuned SmoothQuant + GPTQ)",
+                  "W4A16 int4 g128": "W4A16 int4 g128 (GPTQ)"}
+_LABELS = {"weight_bytes": "weights (GB)", "tokens_per_s": "tokens/s",
+           "ceiling_tokens_per_s": "ceiling tokens/s", "speedup": "speed-up",
+           "ceiling_speedup": "ceiling speed-up"}
+
+
+def recovery(name) -> float:
+    """A candidate's published accuracy recovery on Llama-3.1: the low end of the range
+    Kurtic et al. state (`quality.published_recovery`); bf16, the reference, 1.0."""
+    row = PUBLISHED_ROWS[name]
+    return quality.published_recovery(row)[0] if row else 1.0
 
 
 def decision_table():
-    """Each candidate's published accuracy recovery on Llama-3.1 (low end of the range
-    Kurtic et al. state; bf16 is the reference, 1.0), weight bytes (GB), decode throughput
-    (tokens/s, total over the batch) on the achievable model (`achievable`: each format at
-    its own efficiency, weight-only int4 at its dequantising fraction, W8A8 at the 8-bit
-    peak times the fitted matmul fraction) and on the ceiling (the roofline) beside it,
-    each one's speed-up over bf16, and whether it meets both requirements, judged on the
-    achievable numbers (`meets both`) and, for comparison, on the ceiling's. A pandas
-    DataFrame indexed by candidate."""
-    import pandas as pd
-
-    d = DECISION
-    rows = {}
-    for name, (kw, published) in CANDIDATES.items():
-        speed = {f"{k}tokens/s": achievable.decode_tokens_per_s(
-                     d["model"], d["device"], d["batch"], d["context"], achievable=a, **kw)
-                 for k, a in (("", True), ("ceiling ", False))}
-        rows[name] = {"recovery (low)": quality.published_recovery(published)[0]
-                      if published else 1.0,
-                      "weights (GB)": llm.weight_bytes(d["model"], kw["dtype"]) / 1e9, **speed}
-    table = pd.DataFrame(rows).T
-    quality_ok = table["recovery (low)"] >= d["min_recovery"]
-    for k in ("", "ceiling "):
-        table[f"{k}speed-up"] = table[f"{k}tokens/s"] / table.loc["bf16", f"{k}tokens/s"]
-        table[f"meets both{' (ceiling)' if k else ''}"] = quality_ok & \
-            (table[f"{k}speed-up"] >= d["min_speedup"])
-    return table
+    """The candidates on `achievable.decode_options` (tokens/s, total over the batch, on
+    the achievable model: each format at its own efficiency; `ceiling tokens/s` on the
+    roofline; each one's speed-up over bf16), labelled for the question, with the
+    weights in GB, the published recovery (`recovery (low)`) and whether it meets both
+    requirements, judged on the achievable numbers (`meets both`) and, for comparison,
+    on the ceiling's. A pandas DataFrame indexed by candidate."""
+    t = achievable.decode_options(DECISION_MODEL, CANDIDATES, baseline="bf16",
+                                  **DECISION_SETTING)
+    t = t[list(_LABELS)].rename(columns=_LABELS)
+    t["weights (GB)"] /= 1e9
+    t.insert(0, "recovery (low)", [recovery(name) for name in t.index])
+    quality_ok = t["recovery (low)"] >= MIN_RECOVERY
+    t["meets both"] = quality_ok & (t["speed-up"] >= MIN_SPEEDUP)
+    t["meets both (ceiling)"] = quality_ok & (t["ceiling speed-up"] >= MIN_SPEEDUP)
+    return t
 
 
 def decision_choice() -> str:

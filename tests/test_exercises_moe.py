@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gpuinfer import exercises, llm, parallel, validate
+from gpuinfer import exercises, expert_parallel, llm, validate
 from gpuinfer.exercises import chapter10_mixture_of_experts as moe
 
 # DeepSeek-V3's config.json: hidden 7168, 61 layers (first 3 dense, d_ff 18432), vocab
@@ -77,16 +77,22 @@ def test_dispatch_bytes_ep32():
     assert 128 * 8 * 7168 * 31 / 32 == 7_110_656
 
 
+def _decision_table():
+    return expert_parallel.moe_options(
+        moe.DECISION_MODEL, moe.DECISION_PRICES, moe.DECISION_CONTEXT, moe.DECISION_TPOT_S,
+        moe.DECISION_GPUS, formats=moe.DECISION_FORMATS, layouts=moe.DECISION_LAYOUTS)
+
+
 def test_decision_winner_is_at_its_largest_batch_and_costs_what_the_formula_says():
-    table = moe.decision_table()
+    table = _decision_table()
     best = table.iloc[0]
     assert (best["GPU"], best["format"], best["layout"]) == ("H200", "fp8", "EP + DP attention")
     b = int(best["batch"])
     # Reached directly with ep_decode_breakdown (not moe_layouts): b meets 30 ms and fits,
     # b + 1 does not.
     def step(batch):
-        return parallel.ep_decode_breakdown("qwen3-235b-a22b", "H200", 8, batch, 4096, "fp8",
-                                            attention="dp")
+        return expert_parallel.ep_decode_breakdown("qwen3-235b-a22b", "H200", 8, batch, 4096,
+                                                   "fp8", attention="dp")
     at, past = step(b), step(b + 1)
     assert at["fits"] and at["total_s"] <= 0.030
     assert not (past["fits"] and past["total_s"] <= 0.030)
@@ -147,18 +153,24 @@ def test_decision_question_states_the_fp8_matmul_peak():
     assert "16-bit peak" in q and "1 GiB reserve" in q
 
 
+def test_decision_prices_are_the_instances_over_their_eight_gpus():
+    # AWS capacity blocks (cost.EXAMPLE_PRICES): p5.48xlarge 39.33 USD/h, p5e.48xlarge
+    # 43.26 USD/h, 8 GPUs each: 4.916 and 5.4075 USD per GPU-hour.
+    assert moe.DECISION_PRICES == pytest.approx({"H100 SXM": 39.33 / 8, "H200": 43.26 / 8})
+
+
+Q = ("qwen3-235b-a22b", "H200", 8, 4096)
 BAD = [
-    (moe.price_per_gpu_hour, ("T4",), validate.UnknownName),
-    (moe.largest_batch_within, ("qwen3-235b-a22b", "H200", 8, 4096, "fp8", "EP", 0.03),
+    (expert_parallel.moe_max_batch_within, Q + (0.03,), {"dtype": "fp8", "layout": "EP"},
      validate.UnknownName),
-    (moe.largest_batch_within, ("qwen3-235b-a22b", "H200", 8, 4096, "fp8", "TP", -1.0),
-     ValueError),
-    (moe.largest_batch_within, ("qwen3-235b-a22b", "H200", 8, 4096, "fp8", "TP", "fast"),
-     TypeError),
+    (expert_parallel.moe_max_batch_within, Q + (-1.0,), {"layout": "TP"}, ValueError),
+    (expert_parallel.moe_max_batch_within, Q + ("fast",), {"layout": "TP"}, TypeError),
+    (expert_parallel.moe_options, ("qwen3-235b-a22b", {"T4x": 1.0}, 4096, 0.03, 8), {},
+     validate.UnknownName),
 ]
 
 
-@pytest.mark.parametrize("fn, args, error", BAD)
-def test_bad_inputs(fn, args, error):
+@pytest.mark.parametrize("fn, args, kwargs, error", BAD)
+def test_bad_inputs(fn, args, kwargs, error):
     with pytest.raises(error):
-        fn(*args)
+        fn(*args, **kwargs)

@@ -1,4 +1,4 @@
-"""Mixtures of experts in gpuinfer.llm and gpuinfer.parallel: parameters from the published
+"""Mixtures of experts in gpuinfer.llm and gpuinfer.expert_parallel: parameters from the published
 configs, the experts a batch touches, the bytes a step reads, the compute-bound batch,
 expert parallelism. Expected values derived by hand in the comments."""
 
@@ -6,7 +6,7 @@ expert parallelism. Expected values derived by hand in the comments."""
 import numpy as np
 import pytest
 
-from gpuinfer import hardware, llm, parallel, roofline
+from gpuinfer import expert_parallel, hardware, llm, parallel, roofline
 
 
 def test_mixtral_total_and_active_parameters():
@@ -180,10 +180,10 @@ def test_all_to_all_bytes_by_hand():
     # DeepSeek-V3, 128 tokens on a device (DeepEP's low-latency test), top-8, d 7168:
     # dispatch in fp8 = 128 x 8 x 7168 x 1 = 7,340,032 bytes; combine in bf16: 14,680,064.
     # EP 16 under uniform routing: 15/16 of them leave the device.
-    a = parallel.moe_all_to_all_bytes("deepseek-v3", 128, 16)
+    a = expert_parallel.moe_all_to_all_bytes("deepseek-v3", 128, 16)
     assert a["dispatch_bytes"] == 7_340_032 and a["combine_bytes"] == 14_680_064
     assert a["dispatch_sent_bytes"] == pytest.approx(7_340_032 * 15 / 16)
-    bf16 = parallel.moe_all_to_all_bytes("deepseek-v3", 128, 16, dispatch_dtype="bf16")
+    bf16 = expert_parallel.moe_all_to_all_bytes("deepseek-v3", 128, 16, dispatch_dtype="bf16")
     assert bf16["dispatch_bytes"] == 2 * a["dispatch_bytes"]
 
 
@@ -191,30 +191,30 @@ def test_all_to_all_time_inside_and_across_nodes():
     ic = hardware.get_interconnect("NVLink 4")
     lat = ic.nccl("LL").base_latency_s + ic.nccl("LL").step_latency_s
     # Inside one HGX board: bytes at the link's per-direction bandwidth.
-    assert parallel.all_to_all_time(1e6, 8, "NVLink 4") == pytest.approx(
+    assert expert_parallel.all_to_all_time(1e6, 8, "NVLink 4") == pytest.approx(
         lat + 1e6 / ic.bandwidth_bytes_per_s)
     # 16 GPUs on 2 nodes: 8 of the 15 peers are across the network, whose 8 x 400 Gb/s
     # = 400 GB/s a node is 50 GB/s a GPU: 1e6 x 8/15 / 50e9 = 10.67 us beats NVLink's share.
     net = hardware.get_interconnect("InfiniBand NDR x8")
-    t = parallel.all_to_all_time(1e6, 16, "NVLink 4")
+    t = expert_parallel.all_to_all_time(1e6, 16, "NVLink 4")
     assert t == pytest.approx(lat + net.nccl("LL").step_latency_s + 1e6 * 8 / 15 / 50e9)
     # DeepEP's low-latency dispatch measured 118 us at EP16 for these 128 tokens (H800,
     # CX7): the ceiling must sit below the measurement.
-    sent = parallel.moe_all_to_all_bytes("deepseek-v3", 128, 16)["dispatch_sent_bytes"]
-    assert parallel.all_to_all_time(sent, 16, "NVLink 4") < 118e-6
+    sent = expert_parallel.moe_all_to_all_bytes("deepseek-v3", 128, 16)["dispatch_sent_bytes"]
+    assert expert_parallel.all_to_all_time(sent, 16, "NVLink 4") < 118e-6
 
 
 def test_uniform_routing_imbalance():
     # 64 tokens x top-8 on 64 devices: mu = 8, 1 + sqrt(2 ln 64 / 8) = 1 + 1.0197 = 2.0197
-    assert parallel.uniform_routing_imbalance(64, 64, 8) == pytest.approx(2.0197, abs=1e-4)
-    assert parallel.uniform_routing_imbalance(10, 1, 8) == 1.0
+    assert expert_parallel.uniform_routing_imbalance(64, 64, 8) == pytest.approx(2.0197, abs=1e-4)
+    assert expert_parallel.uniform_routing_imbalance(10, 1, 8) == 1.0
     # One token, top-1, 2 devices: 1 + sqrt(2 ln 2 / 0.5) = 2.67, but the busiest device
     # can hold at most the whole token (mean 0.5): capped at 2.
-    assert parallel.uniform_routing_imbalance(1, 2, 1) == 2.0
+    assert expert_parallel.uniform_routing_imbalance(1, 2, 1) == 2.0
 
 
 def test_ep_with_dp_attention_pays_two_all_to_alls_per_moe_layer():
-    r = parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, batch=64, context=1024,
+    r = expert_parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, batch=64, context=1024,
                                      dtype="fp8_e4m3", imbalance=1.0)
     assert r["local_batch"] == 8 and r["local_experts"] == 32
     assert r["n_all_to_alls"] == 2 * 58
@@ -227,10 +227,10 @@ def test_ep_with_dp_attention_pays_two_all_to_alls_per_moe_layer():
     assert r["ops"].loc["experts", "bytes"] == pytest.approx(
         touched * 58 * 44_040_192 + 64 * 58 * (2 * 7168 + 3 * 2048) * 2)
     # imbalance scales the busiest device's FLOPs
-    r2 = parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, 64, 1024, "fp8_e4m3",
+    r2 = expert_parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, 64, 1024, "fp8_e4m3",
                                       imbalance=2.0)
     assert r2["ops"].loc["experts", "flops"] == pytest.approx(2 * r["ops"].loc["experts", "flops"])
-    over = parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, 64, 1024, "fp8_e4m3",
+    over = expert_parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, 64, 1024, "fp8_e4m3",
                                         imbalance=1.0, overlap=True)
     assert over["total_s"] == pytest.approx(max(r["attention_s"] + r["experts_s"], r["comm_s"]))
 
@@ -238,7 +238,7 @@ def test_ep_with_dp_attention_pays_two_all_to_alls_per_moe_layer():
 def test_moe_layouts_dp_attention_wins_for_latent_attention_at_a_large_batch():
     # MLA's latent cache is whole on every TP device, so at batch 1,024 x 1,024 tokens
     # TP keeps 1,024 x 1,024 x 70,272 B = 73.7 GB of cache on each GPU; DP-attention 1/8.
-    df = parallel.moe_layouts("deepseek-v3", "H200", 8, batch=1024, context=1024,
+    df = expert_parallel.moe_layouts("deepseek-v3", "H200", 8, batch=1024, context=1024,
                               dtype="fp8_e4m3")
     assert list(df.index) == ["TP", "EP + TP attention", "EP + DP attention"]
     assert df.loc["TP", "kv_GB_per_gpu"] == pytest.approx(1024 * 1024 * 70_272 / 1e9)
@@ -249,14 +249,14 @@ def test_moe_layouts_dp_attention_wins_for_latent_attention_at_a_large_batch():
 
 
 @pytest.mark.parametrize("call, err, words", [
-    (lambda: parallel.ep_decode_breakdown("llama-2-7b", "H100 SXM", 8), ValueError, "dense"),
-    (lambda: parallel.ep_decode_breakdown("mixtral-8x7b", "H100 SXM", 3), ValueError,
+    (lambda: expert_parallel.ep_decode_breakdown("llama-2-7b", "H100 SXM", 8), ValueError, "dense"),
+    (lambda: expert_parallel.ep_decode_breakdown("mixtral-8x7b", "H100 SXM", 3), ValueError,
      "n_devices"),
-    (lambda: parallel.ep_decode_breakdown("mixtral-8x7b", "H100 SXM", 8, attention="pp"),
+    (lambda: expert_parallel.ep_decode_breakdown("mixtral-8x7b", "H100 SXM", 8, attention="pp"),
      ValueError, "attention"),
-    (lambda: parallel.ep_decode_breakdown("mixtral-8x7b", "H100 SXM", 8, imbalance=0.5),
+    (lambda: expert_parallel.ep_decode_breakdown("mixtral-8x7b", "H100 SXM", 8, imbalance=0.5),
      ValueError, "imbalance"),
-    (lambda: parallel.moe_all_to_all_bytes("mixtral-8x7b", -1, 8), ValueError, "tokens"),
+    (lambda: expert_parallel.moe_all_to_all_bytes("mixtral-8x7b", -1, 8), ValueError, "tokens"),
 ])
 def test_ep_bad_inputs(call, err, words):
     with pytest.raises(err, match=words):
@@ -272,3 +272,107 @@ def test_routed_expert_weight_bytes_is_the_non_affine_part_of_a_step():
     acts = 64 * 8 * 48 * (2 * 2048 + 3 * 768) * 2
     assert t.loc["experts", "bytes"] == pytest.approx(
         llm.routed_expert_weight_bytes("qwen3-30b-a3b", 64, "bf16") + acts)
+
+
+# --- what a layout serves within an objective -----------------------------------------------
+
+# Qwen3-30B-A3B (config.json): 48 layers, d 2048, 32 query heads and 4 KV heads of 128,
+# 128 experts of width 768, top-8, vocabulary 151,936, untied. On 8 H100 SXM at 32,768
+# tokens of context, 10 ms a step.
+Q3, H100, CTX, TPOT = "qwen3-30b-a3b", "H100 SXM", 32_768, 0.010
+
+
+def _scan(ok, top):
+    """The largest b in 1..top with ok(b), asking every b in turn (no bisection)."""
+    best = 0
+    for b in range(1, top + 1):
+        if not ok(b):
+            break
+        best = b
+    return best
+
+
+def test_moe_max_batch_within_dp_attention_matches_a_linear_scan_of_ep_decode_breakdown():
+    def ok(b):
+        r = expert_parallel.ep_decode_breakdown(Q3, H100, 8, b, CTX, attention="dp")
+        return r["fits"] and r["total_s"] <= TPOT
+    want = _scan(ok, 200)
+    assert 1 < want < 200
+    assert expert_parallel.moe_max_batch_within(Q3, H100, 8, CTX, TPOT,
+                                                layout="EP + DP attention") == want
+
+
+def test_moe_max_batch_within_tp_layout_matches_a_linear_scan_of_the_tp_step():
+    mem = hardware.get(H100).memory_bytes - llm.DEFAULT_RESERVE_BYTES
+
+    def ok(b):
+        r = parallel.tp_decode_breakdown(Q3, H100, 8, b, CTX)
+        return (r["weight_bytes_per_device"] + r["kv_bytes_per_device"] <= mem
+                and r["total_s"] <= TPOT)
+    want = _scan(ok, 100)
+    assert 1 < want < 100
+    assert expert_parallel.moe_max_batch_within(Q3, H100, 8, CTX, TPOT, layout="TP") == want
+
+
+def test_moe_max_batch_for_memory_alone_by_hand():
+    # DP attention: each GPU holds everything but the experts, plus 16 of the 128 experts:
+    # a layer's attention 2048 x 4096 (q) + 2 x 2048 x 512 (k, v) + 4096 x 2048 (o) =
+    # 18,874,368, router 2048 x 128 = 262,144, 16 experts x 3 x 2048 x 768 = 75,497,472;
+    # x 48 = 4,542,431,232; embedding and head 2 x 151,936 x 2048 = 622,329,856; norms
+    # 48 x 2 x 2048 + 2048 = 198,656: 5,164,959,744 weights x 2 B = 10,329,919,488 B.
+    weights = 2 * (48 * (18_874_368 + 262_144 + 75_497_472) + 622_329_856 + 198_656)
+    assert weights == 10_329_919_488
+    # KV a token: 2 x 48 layers x 4 heads x 128 x 2 B = 98,304 B; a sequence 32,768 of them.
+    free = hardware.get(H100).memory_bytes - 2**30 - weights     # 73,641,816,064 B
+    per_gpu = int(free // (CTX * 98_304))                         # 22.86 -> 22
+    assert per_gpu == 22
+    assert expert_parallel.moe_max_batch_within(Q3, H100, 8, CTX, None,
+                                                layout="EP + DP attention") == 8 * per_gpu
+    # TP: the memory check is the closed form of parallel.tp_max_batch.
+    assert expert_parallel.moe_max_batch_within(Q3, H100, 8, CTX, None, layout="TP") \
+        == parallel.tp_max_batch(Q3, H100, 8, CTX)
+
+
+def test_moe_options_cost_each_layout_by_the_formula():
+    # 8 GPUs at 4.916 USD a GPU-hour: USD per million = 8 x 4.916 / (3600 x tokens/s) x 1e6,
+    # tokens/s = batch / step, the step priced directly by ep_decode_breakdown.
+    price = 39.33 / 8
+    t = expert_parallel.moe_options(Q3, {H100: price}, CTX, TPOT, 8,
+                                    layouts=("EP + DP attention", "EP + TP attention"))
+    assert len(t) == 2 and list(t.usd_per_million) == sorted(t.usd_per_million)
+    for _, row in t.iterrows():
+        mode = "dp" if row.layout == "EP + DP attention" else "tp"
+        step = expert_parallel.ep_decode_breakdown(Q3, H100, 8, int(row.batch), CTX,
+                                                   attention=mode)["total_s"]
+        assert row.step_ms == pytest.approx(1e3 * step, rel=1e-12)
+        assert row.usd_per_million == pytest.approx(
+            8 * price / (3600 * row.batch / step) * 1e6, rel=1e-9)
+        assert row.batch <= row.memory_batch and row.GPU == "H100 SXM"
+
+
+def test_moe_options_leave_nan_where_no_batch_meets_the_objective():
+    # 1 microsecond a step: no batch meets it, so no cost.
+    t = expert_parallel.moe_options(Q3, {H100: 1.0}, CTX, 1e-6, 8, layouts=("TP",))
+    assert t.batch.iloc[0] == 0 and np.isnan(t.usd_per_million.iloc[0])
+    assert t.memory_batch.iloc[0] == parallel.tp_max_batch(Q3, H100, 8, CTX)
+
+
+@pytest.mark.parametrize("call, err, words", [
+    (lambda: expert_parallel.moe_max_batch_within(Q3, H100, 8, CTX, 0.0), ValueError, "tpot_s"),
+    (lambda: expert_parallel.moe_max_batch_within(Q3, H100, 8, CTX, 0.01, layout="DP"),
+     ValueError, "layout"),
+    (lambda: expert_parallel.moe_max_batch_within("llama-2-7b", H100, 8, CTX, 0.01),
+     ValueError, "dense"),
+    (lambda: expert_parallel.moe_max_batch_within(Q3, H100, 8, -1, 0.01), ValueError,
+     "context"),
+    (lambda: expert_parallel.moe_options(Q3, {}, CTX, 0.01, 8), TypeError, "prices"),
+    (lambda: expert_parallel.moe_options(Q3, {H100: -2.0}, CTX, 0.01, 8), ValueError,
+     "prices"),
+    (lambda: expert_parallel.moe_options(Q3, {H100: 1.0}, CTX, 0.01, 8, formats="fp16"),
+     ValueError, "formats"),
+    (lambda: expert_parallel.moe_options(Q3, {H100: 1.0}, CTX, 0.01, 8, layouts=()),
+     ValueError, "layouts"),
+])
+def test_moe_decision_bad_inputs(call, err, words):
+    with pytest.raises(err, match=words):
+        call()

@@ -457,3 +457,139 @@ def test_tree_ll128_across_nodes_takes_120_128_and_the_size_correction():
     assert table.loc[("tree", "LL128"), "seconds"] == pytest.approx(expected)
     assert expected == pytest.approx(70.36e-6, abs=0.01e-6)
     assert table.seconds.idxmin() == ("tree", "LL128")
+
+
+# --- collectives: NCCL's fastest all-reduce ---------------------------------------------
+
+def test_fastest_allreduce_is_the_fastest_row_of_the_protocol_table():
+    from gpuinfer import collectives
+
+    # One node (8 H100s): the ring's fastest protocol; two nodes (16): ring or tree.
+    for s, n in [(16_384, 8), (2**20, 8), (2**21, 16), (2**28, 16)]:
+        table = collectives.allreduce_protocols(s, n, "NVLink 4")
+        (alg, proto), row = table.seconds.idxmin(), table.loc[table.seconds.idxmin()]
+        got = collectives.fastest_allreduce(s, n, "NVLink 4")
+        assert got["seconds"] == pytest.approx(row.seconds, rel=1e-12)
+        assert (got["algorithm"], got["protocol"]) == (alg, proto)
+        assert got["nodes"] == (1 if n == 8 else 2)
+    # 16,384 B on 8 GPUs, LL: 6.6 us + 14 x 0.6 us + 1.75 x 16,384 / 141e9 = 15.203 us.
+    assert collectives.fastest_allreduce(16_384, 8, "NVLink 4")["seconds"] == pytest.approx(
+        6.6e-6 + 14 * 0.6e-6 + 1.75 * 16_384 / 141e9, rel=1e-9)
+    one = collectives.fastest_allreduce(1e6, 1, "NVLink 4")
+    assert one["seconds"] == 0.0 and one["protocol"] is None
+    # parallel keeps the collectives' names
+    assert parallel.fastest_allreduce is collectives.fastest_allreduce
+    assert parallel.allreduce_protocols is collectives.allreduce_protocols
+    with pytest.raises(ValueError, match="n_bytes"):
+        collectives.fastest_allreduce(-1, 8, "NVLink 4")
+
+
+# --- what a tensor-parallel group serves within an objective ----------------------------
+
+def test_tp_decode_step_s_is_the_shard_plus_allreduces_plus_overheads():
+    from gpuinfer import achievable
+
+    # Built another way, from the lower-level parts: the shard's rows on the achievable
+    # model, the all-reduces of the roofline breakdown (16-bit messages either way in
+    # fp16), then the achievable overheads on the sum (80 x 13 kernel gaps + the step).
+    eff = achievable.FITTED
+    for n, b in [(1, 1), (2, 8), (8, 64)]:
+        part = parallel.shard("llama-2-70b", n)
+        rows = achievable.step_breakdown(part, "H200", np.ones(b, dtype=int),
+                                         np.full(b, 4096), "fp16", achievable=eff)
+        comm = parallel.tp_decode_breakdown("llama-2-70b", "H200", n, b, 4096)["comm_s"]
+        want = rows["seconds"].sum() + comm + 80 * 13 * eff.kernel_gap_s + eff.step_s
+        assert parallel.tp_decode_step_s("llama-2-70b", "H200", n, b, 4096) == pytest.approx(
+            want, rel=1e-12)
+        # achievable=False: the chapter's ceiling model, tp_decode_step_time
+        assert parallel.tp_decode_step_s("llama-2-70b", "H200", n, b, 4096,
+                                         achievable=False) \
+            == parallel.tp_decode_step_time("llama-2-70b", "H200", n, b, 4096)
+
+
+def _linear_scan(model, gpu, n, context, tpot_s, achievable=True):
+    """The largest batch that fits and meets tpot_s, asking every batch from 1 in turn
+    with tp_decode_breakdown (no bisection, no cache)."""
+    top = parallel.tp_max_batch(model, gpu, n, context)
+    best = 0
+    for b in range(1, top + 1):
+        step = parallel.tp_decode_breakdown(model, gpu, n, b, context,
+                                            achievable=achievable)["total_s"]
+        if step > tpot_s:
+            break
+        best = b
+    return best
+
+
+@pytest.mark.parametrize("gpu, n, tpot_s, achievable", [
+    ("H200", 2, 0.025, True),       # the objective binds: 25 of the 119 that fit
+    ("H100 SXM", 2, 0.025, True),   # batch 1 already misses 25 ms: 0
+    ("H100 SXM", 2, 0.025, False),  # on the ceiling it does not
+    ("H100 SXM", 1, 1.0, True),     # the weights alone do not fit one H100: 0
+])
+def test_tp_max_batch_within_matches_a_linear_scan(gpu, n, tpot_s, achievable):
+    want = _linear_scan("llama-2-70b", gpu, n, 4096, tpot_s, achievable)
+    assert parallel.tp_max_batch_within("llama-2-70b", gpu, n, 4096, tpot_s,
+                                        achievable=achievable) == want
+
+
+def test_tp_max_batch_within_is_memory_when_the_objective_is_loose():
+    # H200 TP2 at 4,096 tokens: memory holds 119 sequences; at 119 a step takes well
+    # under a second, so a 1 s objective leaves memory to decide.
+    top = parallel.tp_max_batch("llama-2-70b", "H200", 2, 4096)
+    assert parallel.tp_decode_step_s("llama-2-70b", "H200", 2, top, 4096) < 1.0
+    assert parallel.tp_max_batch_within("llama-2-70b", "H200", 2, 4096, 1.0) == top
+
+
+def test_tp_options_cost_by_the_formula_and_sort_cheapest_first():
+    # H200 at 43.26 / 8 = 5.4075 USD a GPU-hour, TP4, 25 ms: batch 113 at 24.93 ms (the
+    # by-hand step in test_exercises_ch06_08), 4 x 5.4075 / (3600 x 113 / 0.02493) x 1e6
+    # = 1.326 USD a million tokens.
+    price = 43.26 / 8
+    t = parallel.tp_options("llama-2-70b", {"H200": price, "H100 SXM": 39.33 / 8}, 4096,
+                            0.025, degrees=(2, 4))
+    assert list(t.columns) == ["GPU", "N", "batch", "step_ms", "usd_per_million",
+                               "memory_batch", "memory_usd_per_million"]
+    best = t.iloc[0]
+    assert (best.GPU, best.N, best.batch) == ("H200", 4, 113)
+    step = parallel.tp_decode_step_s("llama-2-70b", "H200", 4, 113, 4096)
+    assert best.step_ms == pytest.approx(24.93, abs=0.01)
+    assert best.usd_per_million == pytest.approx(4 * price / (3600 * 113 / step) * 1e6,
+                                                 rel=1e-12)
+    assert best.usd_per_million == pytest.approx(1.326, abs=0.002)
+    mem = parallel.tp_max_batch("llama-2-70b", "H200", 4, 4096)
+    mem_step = parallel.tp_decode_step_s("llama-2-70b", "H200", 4, mem, 4096)
+    assert best.memory_batch == mem
+    assert best.memory_usd_per_million == pytest.approx(
+        4 * price / (3600 * mem / mem_step) * 1e6, rel=1e-12)
+    # H100 TP2 misses 25 ms at batch 1: no batch, no cost, sorted last.
+    last = t.iloc[-1]
+    assert (last.GPU, last.N, last.batch) == ("H100 SXM", 2, 0)
+    assert np.isnan(last.usd_per_million) and np.isnan(last.step_ms)
+    assert list(t.usd_per_million.dropna()) == sorted(t.usd_per_million.dropna())
+
+
+@pytest.mark.parametrize("call, err, words", [
+    (lambda: parallel.tp_decode_step_s("llama-2-70b", "H200", 4, 0, 4096), ValueError,
+     "batch"),
+    (lambda: parallel.tp_decode_step_s("llama-2-70b", "H200", 3), ValueError, "3 devices"),
+    (lambda: parallel.tp_decode_step_s("llama-2-70b", "H200", 4, achievable="yes"),
+     TypeError, "achievable"),
+    (lambda: parallel.tp_max_batch_within("llama-2-70b", "H200", 4, 4096, 0), ValueError,
+     "tpot_s"),
+    (lambda: parallel.tp_max_batch_within("llama-2-70b", "H200", 4, -5, 0.02), ValueError,
+     "context"),
+    (lambda: parallel.tp_options("llama-2-70b", {}, 4096, 0.025), TypeError, "prices"),
+    (lambda: parallel.tp_options("llama-2-70b", "H200", 4096, 0.025), TypeError, "prices"),
+    (lambda: parallel.tp_options("llama-2-70b", {"H200": -1.0}, 4096, 0.025), ValueError,
+     "prices"),
+    (lambda: parallel.tp_options("llama-2-70b", {"Z9000": 1.0}, 4096, 0.025), ValueError,
+     "Z9000"),
+    (lambda: parallel.tp_options("llama-2-70b", {"H200": 1.0}, 4096, 0.025, degrees=(3,)),
+     ValueError, "3 devices"),
+    (lambda: parallel.tp_options("llama-2-70b", {"H200": 1.0}, 4096, 0.025, degrees=()),
+     ValueError, "degrees"),
+])
+def test_tp_decision_bad_inputs(call, err, words):
+    with pytest.raises(err, match=words):
+        call()

@@ -2,10 +2,9 @@
 with pipeline parallelism between servers (TP x PP). Chapter: *Beyond one GPU*. SI
 units: bytes, bytes/s, seconds, tokens/s.
 
-Both build on `gpuinfer.parallel` (ring and tree all-reduces, `tp_decode_breakdown`,
-`pp_decode_breakdown`); they stay a module of their own, the one idea of crossing
-servers, so that `parallel` (sharding inside one server and what its collectives cost)
-stays under ~900 lines.
+Both build on `gpuinfer.collectives` (ring and tree all-reduces, the ring's route) and
+`gpuinfer.parallel` (`tp_decode_breakdown`, `pp_decode_breakdown`); they stay a module
+of their own, the one idea of crossing servers.
 
 NVLS_TREE (NCCL, tuning.cc at the commit `hardware.NCCL_NVLS_TREE` cites): NVLink SHARP
 reduces inside each node and a tree joins the nodes; NCCL enables it only across nodes,
@@ -21,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+from . import collectives as _collectives
 from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
@@ -49,7 +49,7 @@ def nvls_tree_allreduce(n_bytes, n_devices, interconnect="NVLink 4", *, network=
     s = _v.non_negative("n_bytes", n_bytes)
     ic = _hardware.get_interconnect(interconnect)
     arch = _nvls_architecture(ic)
-    _, net, nodes = _parallel.ring_route(n, ic, network)
+    _, net, nodes = _collectives.ring_route(n, ic, network)
     if net is None:
         raise ValueError(f"{n} GPUs fit in one {ic.name} domain of {ic.domain_gpus:g}: NCCL "
                          "runs NVLS_TREE only across nodes (use NVLS inside one)")

@@ -1,5 +1,8 @@
-"""Sharding a model across devices: the communication roofline, and tensor- and
-pipeline-parallel decode. (The lab's layers on torch.distributed: `gpuinfer.distributed`.)
+"""Sharding a decoder across devices: tensor- and pipeline-parallel decode, and what a
+tensor-parallel group serves within a time-per-output-token objective. (The lab's layers
+on torch.distributed: `gpuinfer.distributed`; NCCL's collectives: `gpuinfer.collectives`,
+whose names this module re-exports; mixtures of experts spread over devices:
+`gpuinfer.expert_parallel`; across servers: `gpuinfer.multinode`.)
 
 Chapter: *Beyond one GPU*; lab: *Tensor-parallel layers*. SI units: bytes, bytes/s, s.
 
@@ -16,19 +19,8 @@ A tensor-parallel (TP) decode step on N devices (Megatron-LM's layout, Shoeybi e
   vocabulary-parallel embedding one more per step: 2 x layers + 1;
 - the all-reduces sit on the critical path (the next layer needs their result), so
   their time is *added*: step = the shard's step + communication.
-
-An all-reduce of S bytes on N devices costs, in NCCL's own model (src/graph/tuning.cc,
-via `gpuinfer.hardware`), for each protocol p (LL, LL128, Simple) of its ring algorithm
-    base_p + 2(N-1) x step_p + 2(N-1)/N x S / (bandwidth x fraction_p)
-and NCCL picks the fastest: LL's low latency comes with half the bandwidth (and at most
-its llMaxBw), Simple has the full bandwidth at a higher latency per step
-(`allreduce_protocols`). A ring that spans more GPUs than a link's domain (8 on an HGX
-board's NVLink) crosses the network for 2(n-1) of its steps, n nodes, at up to the node's
-network bandwidth (NCCL runs a channel through each NIC); across nodes NCCL's tree
-competes too. NVLink SHARP (NVLS, in-switch
-reduction) and custom one-shot all-reduces (vLLM, TensorRT-LLM) are not modelled: on
-NVSwitch systems they beat the ring for large and small messages, so this model's
-communication time is an upper bound there.
+Each all-reduce is priced by NCCL's own cost model (`collectives.fastest_allreduce`:
+its fastest ring or tree and protocol, latency included).
 
 Two numbers, as everywhere in the course. The *ceiling* is a lower bound on a step's
 time: the shard's per-operation roofline plus each all-reduce at NCCL's bus bandwidth
@@ -38,7 +30,11 @@ decode functions' `total_s` (and `tp_decode_step_time`) is a *model*, not a boun
 shard on the roofline (or, with `achievable=True`, on the calibrated achievable model,
 `gpuinfer.achievable`) plus NCCL's own cost model of its fastest ring or tree, latency
 included. Real libraries add kernel launches and synchronisation; NVLS and one-shot
-all-reduces can beat the ring.
+all-reduces can beat the ring. Decisions rest on the achievable model:
+`tp_decode_step_s`, `tp_max_batch_within` and `tp_options` (the cheapest GPU and TP
+degree for an objective).
+
+Prediction layer: no torch, no measurement.
 """
 
 from __future__ import annotations
@@ -50,272 +46,19 @@ import math
 import numpy as np
 
 from . import achievable as _achievable
+from . import cost as _cost
 from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
+from . import search as _search
 from . import validate as _v
-from .hardware import links as _links
-
-#: The network a ring takes past an NVLink domain, unless told (HGX H100/H200 nodes:
-#: eight ConnectX-7 400 Gb/s ports, one per GPU).
-DEFAULT_NETWORK = "InfiniBand NDR x8"
-
-
-def check_devices(n_devices, name="n_devices") -> int:
-    """`n_devices` as a count of devices, 1 to 2**20; ValueError naming `name` otherwise."""
-    return _v.count(name, n_devices, maximum=1 << 20,
-                    why_maximum="no machine has more devices than that")
-
-
-# --- collectives -------------------------------------------------------------------------
-
-def allreduce_bytes_sent(n_bytes, n_devices):
-    """Bytes each device sends (and receives) in a ring all-reduce of `n_bytes`:
-    2(N-1)/N x n_bytes (reduce-scatter, then all-gather). 0 on one device."""
-    n = check_devices(n_devices)
-    s = _v.non_negative("n_bytes", n_bytes, array=True)
-    return _v.scalar_or_array(2.0 * (n - 1) / n * s)
-
-
-def allreduce_time(n_bytes, n_devices, bandwidth, latency=0.0, *, base_latency=0.0):
-    """Seconds for a ring all-reduce of `n_bytes` (bytes, scalar or array) on `n_devices`:
-    2(N-1)/N x n_bytes / bandwidth + 2(N-1) x latency + base_latency; 0 for one device.
-
-    `bandwidth`: bytes/s each device's link carries in ONE direction (NVLink 4: 450e9, not
-    the datasheet's bidirectional 900e9); `latency`: seconds per ring step; `base_latency`:
-    seconds per call, whatever N."""
-    n = check_devices(n_devices)
-    s = _v.non_negative("n_bytes", n_bytes, array=True)
-    bw = _v.positive("bandwidth", bandwidth)
-    lat = _v.non_negative("latency", latency)
-    base = _v.non_negative("base_latency", base_latency)
-    if n == 1:
-        return _v.scalar_or_array(np.zeros_like(s))
-    return _v.scalar_or_array(2.0 * (n - 1) / n * s / bw + 2 * (n - 1) * lat + base)
-
-
-def allreduce_floor_s(n_bytes, n_devices, interconnect, *, network=None) -> float:
-    """Seconds no all-reduce of `n_bytes` on `n_devices` can beat (the ceiling's price,
-    a lower bound on time): every GPU sends and receives the message once at NCCL's bus
-    bandwidth for the link (`Interconnect.nccl_bus_bandwidth_bytes_per_s`, in-switch
-    reduction's best case), no latency; across nodes, at least each node's 2(k-1)/k x
-    n_bytes over its network bandwidth (k nodes), whichever is longer. 0 on one device.
-    `parallel`'s decode models price NCCL's ring or tree with its latency instead
-    (`interconnect_allreduce_time`): more, always."""
-    n = check_devices(n_devices)
-    s = _v.non_negative("n_bytes", n_bytes)
-    if n == 1:
-        return 0.0
-    ic, net, nodes = ring_route(n, interconnect, network)
-    t = s / ic.nccl_bus_bandwidth_bytes_per_s
-    if net is not None:
-        node_bw = net.bandwidth_bytes_per_s * (1 if net.scope == "per node" else ic.domain_gpus)
-        t = max(t, 2.0 * (nodes - 1) / nodes * s / node_bw)
-    return float(t)
-
-
-def ring_route(n, interconnect, network=None):
-    """How a ring of `n` GPUs is wired: (link inside a domain, network or None, nodes).
-    Past the link's domain (8 GPUs of an HGX board's NVLink) it spans ceil(n / 8) nodes
-    joined by `network` (default `DEFAULT_NETWORK`)."""
-    ic = _hardware.get_interconnect(interconnect)
-    if n <= ic.domain_gpus or ic.kind == "network":
-        return ic, None, 1
-    net = _hardware.get_interconnect(DEFAULT_NETWORK if network is None else network)
-    if net.kind != "network":
-        raise ValueError(f"network must be a network link (InfiniBand, Ethernet), got {net.name}")
-    return ic, net, math.ceil(n / ic.domain_gpus)
-
-
-#: The GPU generation behind each NVLink generation: NCCL caps LL's bandwidth per
-#: generation on one node (`hardware.NCCL_LL_MAX_BUS_BANDWIDTH`).
-_NVLINK_ARCHITECTURE = {"NVLink 2": "volta", "NVLink 3": "ampere", "NVLink 4": "hopper",
-                        "NVLink 5": "blackwell"}
-#: NCCL's floor on an intra-node step of a *ring* once it spans nodes ("inter-node rings
-#: still have to launch nsteps * net overhead", tuning.cc: 1 us on Intel hosts, x3 for
-#: the Simple protocol). Its tree pays no such floor.
-_NET_OVERHEAD_S = 1e-6
-#: NCCL's llMaxBws across nodes (tuning.cc, Intel hosts): LL never beats 39 GB/s of bus
-#: bandwidth on 2 nodes, 20.4 GB/s on more, whatever the links.
-_LL_MAX_MULTINODE = {2: 39.0e9, "more": 20.4e9}
-ALGORITHMS = ("ring", "tree")
-#: The channels a multi-node ring runs, for NCCL's x1.4 latency on Simple rings (it
-#: applies when bytes / (channels x ranks) >= 64): one ring a NIC on an HGX node (8),
-#: doubled as NCCL doubles the channels its graph search finds
-#: (https://github.com/NVIDIA/nccl/issues/524). An assumption: it only sets the message
-#: size (16 KB on 16 GPUs) below which the factor is off, where LL wins anyway.
-_RING_CHANNELS_MULTINODE = 16
-_RING_PLATEAU = _links.NCCL_RING_SIMPLE_MULTINODE_LATENCY
-
-
-def _protocol_rows(n_bytes, n, ic, net, nodes, algorithms):
-    """NCCL's cost model (tuning.cc, as `hardware.nccl_protocols` states it) of each
-    (algorithm, protocol) for an all-reduce of `n_bytes` on `n` ranks over `nodes`."""
-    arch = next((a for k, a in _NVLINK_ARCHITECTURE.items() if ic.name.startswith(k)), None)
-    rows = {}
-    for alg in algorithms:
-        if alg == "tree" and nodes == 1:
-            continue  # NCCL's tree pays off across nodes; inside one it is a chain
-        for proto in ic.protocols:
-            cost = ic.nccl(proto, alg)
-            intra = cost.step_latency_s
-            bandwidth = cost.bandwidth_bytes_per_s
-            if net is None:
-                inter, net_steps = 0.0, 0
-                if proto == "LL" and arch:  # LL never beats NCCL's llMaxBw on one node
-                    bandwidth = min(bandwidth, _hardware.NCCL_LL_MAX_BUS_BANDWIDTH[arch])
-            else:
-                ncost = net.nccl(proto, alg)
-                inter = ncost.step_latency_s
-                fraction = ncost.bandwidth_fraction
-                if alg == "tree" and proto == "LL128":  # 120/128 across nodes, not 7/9
-                    fraction = _links.NCCL_TREE_LL128_MULTINODE_FRACTION
-                    bandwidth = ic.nccl_bus_bandwidth_bytes_per_s * fraction
-                if alg == "ring":
-                    intra = max(intra, _NET_OVERHEAD_S * (3 if proto == "Simple" else 1))
-                # NCCL runs several channels, each through its own NIC: a collective across
-                # nodes moves at up to the node's network bandwidth (all its ports), and
-                # at most the NVLink rate inside the node.
-                bandwidth = min(bandwidth, net.bandwidth_bytes_per_s * fraction)
-                if proto == "LL":
-                    bandwidth = min(bandwidth, _LL_MAX_MULTINODE[2 if nodes == 2 else "more"])
-            if alg == "ring":
-                net_steps = 2 * (nodes - 1)
-                latency = cost.base_latency_s + (2 * (n - 1) - net_steps) * intra + net_steps * inter
-                if (net is not None and proto == "Simple"
-                        and n_bytes / (_RING_CHANNELS_MULTINODE * n)
-                        >= _RING_PLATEAU["min_bytes_per_channel_rank"]):
-                    # NCCL's "plateau effect of ring" (ncclTopoGetAlgoTime): x1.9 before
-                    # Ampere, x1.4 after, on the whole latency of a multi-node Simple ring
-                    latency *= _RING_PLATEAU["volta" if arch == "volta" else "later"]
-                moved = 2.0 * (n - 1) / n * n_bytes / bandwidth
-            else:  # up and down a tree: NCCL halves its bus bandwidth into algorithm bandwidth
-                latency = cost.base_latency_s + 2 * ((n / nodes - 1) * intra
-                                                      + math.log2(nodes) * inter)
-                # and corrects it for medium sizes (treeCorrectionFactor, ncclTopoGetAlgoTime)
-                bandwidth *= _links.nccl_tree_correction(n_bytes, proto)
-                moved = 2.0 * n_bytes / bandwidth
-            rows[(alg, proto)] = {"base_s": cost.base_latency_s, "latency_s": latency,
-                                  "bandwidth_s": moved, "seconds": latency + moved,
-                                  "bandwidth_bytes_per_s": bandwidth}
-    return rows
-
-
-def allreduce_protocols(n_bytes, n_devices, interconnect, *, network=None,
-                        algorithms=ALGORITHMS):
-    """NCCL's all-reduce of `n_bytes` on `n_devices` over `interconnect` under each
-    algorithm and protocol (ring and, across nodes, tree; LL, LL128, Simple), from NCCL's
-    own cost model: a DataFrame indexed by (algorithm, protocol) with `base_s`,
-    `latency_s` (base + steps), `bandwidth_s`, `seconds` and `fastest` (the one NCCL
-    would pick). On one node LL's bandwidth is capped at NCCL's llMaxBw for the GPU
-    generation. Past the link's domain (8 GPUs of an HGX board) the ring crosses
-    `network` (default `DEFAULT_NETWORK`) for 2(n-1) of its 2(N-1) steps (n nodes), each
-    of its intra-node steps costs at least NCCL's net overhead, and the tree (2 x (N/n - 1)
-    intra + 2 log2(n) network steps) competes; both move at up to the node's network
-    bandwidth (NCCL's channels each take their own NIC), LL at most NCCL's multi-node
-    llMaxBw; the tree's LL128 at .92 x 120/128, its bandwidth x NCCL's size correction
-    (`hardware.links.nccl_tree_correction`), and a Simple ring's latency x1.4 (x1.9 on
-    Volta) once the message is 64 B a channel a rank."""
-    import pandas as pd
-
-    n = check_devices(n_devices)
-    s = _v.non_negative("n_bytes", n_bytes)
-    algorithms = tuple(_v.choice("algorithm", a, ALGORITHMS) for a in algorithms)
-    if not algorithms:
-        raise ValueError("algorithms is empty: give 'ring', 'tree' or both")
-    ic, net, nodes = ring_route(n, interconnect, network)
-    if n == 1:
-        rows = {(a, p): {"base_s": 0.0, "latency_s": 0.0, "bandwidth_s": 0.0, "seconds": 0.0,
-                         "bandwidth_bytes_per_s": math.inf}
-                for a in algorithms[:1] for p in ic.protocols}
-    else:
-        rows = _protocol_rows(s, n, ic, net, nodes, algorithms)
-        if not rows:
-            raise ValueError(f"no algorithm of {algorithms} applies to {n} GPUs on one node")
-    df = pd.DataFrame.from_dict(rows, orient="index")
-    df.index = pd.MultiIndex.from_tuples(df.index, names=["algorithm", "protocol"])
-    df["fastest"] = False
-    df.loc[df["seconds"].idxmin(), "fastest"] = True
-    df.attrs.update(interconnect=ic.name, network=net.name if net else None, nodes=nodes)
-    return df
-
-
-@functools.lru_cache(maxsize=4096)
-def _fastest_allreduce(n_bytes, n, ic_name, network):
-    """(seconds, algorithm, protocol, route) of NCCL's fastest all-reduce: cached, for
-    the decode models that ask for the same message thousands of times."""
-    ic, net, nodes = ring_route(n, ic_name, network)
-    if n == 1:
-        return 0.0, None, None, (ic.name, None, 1)
-    rows = _protocol_rows(n_bytes, n, ic, net, nodes, ALGORITHMS)
-    (alg, proto), best = min(rows.items(), key=lambda kv: kv[1]["seconds"])
-    return best["seconds"], alg, proto, (ic.name, net.name if net else None, nodes)
-
-
-def interconnect_allreduce_time(n_bytes, n_devices, interconnect, *, network=None,
-                                protocol=None):
-    """Seconds of an all-reduce of `n_bytes` on `n_devices` over a catalogue link (a
-    name such as "NVLink 4", or a `hardware.Interconnect`): NCCL's fastest ring protocol
-    (or `protocol`: "LL", "LL128", "Simple"); see `allreduce_protocols`. Vectorised over
-    `n_bytes`."""
-    sizes = _v.non_negative("n_bytes", n_bytes, array=True)
-    n = check_devices(n_devices)
-    ic = _hardware.get_interconnect(interconnect)
-    out = []
-    for s in np.atleast_1d(sizes):
-        if protocol is None:
-            out.append(_fastest_allreduce(float(s), n, ic.name, network)[0])
-        else:
-            df = allreduce_protocols(float(s), n, ic, network=network)
-            proto = _v.choice("protocol", protocol, list(ic.protocols), normalise=str.lower)
-            out.append(df.xs(proto, level="protocol")["seconds"].min())
-    return float(out[0]) if np.ndim(sizes) == 0 else np.array(out)
-
-
-def allreduce_crossover_bytes(n_devices, bandwidth, latency=0.0, *, base_latency=0.0):
-    """Message size (bytes) at which a ring all-reduce's bandwidth term equals its latency
-    terms: below it the all-reduce is latency-bound, above it bandwidth-bound (the
-    communication roofline's ridge). 0 when there is no latency; inf on one device."""
-    n = check_devices(n_devices)
-    bw = _v.positive("bandwidth", bandwidth)
-    fixed = 2 * (n - 1) * _v.non_negative("latency", latency) \
-        + _v.non_negative("base_latency", base_latency)
-    if n == 1:
-        return math.inf
-    return fixed * bw * n / (2.0 * (n - 1))
-
-
-def allreduce_bus_bandwidth(n_bytes, n_devices, seconds):
-    """nccl-tests' "bus bandwidth" of a measured all-reduce: n_bytes / seconds x 2(N-1)/N,
-    bytes/s. It compares directly with a link's per-direction bandwidth."""
-    n = check_devices(n_devices)
-    if n == 1:
-        raise ValueError("bus bandwidth needs n_devices >= 2: one device moves nothing")
-    t = _v.positive("seconds", seconds, array=True)
-    s = _v.non_negative("n_bytes", n_bytes, array=True)
-    _v.same_shape(n_bytes=s, seconds=t)
-    return _v.scalar_or_array(allreduce_bytes_sent(s, n) / t)
-
-
-def fit_allreduce(n_bytes, seconds, n_devices) -> dict:
-    """Fit measured all-reduce times to time = latency + 2(N-1)/N x n_bytes / bandwidth,
-    by least squares on the *relative* error (weights 1 / time), so that sizes spanning
-    decades count alike. Returns {"bandwidth_bytes_per_s", "latency_s"}; the latency is
-    the whole fixed cost of one call (use it as `base_latency`)."""
-    n = check_devices(n_devices)
-    if n == 1:
-        raise ValueError("fitting an all-reduce needs n_devices >= 2")
-    s = np.ravel(_v.non_negative("n_bytes", n_bytes, array=True))
-    t = np.ravel(_v.positive("seconds", seconds, array=True))
-    if s.size != t.size or s.size < 2 or np.ptp(s) == 0:
-        raise ValueError("fit_allreduce needs at least two different sizes, one time each; "
-                         f"got {s.size} sizes and {t.size} times")
-    slope, intercept = np.polyfit(allreduce_bytes_sent(s, n), t, 1, w=1.0 / t)
-    if slope <= 0:
-        raise ValueError("the measured times do not grow with the message size, so they "
-                         "give no bandwidth; measure larger messages")
-    return {"bandwidth_bytes_per_s": 1.0 / slope, "latency_s": max(0.0, float(intercept))}
-
+# NCCL's collectives live in `collectives`; their names stay importable from here.
+from .collectives import (  # noqa: F401  (re-exported)
+    ALGORITHMS, DEFAULT_NETWORK, allreduce_bus_bandwidth, allreduce_bytes_sent,
+    allreduce_crossover_bytes, allreduce_floor_s, allreduce_protocols, allreduce_time,
+    check_devices, fastest_allreduce, fit_allreduce, interconnect_allreduce_time,
+    ring_route,
+)
 
 # --- sharding a decoder ------------------------------------------------------------------
 
@@ -511,9 +254,9 @@ def tp_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     one, protocol, algorithm, floor = 0.0, None, None, 0.0
     if n > 1:
         ic = link_for(interconnect, acc)
-        one, algorithm, protocol, (ic_name, net_name, nodes) = _fastest_allreduce(
-            float(message), n, ic.name, network)
-        route = {"interconnect": ic_name, "network": net_name, "nodes": nodes}
+        best = fastest_allreduce(float(message), n, ic, network=network)
+        one, algorithm, protocol = best["seconds"], best["algorithm"], best["protocol"]
+        route = {k: best[k] for k in ("interconnect", "network", "nodes")}
         # The bound all-reduces the smallest message: the compute format's.
         floor = allreduce_floor_s(b * m.d_model * tp_message_bytes_per_value(compute), n, ic,
                                   network=network)
@@ -655,280 +398,124 @@ def launch_floor_s(model, per_kernel_s, kernels_per_layer=KERNELS_PER_LAYER) -> 
     return m.n_layers * k * t
 
 
-# --- expert parallelism (mixtures of experts) ---------------------------------------------
-#
-# Chapter *Mixtures of experts*. An MoE model served on N devices keeps its routed experts
-# whole and spreads them, E/N per device (expert parallelism, EP), while the rest (attention,
-# dense layers, shared experts, LM head) is either replicated with each device serving its own
-# sequences (data-parallel attention, "DP-attention") or tensor-parallel. The engines' switches:
-# vLLM `--enable-expert-parallel` with `--data-parallel-size N` (DP-attention) or
-# `--tensor-parallel-size N` (TP attention); SGLang `--enable-dp-attention --dp N --ep N` with
-# DeepEP (`--moe-a2a-backend deepep`, `--deepep-mode normal|low_latency|auto`); TensorRT-LLM
-# `moe_expert_parallel_size` with `enable_attention_dp`. With DP-attention each MoE layer pays
-# two all-to-alls: *dispatch* (each token's hidden state to the devices of its k experts) and
-# *combine* (the experts' outputs back, weighted and summed). DeepEP (DeepSeek's library)
-# dispatches in fp8 (plus a scale per 128 values) and combines in bf16; its *normal* kernels
-# (NVLink + RDMA forwarding, for prefill) measured 153/158 GB/s (dispatch/combine) inside an
-# H800 node (EP8) and 43-58 GB/s per GPU across nodes (EP16-64, CX7 400 Gb/s NICs), and its
-# *low-latency* kernels (pure RDMA, for decode; 128 tokens a GPU, 7168 hidden, top-8) 77 us /
-# 114 us at EP8 and 194 us / 360 us at EP256 (deepseek-ai/DeepEP, docs/legacy.md).
+# --- what a tensor-parallel group serves within an objective -------------------------------
 
-#: Format of the dispatch all-to-all unless told (DeepEP, SGLang and vLLM's DeepEP backends
-#: dispatch DeepSeek's activations in fp8; the combine stays bf16).
-DEFAULT_DISPATCH_DTYPE = "fp8_e4m3"
-DEFAULT_COMBINE_DTYPE = "bf16"
-EP_ATTENTION = ("dp", "tp")
+def tp_decode_step_s(model, accelerator, n_devices, batch=1, context=0, *, dtype="fp16",
+                     kv_dtype=None, interconnect=None, network=None, achievable=True) -> float:
+    """Seconds of one tensor-parallel decode step on `n_devices` (every sequence at
+    `context` cached tokens), for decisions: by default on the achievable model, the
+    shard's operations at `achievable.FITTED`'s derated rates, plus the 2 x layers + 1
+    all-reduces of NCCL's cost model (latency included), plus the achievable model's
+    kernel gaps and fixed cost a step. `achievable=False`: the chapter's ceiling model,
+    the same number as `tp_decode_step_time` (the roofline plus NCCL's all-reduces with
+    their latencies); an `achievable.Efficiency` times the shard on it. Equal to
+    `tp_decode_breakdown(..., achievable=achievable)["total_s"]`, cached (a search asks
+    for the same step many times).
 
-
-def _moe(model):
+    How it relates to the serving simulator's TP step, `llm_serving.tp_step_s`: on the
+    achievable model the two are the same step (the simulator prices its all-reduces
+    with NCCL's latency too). With `achievable=False` they differ: the simulator's
+    ceiling charges each all-reduce its bytes at NCCL's bus bandwidth and no latency (a
+    lower bound, `allreduce_floor_s`), while this keeps NCCL's latencies, so it is the
+    longer of the two at decode sizes; that bound is `tp_decode_breakdown`'s `ceiling_s`."""
     m = _llm.get(model)
-    if not m.is_moe:
-        raise ValueError(f"expert parallelism needs a mixture-of-experts model; {m.name} is "
-                         f"dense (n_experts=0): use tp_decode_breakdown")
-    return m
-
-
-def _check_ep_degree(m, n, redundant_experts=0) -> int:
-    slots = m.n_experts + redundant_experts
-    if slots % n:
-        raise ValueError(f"n_devices ({n}) must divide {m.name}'s {m.n_experts} routed experts"
-                         f" (+ {redundant_experts} redundant) so each device holds as many")
-    return slots // n
-
-
-def moe_all_to_all_bytes(model, tokens, n_devices, *, dispatch_dtype=DEFAULT_DISPATCH_DTYPE,
-                         combine_dtype=DEFAULT_COMBINE_DTYPE) -> dict:
-    """Bytes one device sends in one MoE layer's two all-to-alls, for the `tokens` tokens
-    its attention produced: dispatch = tokens x k x d_model x bytes(dispatch_dtype), combine
-    = tokens x k x d_model x bytes(combine_dtype), each a copy per (token, expert) pair
-    (an upper bound: DeepEP sends one copy per destination *device* when two of a token's
-    experts share one). Under uniform routing (N - 1)/N of them leave the device
-    (`remote_fraction`); `*_sent_bytes` are those. fp8's scales (4 bytes per 128 values in
-    DeepEP: 3%) are not counted."""
-    m = _moe(model)
-    n = check_devices(n_devices)
-    t = _v.non_negative("tokens", tokens)
-    per_pair = t * m.experts_per_token * m.d_model
-    d = per_pair * _dtypes.bytes_per_element(dispatch_dtype)
-    c = per_pair * _dtypes.bytes_per_element(combine_dtype)
-    remote = (n - 1) / n
-    return {"dispatch_bytes": d, "combine_bytes": c, "remote_fraction": remote,
-            "dispatch_sent_bytes": d * remote, "combine_sent_bytes": c * remote}
-
-
-def all_to_all_time(sent_bytes, n_devices, interconnect, *, network=None) -> float:
-    """Seconds of an all-to-all in which each device sends `sent_bytes` spread evenly over
-    the other N - 1 devices: inside a link domain (8 GPUs on an HGX board's NVLink) the
-    bytes go at the link's per-direction bandwidth; past it, the share bound for other
-    nodes ((N - G) / (N - 1) for G GPUs a node) goes at the node's network bandwidth split
-    over its G GPUs, the rest over NVLink at the same time: the slower of the two, plus
-    NCCL's LL base latency and one step (a network step across nodes). A ceiling: no
-    kernel launch, synchronisation or congestion (DeepEP's measured kernels: module
-    comment)."""
-    n = check_devices(n_devices)
-    s = _v.non_negative("sent_bytes", sent_bytes)
-    if n == 1 or s == 0:
-        return 0.0
-    ic, net, nodes = ring_route(n, interconnect, network)
-    latency = ic.nccl("LL").base_latency_s + ic.nccl("LL").step_latency_s
-    if net is None:
-        return latency + s / ic.bandwidth_bytes_per_s
-    g = ic.domain_gpus
-    per_gpu = net.bandwidth_bytes_per_s / (g if net.scope == "per node" else 1)
-    inter = s * (n - g) / (n - 1)
-    intra = s - inter
-    return (latency + net.nccl("LL").step_latency_s
-            + max(intra / ic.bandwidth_bytes_per_s, inter / per_gpu))
-
-
-def uniform_routing_imbalance(tokens, n_devices, experts_per_token=1, local_experts=None) -> float:
-    """The busiest device's routed (token, expert) pairs over the mean, expected under
-    uniform routing: each of the tokens x k pairs lands on one of N devices at random, so
-    a device's load is about Poisson with mean mu = tokens x k / N and the largest of N
-    such loads is about mu + sqrt(2 mu ln N) (the Gaussian maximum): 1 + sqrt(2 ln N / mu).
-    Small batches are the most uneven: 64 tokens, top-8, EP 64 (mu = 8): 1 + sqrt(2 ln 64
-    / 8) = 2.02. It never exceeds the busiest possible device, every token sending it
-    min(k, `local_experts`) pairs: N x min(k, local) / k. Real routing is skewed beyond
-    this; measure and pass `imbalance` to `ep_decode_breakdown`."""
-    n = check_devices(n_devices)
-    t = _v.positive("tokens", tokens)
-    k = _v.count("experts_per_token", experts_per_token, maximum=1 << 20)
-    local = k if local_experts is None else _v.count("local_experts", local_experts,
-                                                      maximum=1 << 20)
-    if n == 1:
-        return 1.0
-    mu = t * k / n
-    return float(min(1.0 + math.sqrt(2.0 * math.log(n) / mu), n * min(k, local) / k))
-
-
-def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
-                        interconnect=None, *, attention="dp", network=None, kv_dtype=None,
-                        dispatch_dtype=DEFAULT_DISPATCH_DTYPE,
-                        combine_dtype=DEFAULT_COMBINE_DTYPE, imbalance=None,
-                        redundant_experts=0, new_tokens=1, overlap=False) -> dict:
-    """One decode step of an MoE model on N devices with its routed experts spread whole,
-    E/N per device (expert parallelism), `batch` sequences in all, at `context` cached
-    tokens each. The step takes its slowest device: the busiest one.
-
-    attention="dp" (DP-attention, as DeepSeek, SGLang and vLLM's --data-parallel-size
-    serve DeepSeek-V3): every device holds the attention, dense layers, shared experts
-    and LM head and runs them for its own batch / N sequences; each MoE layer dispatches
-    its tokens to the experts' devices and combines the results (`moe_all_to_all_bytes`,
-    `all_to_all_time`): 2 all-to-alls a MoE layer, added to the step. DeepSeek's and
-    SGLang's two-batch overlap run one micro-batch's communication under the other's
-    computation: `overlap=True` takes the step as max(computation, communication), the
-    ideal of that overlap (the default, no overlap, is then not an upper bound on what an
-    overlapped engine reaches).
-    attention="tp" (vLLM's --enable-expert-parallel with --tensor-parallel-size N): the
-    non-expert part is tensor-parallel (`shard`) over the whole batch, every device sees
-    every token, so no all-to-all: each device runs its experts on the tokens routed to
-    them, and the MoE output joins the layer's all-reduce (2 x layers + 1 of them, as TP).
-    A latent-attention cache is then whole on every device (vLLM replicates it).
-
-    The busiest device runs its local experts on `imbalance` x the mean number of routed
-    (token, expert) pairs, batch x k / N (default `uniform_routing_imbalance`: the least
-    unevenness random routing gives; pass a measured max/mean, e.g. from SGLang's expert
-    distribution recorder or EPLB's statistics, for real traffic), and reads the weights
-    of the local experts the batch touches ((E/N) x (1 - (1 - k/E)^batch) of them).
-    `redundant_experts`: extra expert replicas (DeepSeek's decode: 32 over 144 GPUs),
-    held in memory; their balancing effect goes into `imbalance`. `new_tokens`: tokens
-    each sequence brings (1 to decode; a prompt's length for a prefill step, whose
-    routed tokens and all-to-all bytes scale with it).
-
-    Returns a dict: `ops` (the busiest device's operations table), `attention_s` (its
-    non-expert rows), `experts_s`, `comm_s`, `total_s`, `tokens_per_s` (all devices),
-    `tokens_per_s_per_gpu`, `imbalance`, `weight_bytes_per_device`,
-    `kv_bytes_per_device`, `fits` (with `llm.DEFAULT_RESERVE_BYTES` held back) and the
-    communication's parts."""
-    m, acc = _moe(model), _hardware.get(accelerator)
-    n = check_devices(n_devices)
+    n = check_tp_degree(m, n_devices)
     b = _v.count("batch", batch, maximum=1 << 30)
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
-    mode = _v.choice("attention", attention, EP_ATTENTION)
-    r = _v.count("redundant_experts", redundant_experts, minimum=0, maximum=1 << 20)
-    q = _v.count("new_tokens", new_tokens, maximum=1 << 30)
-    local_experts = _check_ep_degree(m, n, r)
-    k, E = m.experts_per_token, m.n_experts
-    tokens = b * q
-    imb = uniform_routing_imbalance(tokens, n, k, local_experts) if imbalance is None else float(
-        _v.positive("imbalance", imbalance))
-    if imb < 1:
-        raise ValueError(f"imbalance is the busiest device's load over the mean, at least 1;"
-                         f" got {imbalance}")
-    _, kv, compute = _dtypes.formats(dtype, kv_dtype)
-    if mode == "dp":
-        part, local_b = m, math.ceil(b / n)
-    else:
-        check_tp_degree(m, n)
-        part, local_b = shard(m, n), b
-    sm = _llm.StepModel(part, dtype, kv_dtype)
-    terms = sm.step_terms(np.full(local_b, float(q)), np.full(local_b, float(c)),
-                          np.ones(local_b))
-    terms.pop("experts")
-    # The busiest device's experts: whole experts (the full model's), its share of pairs.
-    full = _llm.StepModel(m, dtype, kv_dtype)
-    pairs = tokens * k / n * imb
-    touched = min(local_experts, E) * (1.0 - (1.0 - k / E) ** tokens)
-    experts = (pairs / k * full.expert_flops_per_token,
-               touched * full.expert_bytes + pairs / k * full.expert_act_bytes_per_token,
-               compute)
-    ordered = {}
-    for op, t in terms.items():
-        if op == "lm_head":
-            ordered["experts"] = experts
-        ordered[op] = t
-    ops = _llm.breakdown(ordered, acc)
-    experts_s = float(ops.loc["experts", "seconds"])
-    attention_s = float(ops["seconds"].sum()) - experts_s
-    route = {"interconnect": None, "network": None, "nodes": 1}
-    comm = {"dispatch_s": 0.0, "combine_s": 0.0, "n_all_to_alls": 0, "allreduce_s": 0.0,
-            "n_allreduces": 0}
-    if n > 1:
-        ic = link_for(interconnect, acc)
-        _, net, nodes = ring_route(n, ic, network)
-        route = {"interconnect": ic.name, "network": net.name if net else None,
-                 "nodes": nodes}
-        if mode == "dp":
-            a2a = moe_all_to_all_bytes(m, local_b * q, n, dispatch_dtype=dispatch_dtype,
-                                       combine_dtype=combine_dtype)
-            comm.update(a2a)
-            comm["dispatch_s"] = all_to_all_time(a2a["dispatch_sent_bytes"], n, ic,
-                                                 network=network)
-            comm["combine_s"] = all_to_all_time(a2a["combine_sent_bytes"], n, ic,
-                                                network=network)
-            comm["n_all_to_alls"] = 2 * m.n_moe_layers
-        else:
-            message = tokens * m.d_model * _dtypes.bytes_per_element(compute)
-            comm["allreduce_s"] = _fastest_allreduce(float(message), n, ic.name, network)[0]
-            comm["n_allreduces"] = 2 * m.n_layers + 1
-    comm_s = (m.n_moe_layers * (comm["dispatch_s"] + comm["combine_s"])
-              + comm["n_allreduces"] * comm["allreduce_s"])
-    total = (max(float(ops["seconds"].sum()), comm_s) if overlap
-             else float(ops["seconds"].sum()) + comm_s)
-    # Memory: the non-expert part (replicated, or its TP shard) plus E/N whole experts.
-    expert_all = m.n_moe_layers * E * m.expert_params * _llm.expert_bytes(
-        m, _dtypes.formats(dtype)[0])
-    non_expert = _llm.weight_bytes(part, dtype) - (
-        expert_all if mode == "dp" else expert_all / n)
-    weights = non_expert + expert_all * local_experts / E
-    kv_bytes = local_b * c * _llm.kv_cache_bytes_per_token(part, kv)
-    fits = weights + kv_bytes + _llm.DEFAULT_RESERVE_BYTES <= acc.memory_bytes
-    return {"model": m.name, "accelerator": acc.name, "n_devices": n, "attention": mode,
-            "batch": b, "context": c, "local_batch": local_b, "imbalance": imb,
-            "overlap": bool(overlap),
-            "local_experts": local_experts, "ops": ops, "attention_s": attention_s,
-            "experts_s": experts_s, "comm_s": comm_s, "total_s": total,
-            "new_tokens": q, "tokens_per_s": tokens / total,
-            "tokens_per_s_per_gpu": tokens / total / n,
-            "weight_bytes_per_device": weights, "kv_bytes_per_device": kv_bytes,
-            "fits": bool(fits), **comm, **route}
+    eff = _achievable.as_efficiency(achievable)
+    key = (m, n, b, c, dtype, kv_dtype, interconnect, network, eff)
+    if isinstance(accelerator, str) and _hashable(key):
+        return _tp_step_cached(_hardware.get(accelerator).name, *key)
+    return _tp_step(accelerator, *key)
 
 
-def moe_layouts(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
-                interconnect=None, *, network=None, kv_dtype=None, imbalance=None,
-                dispatch_dtype=DEFAULT_DISPATCH_DTYPE):
-    """Chapter *Mixtures of experts*: the three ways engines lay an MoE model over
-    `n_devices` GPUs, side by side for one decode step of `batch` sequences in all:
-    "TP" (every expert split 1/N, `tp_decode_breakdown`), "EP + TP attention" and
-    "EP + DP attention" (`ep_decode_breakdown`). One row each: ms per step (a sequence's
-    time per output token), tokens/s in all and per GPU, the step's parts (non-expert,
-    experts, communication, ms), GB of weights and KV cache per GPU and whether they fit.
-    A layout the model's shapes do not allow is left out (its reason in `attrs`)."""
+def _hashable(key) -> bool:
+    try:
+        hash(key)
+    except TypeError:
+        return False
+    return True
+
+
+def _tp_step(acc, m, n, b, c, dtype, kv_dtype, interconnect, network, eff) -> float:
+    return tp_decode_breakdown(m, acc, n, b, c, dtype, interconnect, network=network,
+                               kv_dtype=kv_dtype, achievable=eff)["total_s"]
+
+
+_tp_step_cached = functools.lru_cache(maxsize=65536)(_tp_step)
+
+
+def tp_max_batch_within(model, accelerator, n_devices, context, tpot_s, *, dtype="fp16",
+                        kv_dtype=None, interconnect=None, network=None,
+                        achievable=True) -> int:
+    """The largest batch whose tensor-parallel decode step on `n_devices` (every sequence
+    at `context` cached tokens; `tp_decode_step_s`, achievable by default, the ceiling
+    model with `achievable=False`) takes at most `tpot_s` seconds and fits in each
+    device's memory (`tp_max_batch`, less `llm.DEFAULT_RESERVE_BYTES`); 0 if none does.
+    The step grows with the batch, so `search.largest_meeting` bisects between 1 and
+    what memory allows."""
+    m = _llm.get(model)
+    n = check_tp_degree(m, n_devices)
+    c = _v.count("context", context, minimum=0, maximum=1 << 30)
+    limit = _v.positive("tpot_s", tpot_s)
+    top = tp_max_batch(m, accelerator, n, max(c, 1), dtype, kv_dtype=kv_dtype)
+    return _search.largest_meeting(
+        lambda b: tp_decode_step_s(m, accelerator, n, b, c, dtype=dtype, kv_dtype=kv_dtype,
+                                   interconnect=interconnect, network=network,
+                                   achievable=achievable) <= limit, 1, top)
+
+
+def check_gpu_prices(prices) -> dict:
+    """`prices`, a mapping of accelerator (a catalogue name) to its price per GPU-hour, as
+    a dict; a clear error for anything else (not a mapping, empty, an unknown GPU, a price
+    that is not a positive number)."""
+    if isinstance(prices, str) or not hasattr(prices, "items") or not len(prices):
+        raise TypeError("prices must map accelerator names to a price per GPU-hour, e.g. "
+                        f"{{'H200': 5.41}}; got {prices!r}")
+    out = {}
+    for acc, price in prices.items():
+        _hardware.get(acc)
+        out[acc] = _v.positive(f"prices[{acc!r}]", price)
+    return out
+
+
+def tp_options(model, prices, context, tpot_s, *, degrees=(1, 2, 4, 8), dtype="fp16",
+               achievable=True):
+    """Every (GPU, TP degree) for serving `model` with every sequence at `context` cached
+    tokens and each decode step within `tpot_s` seconds, cheapest first: a DataFrame with
+    `GPU`, `N`, `batch` (the largest that fits and meets the objective,
+    `tp_max_batch_within`), `step_ms` (`tp_decode_step_s` at that batch), `usd_per_million`
+    (N GPUs at their price over the tokens they serve fully busy, `cost.cost_per_million`),
+    `memory_batch` (the largest memory alone allows) and `memory_usd_per_million` (what it
+    would cost, whether or not it meets the objective); NaN where no batch does.
+
+    `prices` maps each accelerator to compare to its price per GPU-hour (USD, or any
+    currency), e.g. {"H200": cost.price_per_gpu_hour("AWS p5e.48xlarge (Capacity Block)")};
+    `degrees`: the TP degrees to try (each must shard the model, `check_tp_degree`);
+    `achievable`: the steps on the achievable model (default) or the ceiling (False)."""
     import pandas as pd
 
-    m = _moe(model)
-    rows, skipped = {}, {}
-    try:
-        tp = tp_decode_breakdown(m, accelerator, n_devices, batch, context, dtype,
-                                 interconnect, network=network, kv_dtype=kv_dtype)
-        ops = tp["ops"]["seconds"]
-        expert_s = float(ops.get("experts", 0.0))
-        fits = (tp["weight_bytes_per_device"] + tp["kv_bytes_per_device"]
-                + _llm.DEFAULT_RESERVE_BYTES <= _hardware.get(accelerator).memory_bytes)
-        rows["TP"] = {"ms_per_step": 1e3 * tp["total_s"], "tokens_per_s": batch / tp["total_s"],
-                      "tokens_per_s_per_gpu": batch / tp["total_s"] / tp["n_devices"],
-                      "non_expert_ms": 1e3 * (tp["shard_s"] - expert_s),
-                      "experts_ms": 1e3 * expert_s, "comm_ms": 1e3 * tp["comm_s"],
-                      "weight_GB_per_gpu": tp["weight_bytes_per_device"] / 1e9,
-                      "kv_GB_per_gpu": tp["kv_bytes_per_device"] / 1e9, "fits": bool(fits)}
-    except ValueError as e:
-        skipped["TP"] = str(e)
-    for label, mode in (("EP + TP attention", "tp"), ("EP + DP attention", "dp")):
-        try:
-            ep = ep_decode_breakdown(m, accelerator, n_devices, batch, context, dtype,
-                                     interconnect, attention=mode, network=network,
-                                     kv_dtype=kv_dtype, imbalance=imbalance,
-                                     dispatch_dtype=dispatch_dtype)
-        except ValueError as e:
-            skipped[label] = str(e)
-            continue
-        rows[label] = {"ms_per_step": 1e3 * ep["total_s"], "tokens_per_s": ep["tokens_per_s"],
-                       "tokens_per_s_per_gpu": ep["tokens_per_s_per_gpu"],
-                       "non_expert_ms": 1e3 * ep["attention_s"],
-                       "experts_ms": 1e3 * ep["experts_s"], "comm_ms": 1e3 * ep["comm_s"],
-                       "weight_GB_per_gpu": ep["weight_bytes_per_device"] / 1e9,
-                       "kv_GB_per_gpu": ep["kv_bytes_per_device"] / 1e9, "fits": ep["fits"]}
-    df = pd.DataFrame.from_dict(rows, orient="index")
-    df.index.name = "layout"
-    df.attrs["skipped"] = skipped
-    return df
+    m = _llm.get(model)
+    prices = check_gpu_prices(prices)
+    if isinstance(degrees, (str, int)) or not len(degrees):
+        raise ValueError(f"degrees must be a non-empty sequence of TP degrees, got {degrees!r}")
+    degrees = [check_tp_degree(m, n) for n in degrees]
+    c = _v.count("context", context, minimum=0, maximum=1 << 30)
+    kw = dict(dtype=dtype, achievable=achievable)
+
+    def usd(acc, price, n, batch):
+        step = tp_decode_step_s(m, acc, n, batch, c, **kw)
+        return float(_cost.cost_per_million(n * price, batch / step))
+    rows = []
+    for acc, price in prices.items():
+        for n in degrees:
+            b = tp_max_batch_within(m, acc, n, c, tpot_s, **kw)
+            fits = tp_max_batch(m, acc, n, max(c, 1), dtype)
+            nan = float("nan")
+            rows.append({
+                "GPU": _hardware.get(acc).name, "N": n, "batch": b,
+                "step_ms": 1e3 * tp_decode_step_s(m, acc, n, b, c, **kw) if b else nan,
+                "usd_per_million": usd(acc, price, n, b) if b else nan,
+                "memory_batch": fits,
+                "memory_usd_per_million": usd(acc, price, n, fits) if fits else nan})
+    return pd.DataFrame(rows).sort_values("usd_per_million").reset_index(drop=True)

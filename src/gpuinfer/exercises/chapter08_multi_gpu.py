@@ -1,10 +1,6 @@
 """The exercises asked in `chapters/08_multi_gpu` (every registration here has
 `where="chapters/08_multi_gpu"`) and the helpers only they use."""
 
-import functools
-
-import numpy as np
-
 from .. import achievable as _achievable
 from .. import cost, hardware, llm, parallel
 from . import register
@@ -24,102 +20,23 @@ DECISION_INSTANCES = {"H100 SXM": "AWS p5.48xlarge (Capacity Block)",
 #: considered (one HGX server at most).
 DECISION_TPOT_S = 0.025
 DECISION_DEGREES = (1, 2, 4, 8)
+#: USD per GPU-hour of each decision GPU: its instance's price over its GPUs.
+DECISION_PRICES = {gpu: cost.price_per_gpu_hour(instance)
+                   for gpu, instance in DECISION_INSTANCES.items()}
 
 
-def tp_decode_step_s(model, accelerator, n_devices, batch=1, context=0, *, achievable=True):
-    """Seconds of one fp16 tensor-parallel decode step (every sequence at `context` cached
-    tokens) on the achievable model: the shard's operations (`parallel.shard`) timed by
-    `achievable.step_breakdown`, plus the 2 x layers + 1 all-reduces of NCCL's cost model
-    (`parallel.tp_decode_breakdown`'s `comm_s`), plus `achievable.overheads` (kernel gaps
-    under CUDA graphs, the fixed cost a step). The same step as `llm_serving`'s TP timer
-    with `efficiency=achievable.FITTED`. `achievable=False`: the chapter's ceiling,
-    `parallel.tp_decode_step_time`, whose all-reduces keep NCCL's latencies; the serving
-    simulator's ceiling is another one (the all-reduces' bytes at NCCL's bus bandwidth, no
-    latency), far shorter at decode sizes."""
-    return _step_s(llm.get(model).name, hardware.get(accelerator).name, int(n_devices),
-                   int(batch), int(context), bool(achievable))
-
-
-@functools.lru_cache(maxsize=None)
-def _step_s(model, accelerator, n_devices, batch, context, achievable=True):
-    if not achievable:
-        return parallel.tp_decode_step_time(model, accelerator, n_devices, batch, context)
-    m, eff = llm.get(model), _achievable.FITTED
-    part = parallel.shard(m, n_devices) if n_devices > 1 else m
-    rows = _achievable.step_breakdown(part, accelerator, np.ones(batch, dtype=int),
-                                      np.full(batch, context), "fp16", achievable=eff)
-    comm = parallel.tp_decode_breakdown(m, accelerator, n_devices, batch, context)["comm_s"]
-    return float(_achievable.overheads(rows["seconds"].sum() + comm, m.n_layers, eff))
-
-
-def largest_tp_batch_within(model, accelerator, n_devices, context, tpot_s, achievable=True):
-    """The largest batch whose tensor-parallel decode step on `n_devices` (every sequence
-    at `context` cached tokens; `tp_decode_step_s`, achievable or the ceiling) takes at
-    most `tpot_s` seconds and fits in memory (`parallel.tp_max_batch`, less the default
-    reserve); 0 if none. The step time grows with the batch, so a bisection finds it."""
-    step = functools.partial(tp_decode_step_s, model, accelerator, n_devices,
-                             context=context, achievable=achievable)
-    hi = parallel.tp_max_batch(model, accelerator, n_devices, context)
-    if hi < 1 or step(1) > tpot_s:
-        return 0
-    lo = 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if step(mid) <= tpot_s:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def price_per_gpu_hour(accelerator):
-    """USD a GPU-hour of the decision exercise's `accelerator` ("H100 SXM", "H200"): its
-    instance's price over its GPUs (`cost.price_per_gpu_hour`)."""
-    return cost.price_per_gpu_hour(DECISION_INSTANCES[accelerator])
-
-
-def cost_per_million_tokens(model, accelerator, n_devices, batch, context, achievable=True):
-    """USD per million output tokens of one TP group at `batch`, fully busy: N GPUs at
-    `price_per_gpu_hour` over 3,600 x tokens/s, x 1e6 (`tp_decode_step_s`)."""
-    step = tp_decode_step_s(model, accelerator, n_devices, batch, context,
-                            achievable=achievable)
-    return n_devices * price_per_gpu_hour(accelerator) / (3600 * batch / step) * 1e6
-
-
-@functools.lru_cache(maxsize=None)
-def decision_table(model=MODEL, context=CONTEXT, tpot_s=DECISION_TPOT_S, achievable=True):
-    """Every (GPU, TP degree) of the decision exercise: the largest batch that fits and
-    meets the objective, its step time, tokens/s and USD per million tokens (NaN where no
-    batch does), cheapest first; also the largest batch memory alone allows and what it
-    would cost (it misses the objective where it is larger). `achievable`: the steps on
-    the achievable model (default) or the ceiling (False)."""
-    import pandas as pd
-
-    rows = []
-    kw = dict(achievable=achievable)
-    for acc in DECISION_INSTANCES:
-        for n in DECISION_DEGREES:
-            b = largest_tp_batch_within(model, acc, n, context, tpot_s, **kw)
-            fits = parallel.tp_max_batch(model, acc, n, context)
-            rows.append({
-                "GPU": hardware.get(acc).name, "N": n, "batch": b,
-                "step_ms": (1e3 * tp_decode_step_s(model, acc, n, b, context, **kw)
-                            if b else float("nan")),
-                "usd_per_million": (cost_per_million_tokens(model, acc, n, b, context, **kw)
-                                    if b else float("nan")),
-                "memory_batch": fits,
-                "memory_usd_per_million": (cost_per_million_tokens(model, acc, n, fits,
-                                                                   context, **kw)
-                                           if fits else float("nan"))})
-    return pd.DataFrame(rows).sort_values("usd_per_million").reset_index(drop=True)
+def _decision(achievable=True):
+    """The decision exercise's options, cheapest first (`parallel.tp_options`)."""
+    return parallel.tp_options(MODEL, DECISION_PRICES, CONTEXT, DECISION_TPOT_S,
+                               degrees=DECISION_DEGREES, achievable=achievable)
 
 
 def _ceiling_over_achievable() -> float:
     """The decision exercise's ceiling slip: the cheapest choice's USD per million tokens
-    on the ceiling over the achievable model's, from the decision table as it stands (not
-    a typed 0.6899, which would go stale whenever achievable.FITTED or NCCL's model moved)."""
-    ceiling = decision_table(achievable=False)["usd_per_million"].iloc[0]
-    return float(ceiling / decision_table()["usd_per_million"].iloc[0])
+    on the ceiling over the achievable model's, from the options as they stand (not a
+    typed 0.6899, which would go stale whenever achievable.FITTED or NCCL's model moved)."""
+    ceiling = _decision(achievable=False)["usd_per_million"].iloc[0]
+    return float(ceiling / _decision()["usd_per_million"].iloc[0])
 
 
 #: NCCL's cap on LL's bandwidth on one node, GB/s, for the hints.
@@ -229,19 +146,19 @@ def _():
 @register("parallel-decision-gpu-tp", where=WHERE,
           question="Decision: serve Llama-2-70B fp16, every sequence at 4,096 tokens of "
           f"context, with a time per output token of at most {DECISION_TPOT_S * 1e3:g} ms, on "
-          "the achievable model (gpuinfer.exercises.chapter08_multi_gpu.tp_decode_step_s: the shard's "
+          "the achievable model (parallel.tp_decode_step_s: the shard's "
           "operations on achievable.FITTED, NCCL's all-reduces, "
           f"{_achievable.FITTED.kernel_gap_s * 1e6:g} us a kernel and "
           f"{_achievable.FITTED.step_s * 1e3:g} ms a step). "
           "Choose the GPU (H100 SXM at "
-          f"{price_per_gpu_hour('H100 SXM'):g} USD or H200 at {price_per_gpu_hour('H200'):g} "
+          f"{DECISION_PRICES['H100 SXM']:g} USD or H200 at {DECISION_PRICES['H200']:g} "
           "USD per GPU-hour) and the TP degree (1, 2, 4 or 8); each TP group "
           "runs the largest batch that fits (memory less the 1 GiB reserve) and meets the "
           "objective, fully busy; assume CUDA graphs (no launch floor) and decode steps "
           "that no prefill chunk shares. What do a million output tokens cost with the "
           "cheapest choice? USD per million tokens, two significant figures.",
           unit="USD per million tokens",
-          hint="For each (GPU, N): the largest batch B with tp_decode_step_s <= "
+          hint="For each (GPU, N): the largest batch B with parallel.tp_decode_step_s <= "
           f"{DECISION_TPOT_S * 1e3:g} ms and "
           "B <= tp_max_batch (bisect on B); tokens/s = B / step; cost = N x price / (3,600 x "
           "tokens/s) x 1e6. Compare all eight and take the smallest. Below the answer: "
@@ -258,4 +175,4 @@ def _():
                          f"{DECISION_TPOT_S * 1e3:g} ms. Time the steps on the achievable "
                          "model."})
 def _():
-    return float(decision_table()["usd_per_million"].iloc[0])
+    return float(_decision()["usd_per_million"].iloc[0])

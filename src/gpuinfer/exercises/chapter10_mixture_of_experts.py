@@ -1,10 +1,7 @@
 """The exercises asked in `chapters/10_mixture_of_experts` (every registration here has
 `where="chapters/10_mixture_of_experts"`) and the helpers only they use."""
 
-import functools
-
-from .. import cost, hardware, llm, parallel
-from .. import validate as _v
+from .. import cost, expert_parallel, llm
 from . import register
 from .common import DS
 
@@ -21,76 +18,13 @@ DECISION_INSTANCES = {"H100 SXM": "AWS p5.48xlarge (Capacity Block)",
 #: Weight formats: bf16/fp16 as Qwen publishes the model, fp8 weights (Qwen also ships an
 #: fp8 checkpoint with 128 x 128 block scales; here its bytes, the matmuls at the 16-bit peak).
 DECISION_FORMATS = ("fp16", "fp8")
-#: The layouts `parallel.moe_layouts` compares.
-DECISION_LAYOUTS = ("TP", "EP + TP attention", "EP + DP attention")
+#: The layouts compared: all three of `expert_parallel.moe_layouts`.
+DECISION_LAYOUTS = expert_parallel.LAYOUTS
 
 
-def price_per_gpu_hour(accelerator):
-    """USD a GPU-hour of the decision's `accelerator`: its instance's price over its GPUs."""
-    return cost.price_per_gpu_hour(DECISION_INSTANCES[
-        _v.choice("accelerator", accelerator, DECISION_INSTANCES)])
-
-
-@functools.lru_cache(maxsize=None)
-def _layouts(model, accelerator, n_devices, batch, context, dtype):
-    return parallel.moe_layouts(model, accelerator, n_devices, batch, context, dtype)
-
-
-def _row(model, accelerator, n_devices, batch, context, dtype, layout):
-    table = _layouts(model, accelerator, n_devices, batch, context, dtype)
-    return table.loc[layout] if layout in table.index else None
-
-
-def largest_batch_within(model, accelerator, n_devices, context, dtype, layout, tpot_s):
-    """The largest batch (sequences, all devices together) whose decode step in `layout`
-    fits in memory and takes at most `tpot_s` seconds (None: memory alone); 0 if batch 1
-    already fails. The step time grows with the batch and memory fills, so the predicate
-    is monotone: double, then bisect."""
-    layout = _v.choice("layout", layout, DECISION_LAYOUTS)
-    tpot_s = None if tpot_s is None else _v.positive("tpot_s", tpot_s)
-
-    def ok(b):
-        r = _row(model, accelerator, n_devices, b, context, dtype, layout)
-        return r is not None and bool(r["fits"]) and (
-            tpot_s is None or r["ms_per_step"] <= 1e3 * tpot_s)
-    if not ok(1):
-        return 0
-    lo, hi = 1, 2
-    while ok(hi):
-        lo, hi = hi, hi * 2
-        if hi > 1 << 20:
-            return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return lo
-
-
-@functools.lru_cache(maxsize=None)
-def decision_table(model=DECISION_MODEL, context=DECISION_CONTEXT, tpot_s=DECISION_TPOT_S,
-                   n_devices=DECISION_GPUS):
-    """Every (GPU, format, layout) of the decision exercise: the largest batch that fits
-    and meets the objective, its step, tokens/s and USD per million output tokens (N GPUs
-    at `price_per_gpu_hour`, fully busy), cheapest first; NaN where no batch does. Also
-    the largest batch memory alone allows (`memory_batch`)."""
-    import pandas as pd
-
-    rows = []
-    for acc in DECISION_INSTANCES:
-        for dtype in DECISION_FORMATS:
-            for layout in DECISION_LAYOUTS:
-                b = largest_batch_within(model, acc, n_devices, context, dtype, layout, tpot_s)
-                mem = largest_batch_within(model, acc, n_devices, context, dtype, layout,
-                                           None)
-                r = _row(model, acc, n_devices, b, context, dtype, layout) if b else None
-                tps = float(r["tokens_per_s"]) if b else float("nan")
-                rows.append({"GPU": hardware.get(acc).name, "format": dtype, "layout": layout,
-                             "batch": b, "memory_batch": mem,
-                             "step_ms": float(r["ms_per_step"]) if b else float("nan"),
-                             "tokens_per_s": tps,
-                             "usd_per_million": n_devices * price_per_gpu_hour(acc)
-                             / (3600 * tps) * 1e6})
-    return pd.DataFrame(rows).sort_values("usd_per_million").reset_index(drop=True)
+#: USD per GPU-hour of each decision GPU: its instance's price over its GPUs.
+DECISION_PRICES = {gpu: cost.price_per_gpu_hour(instance)
+                   for gpu, instance in DECISION_INSTANCES.items()}
 
 
 @register("moe-active-fraction-deepseek", where=WHERE,
@@ -164,15 +98,15 @@ def _():
                  "(N - 1)/N leave it.",
                  2.0: "That is the combine in bf16: the dispatch goes in fp8."})
 def _():
-    return parallel.moe_all_to_all_bytes("deepseek-v3", 128, 32)["dispatch_sent_bytes"]
+    return expert_parallel.moe_all_to_all_bytes("deepseek-v3", 128, 32)["dispatch_sent_bytes"]
 
 
 @register("moe-decision-qwen3-235b", where=WHERE,
           question="Decision: serve Qwen3-235B-A22B on one server of 8 GPUs, every sequence "
           "at 4,096 tokens of context, each decode step within 30 ms (the per-operation "
-          "roofline with NCCL's all-reduces or the all-to-all ceiling; parallel.moe_layouts"
+          "roofline with NCCL's all-reduces or the all-to-all ceiling; expert_parallel.moe_layouts"
           "). Choose the GPU (H100 SXM at "
-          f"{price_per_gpu_hour('H100 SXM'):g} or H200 at {price_per_gpu_hour('H200'):g} "
+          f"{DECISION_PRICES['H100 SXM']:g} or H200 at {DECISION_PRICES['H200']:g} "
           "USD per GPU-hour), the weight format (fp16, or fp8 weights with the matmuls at "
           "the 16-bit peak) and the layout (TP, EP + TP attention, EP + DP attention); run "
           "the largest batch that fits (memory less the 1 GiB reserve) and meets 30 ms, "
@@ -184,4 +118,7 @@ def _():
           "batch for some choices, the 30 ms for others: check both.",
           slips={8.0: "Eight times too much: the prices are per GPU-hour, not per instance."})
 def _():
-    return float(decision_table()["usd_per_million"].iloc[0])
+    table = expert_parallel.moe_options(DECISION_MODEL, DECISION_PRICES, DECISION_CONTEXT,
+                                        DECISION_TPOT_S, DECISION_GPUS,
+                                        formats=DECISION_FORMATS, layouts=DECISION_LAYOUTS)
+    return float(table["usd_per_million"].iloc[0])

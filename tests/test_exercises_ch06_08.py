@@ -41,11 +41,12 @@ def test_tp4_h200_step_at_113_sequences_by_hand():
     # Overheads: 80 layers x 13 kernels x 0.5 us (CUDA graphs) + 1.6 ms a step.
     step = rows_s + comm_s + 80 * 13 * 0.5e-6 + 1.6e-3       # 17.999 + 4.813 + 2.12 ms
     assert step == pytest.approx(24.93e-3, abs=0.01e-3)
-    assert px.tp_decode_step_s("llama-2-70b", "H200", 4, b, 4096) == pytest.approx(step, rel=1e-3)
+    assert parallel.tp_decode_step_s("llama-2-70b", "H200", 4, b, 4096) == pytest.approx(
+        step, rel=1e-3)
     # 113 meets 25 ms; 114 does not (each sequence adds ~0.1 ms): the largest batch.
-    assert px.largest_tp_batch_within("llama-2-70b", "H200", 4, 4096, 0.025) == b
+    assert parallel.tp_max_batch_within("llama-2-70b", "H200", 4, 4096, 0.025) == b
     # Cost: 4 GPUs x 5.4075 USD / (3600 x 113 / 24.93 ms) x 1e6 = 1.326 USD a million.
-    usd = 4 * px.price_per_gpu_hour("H200") / (3600 * b / step) * 1e6
+    usd = 4 * px.DECISION_PRICES["H200"] / (3600 * b / step) * 1e6
     assert exercises.get("parallel-decision-gpu-tp").answer() == pytest.approx(usd, rel=2e-3)
     assert usd == pytest.approx(1.326, abs=0.002)
 
@@ -54,10 +55,10 @@ def test_tp_step_is_the_serving_simulators_and_reduces_to_the_ceiling():
     from gpuinfer import llm_serving
 
     for n, batch in [(8, 1), (16, 1), (4, 64)]:
-        ceiling = px.tp_decode_step_s("llama-2-70b", "H100 SXM", n, batch, 4096,
-                                      achievable=False)
+        ceiling = parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", n, batch, 4096,
+                                            achievable=False)
         assert ceiling == parallel.tp_decode_step_time("llama-2-70b", "H100 SXM", n, batch, 4096)
-        got = px.tp_decode_step_s("llama-2-70b", "H100 SXM", n, batch, 4096)
+        got = parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", n, batch, 4096)
         ones = np.ones(batch, dtype=int)
         sim = llm_serving.tp_step_s("llama-2-70b", "H100 SXM", n, ones, 4096 * ones,
                                     achievable=achievable.FITTED)
@@ -66,7 +67,8 @@ def test_tp_step_is_the_serving_simulators_and_reduces_to_the_ceiling():
 
 
 def test_decision_on_the_achievable_model_keeps_h200_tp4_and_names_the_ceiling_slip():
-    a, c = px.decision_table(), px.decision_table(achievable=False)
+    q = (px.MODEL, px.DECISION_PRICES, px.CONTEXT, px.DECISION_TPOT_S)
+    a, c = parallel.tp_options(*q), parallel.tp_options(*q, achievable=False)
     assert (a.iloc[0].GPU, a.iloc[0].N) == (c.iloc[0].GPU, c.iloc[0].N) == ("H200", 4)
     assert a.iloc[0].batch < c.iloc[0].batch                  # 113 against 164
     ratio = c.usd_per_million.iloc[0] / a.usd_per_million.iloc[0]

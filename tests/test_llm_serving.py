@@ -5,12 +5,13 @@ against values worked by hand."""
 
 import dataclasses
 import functools
+import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from gpuinfer import batching, hardware, llm, llm_serving
+from gpuinfer import batching, hardware, llm, llm_serving, llm_simulator
 
 MODEL, GPU = "llama-3-8b", "H100 SXM"
 KV = llm.kv_cache_bytes_per_token(MODEL)   # 2 x 32 x 8 x 128 x 2 B = 131,072 B
@@ -115,7 +116,7 @@ def test_running_decode_steps_together_changes_nothing(monkeypatch):
     for chunk in (None, 256):
         kw = dict(max_batch=32, prefill_chunk=chunk, kv_cache_bytes=3000 * 16 * KV)
         fast = llm_serving.simulate_llm(a, P, O, MODEL, GPU, **kw)
-        monkeypatch.setattr(llm_serving, "_FAST_FORWARD_MIN", 10**9)
+        monkeypatch.setattr(llm_simulator, "FAST_FORWARD_MIN", 10**9)
         slow = llm_serving.simulate_llm(a, P, O, MODEL, GPU, **kw)
         monkeypatch.undo()
         for col in ("first_token", "finish", "max_gap", "preemptions"):
@@ -504,3 +505,89 @@ def test_vllm_memory_utilization_defaults():
     b = llm_serving.offline_throughput(MODEL, GPU, 500, 200, achievable=True,
                                        gpu_memory_utilization=0.9)
     assert a["kv_budget_bytes"] == b["kv_budget_bytes"]
+
+
+# --- sizing decisions: sequences a cache holds, the chunked-prefill budget ---------------
+
+def test_kv_sequences_by_hand():
+    # Two vLLM instances at 0.45 on an H100 SXM (85,045,477,376 B): each 0.45 x
+    # 85,045,477,376 - 16,060,522,496 B of weights - 1,073,741,824 B of activations =
+    # 21,136,200,499 B, / (16 x 131,072 = 2,097,152 B a block) = 10,078 blocks; an
+    # 8,192-token sequence takes 512: 19 each, 38 in the two.
+    assert llm_serving.kv_sequences(MODEL, GPU, 8192, instances=2,
+                                    gpu_memory_utilization=0.45) == 38
+    # A cache of exactly 100 blocks: 16-token sequences take 1 block, 17-token ones 2,
+    # 33-token ones 3 (100 // 3 = 33); an fp8 cache halves a block's bytes: 200 blocks.
+    kw = dict(kv_cache_bytes=100 * 16 * KV)
+    assert [llm_serving.kv_sequences(MODEL, GPU, t, **kw) for t in (16, 17, 33)] == [100, 50, 33]
+    assert llm_serving.kv_sequences(MODEL, GPU, 17, kv_dtype="fp8", **kw) == 100
+    assert llm_serving.kv_sequences(MODEL, GPU, 17, block_size=32, **kw) == 50  # 50 blocks of 32
+    assert llm_serving.kv_sequences(MODEL, GPU, 4096, kv_cache_bytes=KV) == 0
+
+
+def test_kv_sequences_refuses_bad_input():
+    for kw, name in [(dict(tokens=0), "tokens"), (dict(tokens=16, instances=0), "instances"),
+                     (dict(tokens=16, block_size=0), "block_size"),
+                     (dict(tokens=16, gpu_memory_utilization=1.5), "gpu_memory_utilization"),
+                     (dict(tokens=16, kv_cache_bytes=-1.0), "kv_cache_bytes"),
+                     (dict(tokens=16, kv_cache_bytes=1e9, gpu_memory_utilization=0.5),
+                      "kv_cache_bytes")]:
+        with pytest.raises(ValueError, match=name):
+            llm_serving.kv_sequences(MODEL, GPU, **kw)
+
+
+CHUNK = dict(decodes=32, decode_context=2048, prompt_tokens=4096)
+
+
+def test_a_chunk_step_is_the_decodes_and_a_chunk_that_ends_the_prompt():
+    # Budget 320: 32 decode tokens at 2,048 cached and a chunk of 288 on 4,096 - 288 =
+    # 3,808 cached prompt tokens, its last row through the LM head (as if it ended it).
+    q, c = [1] * 32 + [288], [2048] * 32 + [3808]
+    assert llm_serving.chunk_step_s(MODEL, GPU, 320, **CHUNK, achievable=False) == \
+        pytest.approx(llm.forward_step_time(MODEL, GPU, q, c, logits=[1] * 33), rel=1e-12)
+    from gpuinfer import achievable
+    assert llm_serving.chunk_step_s(MODEL, GPU, 320, **CHUNK) == pytest.approx(
+        achievable.step_s(MODEL, GPU, q, c, logits=[1] * 33), rel=1e-12)
+    # No decodes and the whole prompt in one chunk: a plain prefill.
+    assert llm_serving.chunk_step_s(MODEL, GPU, 1000, decodes=0, decode_context=0,
+                                    prompt_tokens=1000, achievable=False) == \
+        pytest.approx(llm.prefill_time(MODEL, GPU, 1000), rel=1e-12)
+
+
+def test_the_largest_chunk_budget_equals_a_scan_of_every_budget():
+    # Chapter 9's question: 320 on the achievable model (worked by hand in
+    # test_exercises_slips.py: 13.49 ms at 320, over 15 ms at 384), 832 on the ceiling;
+    # here every multiple of 64 from 64 to 4,128 is timed and the largest within 15 ms
+    # kept, with no assumption that the step grows with the budget.
+    def scan(slo, g, ach, model=MODEL, gpu=GPU, kw=CHUNK):
+        d, p = kw["decodes"], kw["prompt_tokens"]
+        ok = [b for b in range(g, d + p + 1, g) if b > d and llm_serving.chunk_step_s(
+            model, gpu, b, **kw, achievable=ach) <= slo]
+        return max(ok, default=0)
+
+    for ach, want in [(True, 320), (False, 832)]:
+        got = llm_serving.largest_chunk_budget(MODEL, GPU, **CHUNK, step_slo_s=0.015,
+                                               achievable=ach)
+        assert got == scan(0.015, 64, ach) == want
+    # A smaller case: Llama-2-7B on an L4, 8 decodes at 512, a 1,024-token prompt, steps of
+    # 32 tokens, an objective between its shortest and longest steps; and one below all.
+    small = dict(decodes=8, decode_context=512, prompt_tokens=1024)
+    got = llm_serving.largest_chunk_budget("llama-2-7b", "L4", **small, step_slo_s=0.2,
+                                           granularity=32)
+    assert got == scan(0.2, 32, True, "llama-2-7b", "L4", small)
+    assert 8 < got < 8 + 1024
+    assert llm_serving.largest_chunk_budget(MODEL, GPU, **CHUNK, step_slo_s=1e-3) == 0
+
+
+def test_the_chunk_budget_functions_refuse_bad_input():
+    for kw, name in [(dict(budget=32), "budget"), (dict(budget=5000), "budget"),
+                     (dict(budget=320, decodes=-1), "decodes"),
+                     (dict(budget=320, prompt_tokens=0), "prompt_tokens"),
+                     (dict(budget=320, decode_context=-5), "decode_context")]:
+        with pytest.raises(ValueError, match=name):
+            llm_serving.chunk_step_s(MODEL, GPU, **{**CHUNK, **kw})
+    for kw, name in [(dict(step_slo_s=0), "step_slo_s"), (dict(step_slo_s=math.nan), "step_slo_s"),
+                     (dict(granularity=0), "granularity"),
+                     (dict(granularity=8192), "granularity")]:
+        with pytest.raises(ValueError, match=name):
+            llm_serving.largest_chunk_budget(MODEL, GPU, **{**CHUNK, "step_slo_s": 0.015, **kw})

@@ -209,6 +209,13 @@ def test_cutoff_batch_is_where_speculation_stops_paying():
     assert gain(batch=b - 1) > 1 >= gain(batch=b)
     assert speculative.cutoff_batch("llama-3-8b", "llama-3.2-1b", "H100 SXM",
                                     acceptance=0.0, k=4) == 1
+    # A bound it still pays at: math.inf; the bound itself, where it stops: that batch.
+    assert speculative.cutoff_batch("llama-3-8b", "llama-3.2-1b", "H100 SXM", max_batch=b - 1,
+                                    **kw) == math.inf
+    assert speculative.cutoff_batch("llama-3-8b", "llama-3.2-1b", "H100 SXM", max_batch=b,
+                                    **kw) == b
+    with pytest.raises(ValueError, match="max_batch"):
+        speculative.cutoff_batch("llama-3-8b", "llama-3.2-1b", "H100 SXM", max_batch=0, **kw)
 
 
 def test_variants_cite_their_sources():

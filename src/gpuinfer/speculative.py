@@ -31,6 +31,7 @@ from . import achievable as _ach
 from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
+from . import search as _search
 from . import validate as _v
 
 #: The draft model of the chapter's examples: Llama-3.2-1B, which shares Llama 3's
@@ -180,24 +181,19 @@ def best_k(target, draft, accelerator, *, acceptance, batch=1, context=0, dtype=
 def cutoff_batch(target, draft, accelerator, *, acceptance, k, context=0, dtype="fp16",
                  draft_dtype=None, achievable=False, max_batch=4096) -> float:
     """The smallest batch at which speculation stops paying (`decode_speedup` <= 1),
-    by bisection over 1..`max_batch` (the speed-up falls as the batch grows: the verify
-    step turns compute-bound); math.inf if it still pays at `max_batch`, 1 if it never
-    pays."""
+    searched over 1..`max_batch` (`search.largest_meeting` finds the last batch at which
+    it pays: the speed-up falls as the batch grows, the verify step turning
+    compute-bound); math.inf if it still pays at `max_batch`, 1 if it never pays. Pass
+    `max_batch=llm.max_batch(target, accelerator, context)` to search only the batches
+    that fit in memory (`decode_speedup` does not check it)."""
     top = _v.count("max_batch", max_batch, maximum=1 << 20)
 
     def pays(b):
         return decode_speedup(target, draft, accelerator, acceptance=acceptance, k=k,
                               batch=b, context=context, dtype=dtype,
                               draft_dtype=draft_dtype, achievable=achievable) > 1.0
-    if not pays(1):
-        return 1
-    if pays(top):
-        return math.inf
-    lo, hi = 1, top
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if pays(mid) else (lo, mid)
-    return hi
+    last = _search.largest_meeting(pays, 1, top)
+    return math.inf if last == top else last + 1
 
 
 #: The speculative-decoding variants engines ship: how each drafts, what a round costs

@@ -1,0 +1,138 @@
+"""The engine's step timer: one forward step of a serving engine, as `simulate_llm`,
+`offline_throughput` and `paging_gain` time it.
+
+Chapters: *Serving LLMs: prefill, decode and the KV cache*; *Beyond one GPU*. Seconds.
+
+`EngineStep` is `llm.StepCost` (the per-operation roofline of a step's rows, summed in
+closed form from its aggregates, `llm.step_aggregates`) in the configuration an engine
+runs: a compute format (`compute_dtype`: W8A8 fp8/int8, W4A4 fp4 at that format's peak),
+tensor parallelism (`tp`: one device's shard, `parallel.shard`, plus the step's
+all-reduces), and either the ceiling (the roofline, a lower bound on a step's time) or
+the calibrated achievable model (`gpuinfer.achievable`: derated rates, kernel gaps, a
+fixed cost a step). `tp_step_s` times one step of it.
+
+Prediction layer: no torch, no measurement.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import achievable as _achievable
+from . import dtypes as _dtypes
+from . import hardware as _hardware
+from . import llm as _llm
+from . import parallel as _parallel
+from . import validate as _v
+
+
+def tp_shard(model, tp):
+    """What one GPU of a tensor-parallel group of `tp` holds: `parallel.shard(model, tp)`,
+    or the whole model for `tp=1` (a `tp` the model's heads do not divide: ValueError)."""
+    m = _llm.get(model)
+    n = _parallel.check_tp_degree(m, tp)
+    return _parallel.shard(m, n) if n > 1 else m
+
+
+class EngineStep(_llm.StepCost):
+    """`llm.StepCost` as an engine runs the step: `compute_dtype` (W8A8: "fp8"/"int8";
+    W4A4: "fp4") sets the peak the matmuls run at; `tp` > 1 times one device's shard
+    (`parallel.shard`: an MoE model's experts split 1/N in width) and adds its 2 x layers
+    + 1 all-reduces of [tokens, d_model] (the ceiling, a lower bound on time:
+    `parallel.allreduce_floor_s`, each GPU sending and receiving the message once at
+    NCCL's bus bandwidth for the link, no latency; the achievable model: NCCL's fastest
+    ring with its latency, `parallel.interconnect_allreduce_time`). `efficiency` (an
+    `achievable.Efficiency`; default the ceiling) derates each row's peak and bandwidth
+    (`achievable.row_rates`) and adds the step's overheads (`achievable.overheads`)."""
+
+    def __init__(self, model, accelerator, dtype="fp16", kv_dtype=None, compute_dtype=None,
+                 tp=1, efficiency=None, interconnect=None):
+        m = _llm.get(model)
+        acc = _hardware.get(accelerator)
+        self.tp = _parallel.check_tp_degree(m, tp)
+        self.eff = eff = _achievable.CEILING if efficiency is None else efficiency
+        weight, _, compute = _dtypes.formats(dtype, kv_dtype, compute_dtype)
+        super().__init__(_parallel.shard(m, self.tp) if self.tp > 1 else m, acc, dtype,
+                         kv_dtype=kv_dtype, compute_dtype=compute_dtype,
+                         rates=lambda rows: _achievable.row_rates(rows, acc, eff, weight))
+        self.n_layers = m.n_layers
+        # Tensor parallelism: the all-reduces of each step, by its token count.
+        self.n_allreduces = 2 * m.n_layers + 1 if self.tp > 1 else 0
+        # The ceiling all-reduces in the compute format; engines in 16 bits (the matmuls'
+        # output), whatever the matmuls' input format: parallel's rule.
+        self.message_per_token = m.d_model * _parallel.tp_message_bytes_per_value(compute, eff)
+        self._comm = {}
+        if self.tp > 1:
+            ic = (_hardware.interconnect_for(acc) if interconnect is None
+                  else _hardware.get_interconnect(interconnect))
+
+            def one(tokens):
+                s = tokens * self.message_per_token
+                if eff.is_ceiling:
+                    return _parallel.allreduce_floor_s(s, self.tp, ic)
+                return _parallel.interconnect_allreduce_time(s, self.tp, ic)
+            self._one = one
+
+    def comm_s(self, tokens):
+        """Seconds of one step's all-reduces for steps of `tokens` new tokens (array)."""
+        t = np.atleast_1d(np.asarray(tokens, dtype=float))
+        if not self.n_allreduces:
+            return np.zeros(t.shape)
+        out = np.empty(t.shape)
+        for i, x in enumerate(t):
+            if x not in self._comm:
+                self._comm[x] = self.n_allreduces * self._one(float(x))
+            out[i] = self._comm[x]
+        return out
+
+    def many(self, z):
+        """Seconds of several steps at once: `z` holds one step's aggregates a column
+        (`llm.step_aggregates`): the shard's rows, the all-reduces, the overheads."""
+        z = np.asarray(z, dtype=float)
+        device = super().many(z) + self.comm_s(z[1])
+        return _achievable.overheads(device, self.n_layers, self.eff)
+
+
+def tp_step_s(model, accelerator, tp, new_tokens, context=0, logits=None, *,
+              dtype="fp16", kv_dtype=None, compute_dtype=None, interconnect=None,
+              achievable=False, parts=False):
+    """Chapter *Beyond one GPU*: seconds of one forward step of a tensor-parallel group of
+    `tp` GPUs, as `simulate_llm` and `offline_throughput` time it: sequence i brings
+    `new_tokens[i]` tokens on top of `context[i]` cached ones (arrays, or numbers for
+    one sequence), `logits[i]` rows of the LM head (default: one each). One device's
+    shard (`parallel.shard`) on the per-operation roofline, plus 2 x layers + 1
+    all-reduces of [tokens, d_model].
+
+    `achievable=False`: the ceiling, a lower bound on the step's time: the roofline,
+    and each all-reduce at `parallel.allreduce_floor_s` (NCCL's bus bandwidth for the
+    link, no latency, messages in the compute format). True (or an
+    `achievable.Efficiency`): the achievable model (derated rates, kernel gaps, the
+    step's fixed cost) and NCCL's fastest ring with its latency
+    (`parallel.interconnect_allreduce_time`), messages in 16 bits. `parallel`'s
+    `tp_decode_step_time` prices NCCL's latency in both, so it is a model, not this
+    bound. With `parts=True` returns {"total_s", "comm_s", "n_allreduces"}."""
+    q = np.atleast_1d(_v.positive("new_tokens", new_tokens, integer=True, array=True))
+    c = np.atleast_1d(_v.non_negative("context", context, integer=True, array=True))
+    lg = (np.ones_like(q) if logits is None else
+          np.atleast_1d(_v.non_negative("logits", logits, integer=True, array=True)))
+    q, c, lg = np.broadcast_arrays(q.astype(float), c.astype(float), lg.astype(float))
+    if np.any(lg > q):
+        raise ValueError("logits must be at most new_tokens for each sequence")
+    timer = EngineStep(model, accelerator, dtype, kv_dtype, compute_dtype, tp=tp,
+                        efficiency=_achievable.as_efficiency(achievable),
+                        interconnect=interconnect)
+    z = _llm.step_aggregates(q, c, lg)
+    total = float(timer.many(z[:, None])[0])
+    if not math.isfinite(total):
+        raise ValueError(f"{_hardware.get(accelerator).name} has no peak for "
+                         f"{_dtypes.formats(dtype, kv_dtype, compute_dtype)[2]} in the catalogue")
+    if not parts:
+        return total
+    return {"total_s": total, "comm_s": float(timer.comm_s([q.sum()])[0]),
+            "n_allreduces": timer.n_allreduces}
+
+
+# Names before the seconds suffix became `_s` everywhere (issue 25).
+tp_step_seconds = tp_step_s  # deprecated alias, kept for one release

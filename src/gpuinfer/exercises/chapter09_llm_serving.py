@@ -2,8 +2,9 @@
 `where="chapters/09_llm_serving"`) and the helpers only they use."""
 
 import functools
+import math
 
-from .. import achievable, hardware, llm, llm_serving, speculative
+from .. import hardware, llm, llm_serving, speculative
 from . import register
 
 WHERE = "chapters/09_llm_serving"
@@ -36,25 +37,15 @@ MLA_LAYERS, MLA_LATENT, MLA_ROPE, MLA_HEADS, MLA_HEAD_DIM = (
 MLA_V2_LAYERS = 60
 
 
-def step_with_chunk_s(budget, achievable_=True) -> float:
-    """Seconds of one chunked-prefill step: the decodes plus the rest of the budget as
-    the last chunk of the prompt (on top of the prompt's earlier tokens), on the
-    achievable model (`achievable_=False`: the ceiling, `llm.forward_step_time`)."""
-    chunk = budget - DECODES
-    return achievable.step_s(MODEL, GPU, [1] * DECODES + [chunk],
-                             [DECODE_CONTEXT] * DECODES + [PROMPT - chunk],
-                             achievable=achievable_)
+#: The chunk-budget question as `llm_serving.chunk_step_s` and `largest_chunk_budget` take it.
+CHUNK_QUESTION = dict(decodes=DECODES, decode_context=DECODE_CONTEXT, prompt_tokens=PROMPT)
 
 
 @functools.lru_cache(maxsize=None)
 def largest_budget(achievable_=True) -> int:
-    """The largest token budget (a multiple of 64) whose steps meet the objective, on
-    the achievable model (`achievable_=False`: on the ceiling)."""
-    best = 0
-    for budget in range(BUDGET_STEP, PROMPT + DECODES + 1, BUDGET_STEP):
-        if budget > DECODES and step_with_chunk_s(budget, achievable_) <= STEP_SLO_S:
-            best = budget
-    return best
+    """The question's budget: on the achievable model (`achievable_=False`: the ceiling)."""
+    return llm_serving.largest_chunk_budget(MODEL, GPU, **CHUNK_QUESTION, step_slo_s=STEP_SLO_S,
+                                            granularity=BUDGET_STEP, achievable=achievable_)
 
 
 def matmul_weights() -> float:
@@ -64,37 +55,25 @@ def matmul_weights() -> float:
     return float(m.linear_params_per_layer * m.n_layers)
 
 
-def mla_kv_bytes_per_token(layers=MLA_LAYERS) -> float:
-    """An MLA model's cache per token: layers x (latent + RoPE key) x 2 bytes (bf16);
-    DeepSeek-V3's by default."""
-    return llm.mla_kv_cache_bytes_per_token(layers, MLA_LATENT, MLA_ROPE, 2)
-
-
 @functools.lru_cache(maxsize=None)
 def speculation_stops_paying(achievable_=True) -> int:
-    """The smallest batch at which drafting 4 tokens no longer speeds decoding up (it
-    must fit in memory: at most llm.max_batch at this context), on the achievable model
-    (`achievable_=False`: on the ceiling)."""
-    def gain(b):
-        return speculative.decode_speedup(MODEL, speculative.LLAMA_3_2_1B, GPU,
-                                          acceptance=SPEC_ACCEPTANCE, k=SPEC_K, batch=b,
-                                          context=SPEC_CONTEXT, achievable=achievable_)
-    lo, hi = 1, llm.max_batch(MODEL, GPU, SPEC_CONTEXT)
-    if gain(hi) > 1:
+    """The question's cut-off (`speculative.cutoff_batch`), among the batches that fit in
+    memory at this context (`llm.max_batch`); on the achievable model (`achievable_=False`:
+    the ceiling)."""
+    cut = speculative.cutoff_batch(MODEL, speculative.LLAMA_3_2_1B, GPU,
+                                   acceptance=SPEC_ACCEPTANCE, k=SPEC_K, context=SPEC_CONTEXT,
+                                   achievable=achievable_,
+                                   max_batch=llm.max_batch(MODEL, GPU, SPEC_CONTEXT))
+    if cut == math.inf:
         raise ValueError("speculation pays at every batch that fits: no decision to make")
-    # gain(lo) > 1 >= gain(hi); the gain falls as the batch grows.
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if gain(mid) > 1 else (lo, mid)
-    return hi
+    return int(cut)
 
 
-def two_instances_sequences(context=TWO_CONTEXT, utilisation=0.45) -> int:
-    """`context`-token sequences two vLLM instances at `utilisation` each hold together."""
-    blocks = llm_serving.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=utilisation) // (
-        llm_serving.DEFAULT_BLOCK_SIZE * llm.kv_cache_bytes_per_token(MODEL))
-    per_sequence = llm_serving.kv_blocks(context)
-    return int(2 * (blocks // per_sequence))
+def two_instances_sequences(context=TWO_CONTEXT, utilisation=0.45, instances=2) -> int:
+    """The question's count: `context`-token sequences that `instances` vLLM instances at
+    `utilisation` each hold together (`llm_serving.kv_sequences`)."""
+    return llm_serving.kv_sequences(MODEL, GPU, context, instances=instances,
+                                    gpu_memory_utilization=utilisation)
 
 
 @register("llm-ttft-lone", where=WHERE,
@@ -160,7 +139,7 @@ def _():
           f"blocks of 16 x 131,072 B; a {TWO_CONTEXT:,}-token sequence holds "
           f"{llm_serving.kv_blocks(TWO_CONTEXT)} blocks. Round down per instance, then add "
           "the two.", rel_tol=0.0,
-          slips={two_instances_sequences(utilisation=0.9) / 2 / two_instances_sequences():
+          slips={two_instances_sequences(utilisation=0.9, instances=1) / two_instances_sequences():
                  "That is one instance at 0.9 (one copy of the weights). Two instances each "
                  "hold their own weights: compute one at 0.45 and double it.",
                  two_instances_sequences(context=4096) / two_instances_sequences():
@@ -183,7 +162,7 @@ def _():
                  MLA_LAYERS / MLA_V2_LAYERS: "That is DeepSeek-V3's 61 layers (the page's "
                  "table); DeepSeek-V2 has 60."})
 def _():
-    return mla_kv_bytes_per_token(MLA_V2_LAYERS)
+    return llm.mla_kv_cache_bytes_per_token(MLA_V2_LAYERS, MLA_LATENT, MLA_ROPE, 2)
 
 
 @register("llm-spec-batch", where=WHERE,

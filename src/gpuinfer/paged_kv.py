@@ -88,12 +88,12 @@ def kv_sequences(model, accelerator, tokens, *, instances=1, dtype="fp16", kv_dt
                  free_gpu_memory_fraction=None, reserve_bytes=None,
                  kv_cache_bytes=None) -> int:
     """Sequences of `tokens` tokens each that `instances` servers of `model` on one
-    `accelerator` hold at once in their paged KV caches: each instance's cache
+    `accelerator` hold at once in their paged KV caches. Each instance's cache
     (`kv_cache_bytes`, or `kv_cache_budget` with `gpu_memory_utilization`,
     `free_gpu_memory_fraction` and `reserve_bytes`: each instance holds its own weights
-    and takes its own fraction, vLLM's per-instance limit) is cut into
-    whole blocks of `block_size` tokens (block_size x `llm.kv_cache_bytes_per_token` in
-    the cache's format), and a sequence takes `kv_blocks(tokens)` of them:
+    and takes its own fraction, vLLM's per-instance limit) is cut into whole blocks of
+    `block_size` tokens (block_size x `llm.kv_cache_bytes_per_token` in the cache's
+    format), and a sequence takes `kv_blocks(tokens)` of them:
 
         instances x floor(floor(budget / block bytes) / ceil(tokens / block_size)).
 

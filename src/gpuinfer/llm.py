@@ -30,6 +30,7 @@ import numpy as np
 from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import roofline as _roofline
+from . import search as _search
 from . import validate as _v
 # Re-exported (see the module docstring): every name below works as `llm.<name>`.
 from .models import ModelSpec, catalogue, get, names  # noqa: F401
@@ -338,23 +339,16 @@ def max_batch_within(model, accelerator, context, step_s, dtype="fp16", *, kv_dt
                      compute_dtype=None, reserve_bytes=None) -> int:
     """The largest batch whose decode step (every sequence at `context` cached tokens)
     takes at most `step_s` seconds (a time-per-output-token objective) and fits in
-    memory (`max_batch`); 0 if none does. The step time grows with the batch, so this
-    is a search over the batches that fit."""
+    memory (`max_batch`); 0 if none does. The step time grows with the batch, so the
+    question is monotone: `search.largest_meeting` bisects the batches that fit."""
     limit = _v.positive("step_s", step_s)
     fits = max_batch(model, accelerator, context, dtype, kv_dtype=kv_dtype,
                      reserve_bytes=reserve_bytes)
-    if fits < 1:
-        return 0
-    lo, hi = 0, fits  # step(lo) <= limit (or lo = 0); find the last batch that meets it
     sm = StepModel(model, dtype, kv_dtype, compute_dtype)
+
     def meets(b):
         return _roofline.step_s(sm.decode_terms(b, context), accelerator) <= limit
-    if meets(hi):
-        return hi
-    while hi - lo > 1:  # bisection: about 30 steps for a billion
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if meets(mid) else (lo, mid)
-    return lo
+    return _search.largest_meeting(meets, 1, min(fits, _search.MAX_OPEN_ENDED))
 
 
 # --- prefill, and steps that mix prefill and decode ---------------------------------------

@@ -340,6 +340,33 @@ def test_roofline_service_time_of_an_embedding_request():
             "mistral-7b", "A100 80GB", [32] * b, [0] * b, logits=[0] * b))
 
 
+def test_model_service_time_is_the_achievable_step_and_the_ceiling_beside():
+    # A decode step of Llama-2-7B on an A100 80GB at batch 1, context 0: the step reads its
+    # matmul weights, 2 x (32 x (4 x 4096^2 + 3 x 4096 x 11008) + 32000 x 4096) =
+    # 13,214,154,752 B. Ceiling: / 2.039e12 = 6.481 ms. Achievable (achievable.FITTED):
+    # / (0.85 x 2.039e12) = 7.624 ms + 32 layers x 13 kernels x 0.5 us (0.208 ms) + 1.6 ms
+    # a step = 9.432 ms; plus overhead_s on both.
+    from gpuinfer import achievable
+
+    weight_bytes = 2 * (32 * (4 * 4096**2 + 3 * 4096 * 11008) + 32000 * 4096)
+    ach = batching.model_service_time("llama-2-7b", "A100 80GB", overhead_s=1e-4)
+    ceil = batching.model_service_time("llama-2-7b", "A100 80GB", overhead_s=1e-4,
+                                       achievable=False)
+    assert ceil(1) == pytest.approx(weight_bytes / 2.039e12 + 1e-4, rel=0.01)
+    assert ach(1) == pytest.approx(weight_bytes / (0.85 * 2.039e12) + 0.208e-3 + 1.6e-3
+                                   + 1e-4, rel=0.01)
+    assert ceil(4) == batching.roofline_service_time("llama-2-7b", "A100 80GB",
+                                                     overhead_s=1e-4)(4)
+    np.testing.assert_allclose(ach(np.array([1, 4])), [ach(1), ach(4)])
+    # An Efficiency is passed through; the ceiling's Efficiency is the roofline.
+    assert batching.model_service_time("llama-2-7b", "A100 80GB",
+                                       achievable=achievable.FITTED)(2) == pytest.approx(ach(2) - 1e-4)
+    assert batching.model_service_time("llama-2-7b", "A100 80GB",
+                                       achievable=achievable.CEILING)(2) == pytest.approx(ceil(2) - 1e-4)
+    with pytest.raises(TypeError, match="achievable"):
+        batching.model_service_time("llama-2-7b", "A100 80GB", achievable=0.5)
+
+
 # --- closed-loop load: coordinated omission -----------------------------------------------
 
 def test_closed_loop_without_think_time_by_hand():

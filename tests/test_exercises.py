@@ -110,13 +110,14 @@ def test_answer_key_lists_every_answer_for_instructors():
 # --- chapter 5: the MIG decision on the achievable model, the ceiling beside ----------------
 
 def test_mig_decision_is_taken_on_the_achievable_model_and_names_the_ceiling_slip():
+    from gpuinfer import mig_sizing
     from gpuinfer.exercises import chapter05_serving as sx
 
     d = sx.DECISION
     args = (d["model"], d["gpu"], d["batch"], d["context"], d["tpot_s"], d["dtype"])
-    assert sx.smallest_mig_profile(*args) == "3g.40gb"                 # 2 a GPU
-    assert sx.smallest_mig_profile(*args, achievable=False) == "1g.20gb"   # the roofline's 4
-    opts = sx.mig_options(*args[:4], d["dtype"])
+    assert mig_sizing.smallest_mig_profile(*args) == "3g.40gb"                 # 2 a GPU
+    assert mig_sizing.smallest_mig_profile(*args, achievable=False) == "1g.20gb"   # 4
+    opts = mig_sizing.mig_options(*args[:4], d["dtype"])
     # 1g.20gb: 14.1 ms on the roofline meets 15 ms; 20.6 ms on the achievable model misses.
     assert opts.loc["1g.20gb", "tpot_ceiling_s"] < d["tpot_s"] < opts.loc["1g.20gb", "tpot_s"]
     assert (opts["tpot_s"].dropna() > opts["tpot_ceiling_s"].dropna()).all()

@@ -101,19 +101,22 @@ def test_cpu_or_gpu_decision_is_one_t4_on_the_achievable_model_and_on_the_ceilin
     #   0.526 / (3600 x 6000) x 1e6 = 0.024352 USD a million. The CPU side: a core at
     #   480 us serves fewer than 1,000/s within a 2 ms p99, four a machine, so 6,000/s
     #   need 2 machines at 0.34 USD/h: 0.68 / (3600 x 6000) x 1e6 = 0.031481 USD.
+    from gpuinfer import fleet_sizing
     from gpuinfer.exercises import chapter06_cpu_vs_gpu as cx
 
     assert exercises.get("cpu-or-gpu-under-slo").answer() == pytest.approx(
         0.526 / (3600 * 6000) * 1e6, rel=1e-9)
-    for per_item in (cx.DECISION_GPU_PER_ITEM_S, cx.DECISION_GPU_PER_ITEM_CEILING_S):
-        t = cx.decision_table(per_item)
+    tables = [fleet_sizing.fleet_options(m, cx.DECISION_DEMAND_PER_S, cx.DECISION_SLO_S,
+                                         n=cx.DECISION_REQUESTS)
+              for m in (cx.DECISION_MACHINES, cx.DECISION_MACHINES_CEILING)]
+    for t in tables:
         assert t.loc["AWS c5.2xlarge", "usd_per_million"] == pytest.approx(
             0.68 / (3600 * 6000) * 1e6, rel=1e-9)
         assert t.loc["AWS g4dn.xlarge", "machines"] == 1
     # The achievable per-prediction time is the slower: the T4 sustains less.
     assert cx.DECISION_GPU_PER_ITEM_S > cx.DECISION_GPU_PER_ITEM_CEILING_S
-    assert (cx.decision_table()["capacity_per_s"].iloc[1]
-            < cx.decision_table(cx.DECISION_GPU_PER_ITEM_CEILING_S)["capacity_per_s"].iloc[1])
+    assert (tables[0].loc["AWS g4dn.xlarge", "capacity_per_s"]
+            < tables[1].loc["AWS g4dn.xlarge", "capacity_per_s"])
 
 
 def test_cpu_or_gpu_flat_out_slip_states_the_exercise_numbers():

@@ -173,6 +173,34 @@ def test_mig_options_and_the_smallest_profile():
     assert serving.smallest_mig_profile("llama-3-8b", "H100 SXM", 8, 4096, tpot_s=1e-6) is None
 
 
+def test_mig_options_decide_on_the_achievable_step_with_the_ceiling_beside():
+    # Llama-3-8B fp16, 8 sequences of 4,096 tokens on a 3g.40gb slice of an H100 SXM: half
+    # the memory slices, so half of 3.35e12 B/s = 1.675e12. Bytes a step: matmul weights
+    # 2 x 7,504,658,432 = 15,009,316,864 (the embedding is gathered, not read) + KV
+    # 8 x 4096 x 131,072 = 4,294,967,296: 19,304,284,160 B.
+    #   ceiling: 19.304e9 / 1.675e12 = 11.525 ms (activations add ~0.2%);
+    #   achievable (achievable.FITTED: 0.85 of the bandwidth, 32 layers x 13 kernels x
+    #   0.5 us of gaps, 1.6 ms a step): 19.304e9 / (0.85 x 1.675e12) = 13.559 ms
+    #   + 0.208 + 1.6 = 15.367 ms.
+    from gpuinfer import mig_sizing
+
+    step_bytes = 2 * 7_504_658_432 + 8 * 4096 * 131_072
+    table = mig_sizing.mig_options("llama-3-8b", "H100 SXM", batch=8, context=4096)
+    row = table.loc["3g.40gb"]
+    assert row["tpot_ceiling_s"] == pytest.approx(step_bytes / 1.675e12, rel=0.005)
+    assert row["tpot_s"] == pytest.approx(step_bytes / (0.85 * 1.675e12) + 32 * 13 * 0.5e-6
+                                          + 1.6e-3, rel=0.005)
+    ceiling = mig_sizing.mig_options("llama-3-8b", "H100 SXM", 8, 4096, achievable=False)
+    assert ceiling.loc["3g.40gb", "tpot_s"] == row["tpot_ceiling_s"]
+    # A 12 ms TPOT: 3g.40gb meets it on the ceiling (11.5 ms), not on the achievable model
+    # (15.4 ms); the whole GPU does (8.6 ms achievable).
+    assert mig_sizing.smallest_mig_profile("llama-3-8b", "H100 SXM", 8, 4096, 0.012,
+                                           achievable=False) == "3g.40gb"
+    assert mig_sizing.smallest_mig_profile("llama-3-8b", "H100 SXM", 8, 4096, 0.012) == "7g.80gb"
+    with pytest.raises(TypeError, match="achievable"):
+        mig_sizing.mig_options("llama-3-8b", "H100 SXM", 8, 4096, achievable="yes")
+
+
 def test_memory_plan_refuses_a_bad_reserve():
     from gpuinfer import colocation, hardware
 

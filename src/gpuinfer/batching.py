@@ -31,6 +31,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from . import achievable as _achievable
 from . import dtypes as _dtypes
 from . import hardware as _hardware
 from . import llm as _llm
@@ -150,19 +151,23 @@ def service_table(batches, seconds) -> Callable:
     return service
 
 
-def roofline_service_time(model, accelerator, context=0, dtype="fp16", *,
-                          tokens_per_request=1, lm_head=True, overhead_s=0.0) -> Callable:
-    """Service time (s) of a batch of requests, each one forward pass of `model`, from
-    the per-operation roofline (`llm.step_timer`: weights read once per batch, FLOPs and
-    activations per token, attention per sequence), plus a fixed `overhead_s` per batch
-    (launches, scheduling).
+def model_service_time(model, accelerator, context=0, dtype="fp16", *, tokens_per_request=1,
+                       lm_head=True, overhead_s=0.0, achievable=True) -> Callable:
+    """Service time (s) of a batch of requests, each one forward pass of `model`, plus a
+    fixed `overhead_s` per batch (launches, scheduling). Returns a function batch ->
+    seconds (vectorised over batch).
+
+    On what an engine achieves by default (`achievable.step_s`: the same forward pass on
+    the fitted fractions of the device's rates, plus the fitted fixed cost of a step;
+    `achievable` may also be an `achievable.Efficiency`); `achievable=False` gives the
+    ceiling, the per-operation roofline (`llm.step_timer`: weights read once per batch,
+    FLOPs and activations per token, attention per sequence).
 
     A request brings `tokens_per_request` new tokens on top of `context` cached ones:
-    the default (1 token, 512 cached, LM head) is one decode step of one sequence; an
-    embedding request is a forward pass over its text (`tokens_per_request` = its
-    length, `context=0`, `lm_head=False`: pooled hidden states, no logits). Returns a
-    function batch -> seconds (vectorised over batch). The model, device and format
-    are checked here, not at the first call."""
+    the default (1 token, LM head) is one decode step of one sequence; an embedding
+    request is a forward pass over its text (`tokens_per_request` = its length,
+    `context=0`, `lm_head=False`: pooled hidden states, no logits). The model, device,
+    format and `achievable` are checked here, not at the first call."""
     m = _llm.get(model)
     acc = _hardware.get(accelerator)
     _dtypes.formats(dtype)  # an unknown format fails now
@@ -171,7 +176,14 @@ def roofline_service_time(model, accelerator, context=0, dtype="fp16", *,
     if not isinstance(lm_head, (bool, np.bool_)):
         raise TypeError(f"lm_head must be True or False, got {lm_head!r}")
     overhead = _v.non_negative("overhead_s", overhead_s)
-    timer = _llm.step_timer(m, acc, dtype)
+    eff = _achievable.as_efficiency(achievable)
+    ceiling = eff is _achievable.CEILING
+    if ceiling:
+        timer = _llm.step_timer(m, acc, dtype)
+    else:
+        def timer(new, cached, logits):
+            return _achievable.step_s(m, acc, new, cached, dtype, logits=logits,
+                                      achievable=eff)
     cache: dict[int, float] = {}
 
     def one(b):
@@ -183,16 +195,26 @@ def roofline_service_time(model, accelerator, context=0, dtype="fp16", *,
         b = _v.positive("batch", batch, integer=True, array=True)
         if np.any(b > MAX_BATCH):
             raise ValueError(f"batch must be <= {MAX_BATCH:,}, got {b.max():,.0f}")
-        if q == 1 and lm_head:  # a decode step: the vectorised form of the same table
+        if ceiling and q == 1 and lm_head:  # a decode step: the vectorised form
             return _v.scalar_or_array(
                 np.asarray(_llm.decode_step_time(m, acc, b, c, dtype)) + overhead)
         out = np.array([one(int(x)) for x in b.ravel()]).reshape(b.shape)
         return _v.scalar_or_array(out)
 
     if not math.isfinite(one(1)):
-        raise ValueError(f"{acc.name} has no {dtype} peak in the catalogue: no roofline "
-                         f"time for {m.name} in that format")
+        raise ValueError(f"{acc.name} has no {dtype} peak in the catalogue: no "
+                         f"{'roofline' if ceiling else 'achievable'} time for {m.name} "
+                         f"in that format")
     return service
+
+
+def roofline_service_time(model, accelerator, context=0, dtype="fp16", *,
+                          tokens_per_request=1, lm_head=True, overhead_s=0.0) -> Callable:
+    """The ceiling's service time: `model_service_time(..., achievable=False)`, the
+    per-operation roofline of each batch's forward pass (plus `overhead_s`)."""
+    return model_service_time(model, accelerator, context, dtype,
+                              tokens_per_request=tokens_per_request, lm_head=lm_head,
+                              overhead_s=overhead_s, achievable=False)
 
 
 def _service_array(service_time, max_batch) -> np.ndarray:

@@ -2,6 +2,12 @@
 profile of a GPU with the batch it holds and its decode step time; `smallest_mig_profile`
 picks the first that meets a time per output token.
 
+The decision rests on what an engine achieves (`achievable.decode_step_s` on the slice:
+the fitted fractions of its bandwidth and peak, the kernel gaps and the fixed cost a
+step), the roofline's step beside; `achievable=False` decides on the ceiling instead.
+The achievable model is calibrated on whole GPUs: on a slice it is an extrapolation (no
+published MIG measurement is in the package).
+
 Chapter: *Serving systems and sharing a GPU*. Seconds, SI units.
 """
 
@@ -9,21 +15,34 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from . import achievable as _achievable
 from . import hardware as _hardware
 from . import llm as _llm
 from . import validate as _v
 
 
-def mig_options(model, gpu, batch, context, dtype="fp16"):
+def _flag(name, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True (the achievable model) or False (the "
+                        f"roofline), got {value!r}")
+    return bool(value)
+
+
+def mig_options(model, gpu, batch, context, dtype="fp16", *, achievable=True):
     """Chapter *Serving systems and sharing a GPU*: every MIG profile of `gpu` (the
     `+me` media variants left out), smallest first (fewest compute slices, then fewest
     memory slices), as a DataFrame: the profile's `max_instances` on one GPU, the most
     sequences of `context` tokens it holds (`llm.max_batch` on `hardware.mig_slice`, the
-    stated reserve held back) and the decode step time at `batch` in seconds (NaN where
-    `batch` does not fit)."""
+    stated reserve held back), and the decode step at `batch` in seconds (NaN where
+    `batch` does not fit): `tpot_s` on the achievable model (`achievable.decode_step_s`
+    on the slice), `tpot_ceiling_s` on the roofline (`llm.decode_step_time`).
+    `achievable=False`: `tpot_s` is the ceiling too."""
     import pandas as pd
 
     b = _v.count("batch", batch, maximum=1 << 30)
+    use_achievable = _flag("achievable", achievable)
     profiles = _hardware.mig_profiles(gpu)
     rows = []
     for name, p in profiles.iterrows():
@@ -31,20 +50,24 @@ def mig_options(model, gpu, batch, context, dtype="fp16"):
             continue
         part = _hardware.mig_slice(gpu, name)
         fits = _llm.max_batch(model, part, context, dtype)
-        tpot = (float(_llm.decode_step_time(model, part, b, context, dtype))
-                if fits >= b else math.nan)
+        ceiling = (float(_llm.decode_step_time(model, part, b, context, dtype))
+                   if fits >= b else math.nan)
+        tpot = (float(_achievable.decode_step_s(model, part, b, context, dtype))
+                if use_achievable and fits >= b else ceiling)
         rows.append({"profile": name, "compute_fraction": p["compute_fraction"],
                      "memory_fraction": p["memory_fraction"],
                      "max_instances": int(p["max_instances"]), "max_batch": int(fits),
-                     "tpot_s": tpot})
+                     "tpot_s": tpot, "tpot_ceiling_s": ceiling})
     table = pd.DataFrame(rows).set_index("profile")
     return table.sort_values(["compute_fraction", "memory_fraction"], kind="stable")
 
 
-def smallest_mig_profile(model, gpu, batch, context, tpot_s, dtype="fp16"):
+def smallest_mig_profile(model, gpu, batch, context, tpot_s, dtype="fp16", *,
+                         achievable=True):
     """The first profile of `mig_options` that holds `batch` sequences and meets a time
-    per output token of `tpot_s` seconds; None if no profile does."""
+    per output token of `tpot_s` seconds, on the achievable model (`achievable=False`:
+    on the roofline); None if no profile does."""
     limit = _v.positive("tpot_s", tpot_s)
-    table = mig_options(model, gpu, batch, context, dtype)
+    table = mig_options(model, gpu, batch, context, dtype, achievable=achievable)
     ok = table[table["tpot_s"] <= limit]
     return ok.index[0] if len(ok) else None

@@ -1,10 +1,7 @@
 """The exercises asked in `chapters/03_batching` (every registration here has
 `where="chapters/03_batching"`) and the helpers only they use."""
 
-import numpy as np
-
-from .. import achievable as _achievable
-from .. import batching, validate
+from .. import batching
 from . import register
 
 WHERE = "chapters/03_batching"
@@ -21,30 +18,10 @@ def _ratio(wrong, right) -> float:
     return float(wrong) / float(right)
 
 
-def service(achievable=False):
-    """Seconds of a batch of b embedding requests (batch -> seconds, vectorised): from the
-    per-operation roofline (the ceiling), or with `achievable=True` from the achievable
-    model (`achievable.step_s`: the same forward pass on derated rates, plus the
-    fitted fixed cost of a step), what an engine would take."""
-    if achievable is False:
-        return batching.roofline_service_time(MODEL, GPU, tokens_per_request=QUERY_TOKENS,
-                                              lm_head=False)
-    cache: dict[int, float] = {}
-
-    def one(b):
-        if b not in cache:
-            cache[b] = _achievable.step_s(
-                MODEL, GPU, np.full(b, QUERY_TOKENS), np.zeros(b, dtype=int), "fp16",
-                logits=np.zeros(b), achievable=achievable)
-        return cache[b]
-
-    def timed(batch):
-        b = validate.positive("batch", batch, integer=True, array=True)
-        out = np.array([one(int(x)) for x in np.ravel(b)]).reshape(np.shape(b))
-        return validate.scalar_or_array(out)
-
-    one(1)  # a bad `achievable` fails here, not at the first call
-    return timed
+#: The example's batch service time on the roofline, S(b) (batch -> seconds); what an
+#: engine achieves is `batching.model_service_time` with the same arguments.
+ROOFLINE_SERVICE = batching.roofline_service_time(MODEL, GPU, tokens_per_request=QUERY_TOKENS,
+                                                  lm_head=False)
 
 
 @register("batching-md1-wait", where=WHERE,
@@ -82,11 +59,12 @@ def _():
           "(model, GPU, tokens_per_request=32, lm_head=False): a forward pass over 256 "
           "tokens.",
           # 8 / S(1) over 8 / S(8) = S(8) / S(1), about 1.7: the slip's own factor.
-          slips={_ratio(8 / service()(1), batching.saturation_throughput(service(), 8)):
+          slips={_ratio(8 / ROOFLINE_SERVICE(1),
+                        batching.saturation_throughput(ROOFLINE_SERVICE, 8)):
                  "That is 8 / S(1): a batch of 8 queries is 256 tokens, past the "
                  "ridge point, so it takes longer than a batch of 1."})
 def _():
-    return batching.saturation_throughput(service(), 8)
+    return batching.saturation_throughput(ROOFLINE_SERVICE, 8)
 
 
 @register("batching-light-load-latency", where=WHERE,
@@ -96,14 +74,16 @@ def _():
           hint="Alone, the request waits the whole queue delay for company that never "
           "comes, then runs as a batch of one.")
 def _():
-    return float(batching.simulate([0.0], service(), 8, 0.002)["latency"].iloc[0])
+    return float(batching.simulate([0.0], ROOFLINE_SERVICE, 8, 0.002)["latency"].iloc[0])
 
 
 @register("batching-decision-max-batch", where=WHERE,
           question="Decision: the chapter's embedding service must keep the p99 latency "
           "within 50 ms. Among max_batch 1, 2, 4, 8, 16 and 32 (greedy, no queue delay), "
           "which serves the most requests/s within the SLO, on what an engine achieves "
-          "(service(achievable=True): the achievable model, the ceiling beside)? Take the "
+          "(batching.model_service_time(\"mistral-7b\", \"A100 80GB\", tokens_per_request=32, "
+          "lm_head=False): "
+          "the achievable model, the ceiling beside)? Take the "
           "smallest limit within 2% of the best capacity (batching.sweep, then "
           "batching.best_policy), since a smaller batch holds less memory. A batch size.",
           unit="requests per batch",
@@ -112,6 +92,7 @@ def _():
           "query: a few queries pass the ridge point). Saturation throughput alone is "
           "flat past that point: it cannot choose.", rel_tol=0.0)
 def _():
-    table = batching.sweep(service(achievable=True), DECISION_BATCHES, [0.0],
-                           slo=DECISION_SLO_S, n=2000)
+    achieved = batching.model_service_time(MODEL, GPU, tokens_per_request=QUERY_TOKENS,
+                                           lm_head=False)
+    table = batching.sweep(achieved, DECISION_BATCHES, [0.0], slo=DECISION_SLO_S, n=2000)
     return float(batching.best_policy(table, within=0.02)["max_batch"])

@@ -1,46 +1,16 @@
 """The exercises asked in `chapters/05_serving` (every registration here has
 `where="chapters/05_serving"`) and the helpers only they use."""
 
-import math
-
-from .. import achievable as _achievable
-from .. import hardware, llm, serving
+from .. import hardware, llm, mig_sizing, serving
 from . import register
 
 WHERE = "chapters/05_serving"
 
 #: The decision exercise: serve this model, format and batch on a MIG slice of this GPU,
-#: every sequence at this context, each decode step within this time per output token.
+#: every sequence at this context, each decode step within this time per output token
+#: (`mig_sizing.smallest_mig_profile` decides, on the achievable model by default).
 DECISION = {"model": "llama-3-8b", "dtype": "int8", "gpu": "H100 SXM", "batch": 8,
             "context": 4096, "tpot_s": 0.015}
-
-
-def mig_options(model, gpu, batch, context, dtype="fp16", achievable=True):
-    """`serving.mig_options` (every MIG profile of `gpu`, smallest first: `max_instances`,
-    `max_batch` on the slice less the default reserve, and the decode step at `batch`),
-    with the step on the achievable model (`achievable.decode_step_s` on
-    `hardware.mig_slice`: the fitted fractions of the slice's bandwidth and peak, the
-    kernel gaps and the fixed cost a step) in `tpot_s`, and the roofline's in
-    `tpot_ceiling_s`. `achievable=False`: `tpot_s` is the ceiling. The achievable model
-    is calibrated on whole GPUs: on a slice it is an extrapolation (no published MIG
-    measurement is in the package)."""
-    table = serving.mig_options(model, gpu, batch, context, dtype).copy()
-    table["tpot_ceiling_s"] = table["tpot_s"]
-    if achievable:
-        table["tpot_s"] = [
-            _achievable.decode_step_s(model, hardware.mig_slice(gpu, name), batch,
-                                      context, dtype)
-            if not math.isnan(ceiling) else math.nan
-            for name, ceiling in table["tpot_ceiling_s"].items()]
-    return table
-
-
-def smallest_mig_profile(model, gpu, batch, context, tpot_s, dtype="fp16", achievable=True):
-    """The first profile of `mig_options` (achievable steps by default) that holds `batch`
-    sequences and meets a time per output token of `tpot_s` seconds; None if none does."""
-    table = mig_options(model, gpu, batch, context, dtype, achievable)
-    ok = table[table["tpot_s"] <= tpot_s]
-    return ok.index[0] if len(ok) else None
 
 
 @register("serving-gelu-unfused-bytes", where=WHERE,
@@ -127,8 +97,8 @@ def _():
 
 def _mig_answer(achievable):
     d = DECISION
-    choice = smallest_mig_profile(d["model"], d["gpu"], d["batch"], d["context"],
-                                  d["tpot_s"], d["dtype"], achievable)
+    choice = mig_sizing.smallest_mig_profile(d["model"], d["gpu"], d["batch"], d["context"],
+                                             d["tpot_s"], d["dtype"], achievable=achievable)
     return float(hardware.mig_profiles(d["gpu"]).loc[choice, "max_instances"])
 
 
@@ -142,7 +112,7 @@ _MIG_ACH, _MIG_CEIL = _mig_answer(True), _mig_answer(False)
           f"{DECISION['tpot_s'] * 1e3:g} ms (TPOT) on the achievable model, on one MIG "
           "slice of an H100 SXM (hardware.mig_slice; llm.max_batch on the slice, the "
           "default reserve held back; the step from achievable.decode_step_s on the "
-          "slice, gpuinfer.exercises.chapter05_serving.mig_options). Pick the smallest profile that "
+          "slice, mig_sizing.mig_options). Pick the smallest profile that "
           "holds the batch and meets the TPOT (fewest compute slices, then fewest memory "
           "slices). Answer with how many instances of that profile one H100 holds "
           "(max_instances in hardware.mig_profiles): a whole number.",

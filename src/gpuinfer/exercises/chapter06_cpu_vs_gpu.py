@@ -1,11 +1,9 @@
 """The exercises asked in `chapters/06_cpu_vs_gpu` (every registration here has
 `where="chapters/06_cpu_vs_gpu"`) and the helpers only they use."""
 
-import functools
-
 import numpy as np
 
-from .. import batching, cost, tabular
+from .. import cost, fleet_sizing, tabular
 from . import register
 
 WHERE = "chapters/06_cpu_vs_gpu"
@@ -113,30 +111,21 @@ def _():
     return _fixed_share()
 
 
-@functools.lru_cache(maxsize=None)
-def decision_table(gpu_per_item_s=DECISION_GPU_PER_ITEM_S):
-    """The decision exercise worked out: for each machine, the Poisson rate one machine
-    sustains within the p99 objective (`batching.capacity`), the machines the demand
-    needs, and USD per million predictions (`cost.cost_per_million_at_demand`).
-    `gpu_per_item_s`: the T4's seconds a prediction (default the achievable estimate;
-    `DECISION_GPU_PER_ITEM_CEILING_S` for its datasheet ceilings)."""
-    import pandas as pd
+def _t4_machine(per_item_s):
+    """The decision's T4 machine, a batch of b taking `DECISION_GPU_FIXED_S` + per_item_s x b."""
+    return fleet_sizing.Machine(
+        _GPU.name, _GPU.price_per_hour,
+        lambda b: DECISION_GPU_FIXED_S + per_item_s * np.asarray(b, dtype=float),
+        max_batch=DECISION_GPU_MAX_BATCH)
 
-    def gpu_batch_s(batch):
-        return DECISION_GPU_FIXED_S + gpu_per_item_s * np.asarray(batch, dtype=float)
 
-    per_core = batching.capacity(DECISION_CPU_SERVICE_S, 1, slo=DECISION_SLO_S,
-                                 n=DECISION_REQUESTS)
-    gpu = batching.capacity(gpu_batch_s, DECISION_GPU_MAX_BATCH, slo=DECISION_SLO_S,
-                            n=DECISION_REQUESTS)
-    rows = []
-    for price, per_machine in ((_CPU, DECISION_CPU_CORES * per_core), (_GPU, gpu)):
-        rows.append({"machine": price.name, "price_per_hour": price.price_per_hour,
-                     "capacity_per_s": per_machine,
-                     "machines": cost.machines_needed(DECISION_DEMAND_PER_S, per_machine),
-                     "usd_per_million": cost.cost_per_million_at_demand(
-                         price.price_per_hour, per_machine, DECISION_DEMAND_PER_S)})
-    return pd.DataFrame(rows).set_index("machine")
+#: The decision's two options for `fleet_sizing.fleet_options`: the CPU machine (its cores
+#: each their own queue) and the T4 machine on the achievable estimate; and the same with
+#: the T4 on its datasheet ceilings, the ceiling beside.
+_CPU_MACHINE = fleet_sizing.Machine(_CPU.name, _CPU.price_per_hour, DECISION_CPU_SERVICE_S,
+                                    max_batch=1, queues=DECISION_CPU_CORES)
+DECISION_MACHINES = (_CPU_MACHINE, _t4_machine(DECISION_GPU_PER_ITEM_S))
+DECISION_MACHINES_CEILING = (_CPU_MACHINE, _t4_machine(DECISION_GPU_PER_ITEM_CEILING_S))
 
 
 @register("cpu-or-gpu-under-slo", where=WHERE,
@@ -156,7 +145,8 @@ def decision_table(gpu_per_item_s=DECISION_GPU_PER_ITEM_S):
           hint="Find the rate each machine sustains within the p99 with batching.capacity "
           "(a CPU core: service time 480e-6 s, max_batch 1; the T4: a function of the "
           "batch; n=40_000 requests for a steadier estimate), then "
-          "cost.cost_per_million_at_demand for each option; keep the cheaper.",
+          "cost.cost_per_million_at_demand for each option; keep the cheaper "
+          "(fleet_sizing.fleet_options does all three).",
           slips={_CPU.price_per_hour / _GPU.price_per_hour:
                  f"That prices one CPU machine run flat out ({DECISION_CPU_CORES} cores / "
                  f"{DECISION_CPU_SERVICE_S * 1e6:.0f} us = "
@@ -167,4 +157,6 @@ def decision_table(gpu_per_item_s=DECISION_GPU_PER_ITEM_S):
                  "That is the CPU fleet sized correctly for the SLO, but it is not the "
                  "cheaper option here."})
 def _():
-    return float(decision_table()["usd_per_million"].min())
+    table = fleet_sizing.fleet_options(DECISION_MACHINES, DECISION_DEMAND_PER_S,
+                                       DECISION_SLO_S, n=DECISION_REQUESTS)
+    return float(table["usd_per_million"].min())

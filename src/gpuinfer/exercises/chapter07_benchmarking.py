@@ -1,11 +1,9 @@
 """The exercises asked in `chapters/07_benchmarking` (every registration here has
 `where="chapters/07_benchmarking"`) and the helpers only they use."""
 
-import functools
-
 import numpy as np
 
-from .. import batching, bench, cost, hardware, llm, roofline
+from .. import bench, cost, fleet_sizing, hardware, llm, roofline
 from . import register
 
 WHERE = "chapters/07_benchmarking"
@@ -32,6 +30,13 @@ def fleet_batch_s(name):
     """The batch time (s) of one of `FLEET_SERVERS`, as a function of the batch."""
     fixed, per_request = FLEET_SERVERS[name]
     return lambda b: fixed + per_request * np.asarray(b, dtype=float)
+
+
+#: The decision's machines for `fleet_sizing.fleet_options` (with `closed_loop=True`, the
+#: throughput perf_analyzer reports at a concurrency of `FLEET_MAX_BATCH` beside).
+FLEET_MACHINES = tuple(fleet_sizing.Machine(name, _PRICE[name], fleet_batch_s(name),
+                                            max_batch=FLEET_MAX_BATCH)
+                       for name in FLEET_SERVERS)
 
 
 @register("bench-flush-pool-a100", where=WHERE,
@@ -98,31 +103,6 @@ def _():
     return 8 / 4.0e-3
 
 
-@functools.lru_cache(maxsize=None)
-def fleet_table():
-    """The fleet decision worked out: per machine, the Poisson rate one machine sustains
-    within the p99 (`batching.capacity`), the throughput a closed loop of
-    `FLEET_MAX_BATCH` clients reports and its p99 (perf_analyzer's concurrency mode at
-    that concurrency), the machines the demand needs and USD per million requests."""
-    import pandas as pd
-
-    rows = []
-    for name in FLEET_SERVERS:
-        service = fleet_batch_s(name)
-        open_cap = batching.capacity(service, FLEET_MAX_BATCH, slo=FLEET_SLO_S,
-                                     n=FLEET_REQUESTS)
-        closed = batching.summarize(batching.simulate_closed_loop(
-            FLEET_MAX_BATCH, service, FLEET_MAX_BATCH, n=4000))
-        rows.append({"machine": name, "price_per_hour": _PRICE[name],
-                     "closed_loop_per_s": closed["throughput_per_s"],
-                     "closed_loop_p99_s": closed["p99_s"],
-                     "open_loop_capacity_per_s": open_cap,
-                     "machines": cost.machines_needed(FLEET_DEMAND_PER_S, open_cap),
-                     "usd_per_million": cost.cost_per_million_at_demand(
-                         _PRICE[name], open_cap, FLEET_DEMAND_PER_S)})
-    return pd.DataFrame(rows).set_index("machine")
-
-
 _T4, _A10G = FLEET_SERVERS
 # A closed loop of N clients with no think time, N <= max_batch: every batch holds all N,
 # so it reports N / batch time(N) requests/s at a latency of batch time(N), every time.
@@ -143,7 +123,7 @@ _CLOSED_S = float(fleet_batch_s(_T4)(FLEET_MAX_BATCH))
           hint="A closed loop's throughput is not what open-loop traffic gets within the "
           "SLO: find each machine's rate with batching.capacity (max_batch 16, slo in "
           "seconds, n=40_000 requests), then cost.cost_per_million_at_demand; keep the "
-          "cheaper.",
+          "cheaper (fleet_sizing.fleet_options does all three).",
           slips={_PRICE[_T4] / _PRICE[_A10G]:
                  "That sizes the T4 fleet from the closed-loop figure: one machine at "
                  f"{FLEET_MAX_BATCH / _CLOSED_S:,.0f}/s looks enough, but Poisson traffic queues behind running batches "
@@ -152,4 +132,6 @@ _CLOSED_S = float(fleet_batch_s(_T4)(FLEET_MAX_BATCH))
                  "Two T4 machines do meet the objective, but they are not the cheaper "
                  "option."})
 def _():
-    return float(fleet_table()["usd_per_million"].min())
+    table = fleet_sizing.fleet_options(FLEET_MACHINES, FLEET_DEMAND_PER_S, FLEET_SLO_S,
+                                       n=FLEET_REQUESTS)
+    return float(table["usd_per_million"].min())

@@ -25,7 +25,9 @@ PREDICTION = {
     "gpuinfer.roofline", "gpuinfer.models", "gpuinfer.llm", "gpuinfer.dtypes", "gpuinfer.batching",
     "gpuinfer.llm_serving", "gpuinfer.speculative", "gpuinfer.parallel",
     "gpuinfer.multinode", "gpuinfer.cost", "gpuinfer.tabular", "gpuinfer.achievable",
-    "gpuinfer.calibration", "gpuinfer.search", "gpuinfer.collectives",
+    "gpuinfer.calibration", "gpuinfer.search", "gpuinfer.collectives", "gpuinfer.expert_parallel",
+    "gpuinfer.step_model", "gpuinfer.step_cost", "gpuinfer.paged_kv", "gpuinfer.engine_step",
+    "gpuinfer.llm_simulator", "gpuinfer.llm_slo", "gpuinfer.fleet_sizing", "gpuinfer.quant_examples",
     "gpuinfer.validate", "gpuinfer.colocation", "gpuinfer.mig_sizing",
     "gpuinfer.hardware", "gpuinfer.hardware.devices", "gpuinfer.hardware.links",
     "gpuinfer.hardware.lookup", "gpuinfer.hardware.measured", "gpuinfer.hardware.mig",
@@ -35,12 +37,14 @@ MEASUREMENT = {"gpuinfer.bench", "gpuinfer.device", "gpuinfer.environment",
                "gpuinfer.decoding", "gpuinfer.bench_suite", "gpuinfer.distributed"}
 
 #: The rest of the measurement layer: modules that time, load or run real work (torch,
-#: ONNX Runtime, Triton), or that read what such runs recorded. They may import anything.
+#: ONNX Runtime, Triton), that quantise real tensors (quant and its parts take numpy or
+#: torch), or that read what such runs recorded. They may import anything.
 MEASURING = MEASUREMENT | {
     "gpuinfer.__main__", "gpuinfer.gpu_check", "gpuinfer.quant", "gpuinfer.quality",
     "gpuinfer.fusion", "gpuinfer.tuning", "gpuinfer.serving", "gpuinfer.onnx_runtime",
     "gpuinfer.triton_server", "gpuinfer.tabular_model", "gpuinfer.reference",
     "gpuinfer.lab_verdicts", "gpuinfer.hardware.detection",
+    "gpuinfer.float_formats", "gpuinfer.quant_inputs", "gpuinfer.lab_measurements",
 }
 #: The pages' plumbing: glue, plots, verdict sentences, the exercises. A prediction module
 #: never imports one of these (a formula does not depend on how a page shows it).

@@ -244,10 +244,10 @@ BASES = [
      "context=128, weight_format='fp16', dtype='fp16', min_run_time=0.05",
      {"batches": "arr", "context": "count", "min_run_time": "num", "weight_format": "name"}),
     # bench
-    ("bench.measured_roofline", "rows=[{'flops': 1e9, 'bytes': 1e6, 'seconds': 1e-3}]",
+    ("lab_measurements.measured_roofline", "rows=[{'flops': 1e9, 'bytes': 1e6, 'seconds': 1e-3}]",
      {"rows": "df"}),
-    ("bench.measured_roofline", "rows=[{'flops': -1e9, 'bytes': 1e6, 'seconds': 1e-3}]", {}),
-    ("bench.measured_roofline", "rows=[{'flops': 1e9, 'bytes': float('nan'), 'seconds': 1e-3}]",
+    ("lab_measurements.measured_roofline", "rows=[{'flops': -1e9, 'bytes': 1e6, 'seconds': 1e-3}]", {}),
+    ("lab_measurements.measured_roofline", "rows=[{'flops': 1e9, 'bytes': float('nan'), 'seconds': 1e-3}]",
      {}),
     ("bench.timing_estimate_s", "call_s=1e-3, min_run_time=0.05",
      {"call_s": "num", "min_run_time": "num", "warmup": "count", "min_blocks": "count"}),
@@ -372,7 +372,7 @@ import torch  # imported once here, so no case pays for it inside its time limit
 import gpuinfer
 from gpuinfer import (roofline, llm, parallel, batching, quant, plots, dtypes, decoding,
                       bench, exercises, serving, reference, cost, speculative, tabular,
-                      llm_serving, hardware, achievable)
+                      llm_serving, hardware, achievable, lab_measurements)
 warnings.simplefilter("ignore")
 
 class Hang(BaseException):

@@ -12,8 +12,8 @@ import pytest
 
 matplotlib.use("Agg")
 
-from gpuinfer import (batching, bench, decoding, dtypes, exercises, llm, plots,  # noqa: E402
-                      quant, roofline, validate)
+from gpuinfer import (batching, bench, decoding, dtypes, exercises,  # noqa: E402
+                      lab_measurements, llm, plots, quant, roofline, validate)
 
 NAN, INF = math.nan, math.inf
 SERVICE = batching.service_table([1, 8, 32], [0.01, 0.012, 0.02])
@@ -64,10 +64,11 @@ CASES = [
     (lambda: _tiny_stack().kv_cache_bytes(-1, 16), ValueError, "batch"),
     (lambda: _tiny_stack().kv_cache_bytes(2, 2.5), ValueError, "context"),
     (lambda: _tiny_stack().step_flops(2, -1), ValueError, "context"),
-    # bench.measured_roofline with negative FLOPs gave a negative peak and ridge.
-    (lambda: bench.measured_roofline([{"flops": -1e9, "bytes": 1e6, "seconds": 1e-3}]),
+    # measured_roofline with negative FLOPs gave a negative peak and ridge.
+    (lambda: lab_measurements.measured_roofline([{"flops": -1e9, "bytes": 1e6,
+                                                  "seconds": 1e-3}]),
      ValueError, r"rows\['flops'\]"),
-    (lambda: bench.measured_roofline([{"flops": 1e9, "bytes": NAN, "seconds": 1e-3}]),
+    (lambda: lab_measurements.measured_roofline([{"flops": 1e9, "bytes": NAN, "seconds": 1e-3}]),
      ValueError, r"rows\['bytes'\]"),
     # timing and clock helpers returned NaN for impossible inputs.
     (lambda: bench.timing_estimate_s(-1, 0.05), ValueError, "call_s"),
@@ -105,7 +106,7 @@ def test_documented_nan_stays_nan():
     assert np.isnan(t4.loc["a", "seconds"]) and t4.loc["a", "bound"] == "unknown"
     # A measured row without a time (a shape that did not run) is skipped, not refused:
     # peak 1e9 FLOP / 1e-3 s = 1e12 FLOP/s, bandwidth 1e6 B / 1e-3 s = 1e9 B/s, ridge 1000.
-    got = bench.measured_roofline(pd.DataFrame(
+    got = lab_measurements.measured_roofline(pd.DataFrame(
         [{"flops": 1e9, "bytes": 1e6, "seconds": 1e-3},
          {"flops": 1e9, "bytes": 1e6, "seconds": NAN}]))
     assert got == {"peak_flops": 1e12, "bandwidth": 1e9, "ridge": 1000.0}

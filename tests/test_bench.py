@@ -1,11 +1,9 @@
-import math
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuinfer import bench, hardware, llm  # noqa: E402
-from gpuinfer import device as dev  # noqa: E402
+from gpuinfer import bench  # noqa: E402
 
 
 def test_time_fn_reports_a_median_and_uses_all_threads(monkeypatch):
@@ -99,25 +97,6 @@ def test_matmul_tflops_rows():
     assert row["intensity"] == pytest.approx(2 * 128**3 / (3 * 128 * 128 * 4))
 
 
-def test_decode_step_compares_with_the_weight_read_ceiling():
-    row = bench.decode_step(d_model=256, n_matrices=4, batch=2, device="cpu", min_run_time=0.01)
-    ceiling = llm.weight_read_ceiling(4 * 256 * 256, 4, bench.accelerator_for("cpu").bandwidth, 2)
-    assert row["ceiling_tokens_per_s"] == pytest.approx(ceiling)
-    assert row["tokens_per_s"] == pytest.approx(2 / row["seconds"])
-    assert row["fraction_of_ceiling"] == pytest.approx(row["tokens_per_s"] / ceiling)
-    with pytest.raises(ValueError, match="n_matrices"):
-        bench.decode_step(d_model=16, n_matrices=0, device="cpu")
-
-
-def test_decode_step_on_a_device_without_known_bandwidth_has_no_ceiling(monkeypatch):
-    # An unknown GPU's entry (hardware.detect) may carry bandwidth=nan: measure, don't crash.
-    unknown = hardware.Accelerator("Unknown GPU", 8e9, math.nan, {}, kind="gpu")
-    monkeypatch.setattr(dev, "accelerator_for", lambda device=None: unknown)
-    row = bench.decode_step(d_model=64, n_matrices=2, device="cpu", min_run_time=0.01)
-    assert row["tokens_per_s"] > 0
-    assert math.isnan(row["ceiling_tokens_per_s"]) and math.isnan(row["fraction_of_ceiling"])
-
-
 def test_sweep_stops_on_out_of_memory_and_keeps_rows():
     def measure(size):
         if size > 2:
@@ -173,17 +152,6 @@ def test_time_calls_times_each_call_in_order():
 
 # --- the labs' measurements: measured roofline, model-shaped decode step, quantised weights
 
-def test_measured_roofline_from_hand_rows():
-    rows = [{"flops": 2e9, "bytes": 1e9, "seconds": 1e-3},   # 2 TFLOP/s, 1 TB/s
-            {"flops": 1e12, "bytes": 1e9, "seconds": 0.1}]   # 10 TFLOP/s, 10 GB/s
-    r = bench.measured_roofline(rows)
-    assert r["peak_flops"] == pytest.approx(1e13)
-    assert r["bandwidth"] == pytest.approx(1e12)
-    assert r["ridge"] == pytest.approx(10.0)
-    with pytest.raises(ValueError, match="seconds"):
-        bench.measured_roofline([{"flops": 1.0, "bytes": 1.0}])
-
-
 def test_matmul_rows_carry_the_roofline_at_their_intensity():
     df = bench.matmul_tflops([(1, 256, 256)], device="cpu", min_run_time=0.01, progress=False)
     row = df.iloc[0]
@@ -191,12 +159,6 @@ def test_matmul_rows_carry_the_roofline_at_their_intensity():
     roof = min(acc.peak_flops("fp32"), acc.bandwidth * row["intensity"])
     assert row["roofline_tflops"] == pytest.approx(roof / 1e12)
     assert row["fraction_of_roofline"] == pytest.approx(row["achieved_tflops"] / row["roofline_tflops"])
-
-
-def test_lab_matmul_shapes_run_from_gemv_to_squares():
-    shapes = bench.lab_matmul_shapes("cpu")
-    assert shapes[0] == (1, 1024, 1024) and shapes[-1] == (1024, 1024, 1024)
-    assert len(bench.lab_matmul_shapes("cpu", quick=True)) < len(shapes)
 
 
 def test_sweep_estimates_by_hand():

@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gpuinfer import bench_suite  # noqa: E402
-from gpuinfer import bench, decoding, hardware, llm, reference  # noqa: E402
+from gpuinfer import bench, decoding, hardware, lab_measurements, llm, reference  # noqa: E402
 from gpuinfer import device as dev  # noqa: E402
 from gpuinfer import environment as machine  # noqa: E402
 
@@ -183,7 +183,7 @@ def test_lab_accelerator_measures_what_the_catalogue_lacks(monkeypatch, capsys):
     monkeypatch.setattr(dev, "accelerator_for", lambda device=None: unknown)
     monkeypatch.setattr(bench, "default_read_sizes", lambda device=None: [8 * MiB])
     monkeypatch.setattr(bench, "default_matmul_shapes", lambda device=None: [(128, 128, 128)])
-    acc = bench.lab_accelerator("cpu", "fp32")
+    acc = lab_measurements.lab_accelerator("cpu", "fp32")
     assert acc.bandwidth > 0 and acc.peak_flops("fp32") > 0
     assert "measured" in acc.note and "measured" in acc.source
     assert "No datasheet figure" in capsys.readouterr().out
@@ -349,7 +349,7 @@ def test_random_buffers_are_made_in_the_target_dtype(monkeypatch):
 
 
 def test_no_shape_is_measured_twice():
-    shapes = bench.lab_matmul_shapes("cuda")
+    shapes = lab_measurements.lab_matmul_shapes("cuda")
     # m = 1, 2, 4 ... 8192 through [8192, 8192] (14 shapes) and squares 2048, 4096, 8192,
     # 16384: 8192^3 is both, so 14 + 4 - 1 = 17.
     assert len(shapes) == len(set(shapes)) == 17

@@ -1,4 +1,4 @@
-"""Measurement: the one timer every lab uses, and the measurements built on it.
+"""Measurement: the one timer every lab uses, and the sweeps built on it.
 
 Chapter: *How to benchmark your own traffic*; labs: all of them.
 
@@ -17,22 +17,20 @@ Chapter: *How to benchmark your own traffic*; labs: all of them.
 - Every measurement returns tidy pandas rows with the device, dtype, sizes, seconds,
   the achieved rate and its fraction of the datasheet peak (`hardware.detect()`). A GPU
   the catalogue does not know is measured all the same; its ceilings are NaN, or, with
-  `lab_accelerator`, measured here and labelled as measured.
+  `lab_measurements.lab_accelerator`, measured here and labelled as measured.
 - Defaults are small on a CPU (fp32: torch's CPU fp16 matmul is ~30x slower) and large
   on a GPU (fp16, which every CUDA GPU runs on tensor cores, the T4 included).
-- `decode_step` times a chain of square matrices (lab *Weight reads*) and returns a row
-  in the one decode-step format (`step_row`), which `decoding.DecodeStack` rows share.
 
 The device (resolving it, random tensors, CUDA graphs, memory and out-of-memory) is
 `device`'s; which machine produced a number (`environment()`, NVML clocks, power,
 throttle reasons) is `environment`'s. Their names the labs call are importable here too.
+What the labs build on the timer (the one decode-step row and `decode_step`, the
+roofline a sweep drew, ceilings for a GPU the catalogue lacks) is `lab_measurements`'.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import datetime
 import math
 import sys
 import time
@@ -44,7 +42,6 @@ import numpy as np
 from . import device as _dev
 from . import dtypes as _dtypes
 from . import hardware as _hardware
-from . import llm as _llm
 from . import roofline as _roofline
 from . import validate as _validate
 # The devices and the machine, in their own modules; here for the labs that call them
@@ -620,87 +617,6 @@ def matmul_estimate_s(shapes, dtype, accelerator, *, min_run_time) -> float:
         _roofline.bandwidth_or_nan(acc)), min_run_time) for s in shapes)
 
 
-# --- a decode step: one row format for every decode step ------------------------------------
-
-#: The columns of a decode-step row, whoever measured it.
-STEP_COLUMNS = ["device", "model", "kernel", "dtype", "weight_format", "n_layers", "d_model",
-                "batch", "context", "weight_bytes", "kv_cache_bytes", "step_bytes",
-                "step_flops", "bound", "cuda_graph", "compiled", "seconds", "iqr_s",
-                "tokens_per_s", "tokens_per_s_per_sequence", "achieved_gb_per_s",
-                "ceiling_tokens_per_s", "fraction_of_ceiling",
-                "weight_read_ceiling_tokens_per_s", "fraction_of_weight_read_ceiling",
-                "torch"]
-
-
-def step_row(*, device, model, kernel, dtype, weight_format, n_layers, d_model, batch,
-             context, weight_bytes, kv_cache_bytes, step_flops, bound, cuda_graph, compiled,
-             timing, ceiling_tokens_per_s, weight_read_ceiling_tokens_per_s) -> dict:
-    """One measured decode step as a dict with `STEP_COLUMNS`: what was run, its bytes
-    (weights + KV cache) and FLOPs, the median seconds and rates derived from them, each
-    ceiling and the fraction reached, and the torch version (kernels change with it)."""
-    import torch
-
-    seconds = timing.median_s
-    step_bytes = weight_bytes + kv_cache_bytes
-    tokens = batch / seconds
-    return {"device": device, "model": model, "kernel": kernel, "dtype": dtype,
-            "weight_format": weight_format, "n_layers": n_layers, "d_model": d_model,
-            "batch": batch, "context": context, "weight_bytes": weight_bytes,
-            "kv_cache_bytes": kv_cache_bytes, "step_bytes": step_bytes,
-            "step_flops": step_flops, "bound": bound, "cuda_graph": bool(cuda_graph),
-            "compiled": bool(compiled), "seconds": seconds, "iqr_s": timing.iqr_s,
-            "tokens_per_s": tokens, "tokens_per_s_per_sequence": 1 / seconds,
-            "achieved_gb_per_s": step_bytes / seconds / 1e9,
-            "ceiling_tokens_per_s": ceiling_tokens_per_s,
-            "fraction_of_ceiling": fraction(tokens, ceiling_tokens_per_s),
-            "weight_read_ceiling_tokens_per_s": weight_read_ceiling_tokens_per_s,
-            "fraction_of_weight_read_ceiling": fraction(
-                tokens, weight_read_ceiling_tokens_per_s),
-            "torch": torch.__version__}
-
-
-def decode_step(d_model, n_matrices, batch=1, dtype=None, device=None, *,
-                cuda_graph=False, min_run_time=None, accelerator=None) -> dict:
-    """Lab *Weight reads*: time x = x @ W through `n_matrices` weights [d_model, d_model]
-    (x: [batch, d_model]) and return one `step_row`: its ceiling is the roofline's for the
-    chain's bytes and FLOPs, its weight-read ceiling the bandwidth over the weight bytes.
-    `cuda_graph=True` (GPU only) replays the chain from one CUDA graph."""
-    d_model = _validate.count("d_model", d_model)
-    n_matrices = _validate.count("n_matrices", n_matrices)
-    batch = _validate.count("batch", batch)
-    device, dtype, tdtype, bpe, acc, _ = _dev.target(device, dtype, accelerator)
-    n_params = n_matrices * d_model * d_model
-    _dev.refuse_beyond_memory(n_params * bpe, device,
-                              f"{n_matrices} [{d_model}, {d_model}] matrices")
-    # Scaled so activations stay O(1) through the chain (no fp16 overflow).
-    weights = [_dev.random_tensor((d_model, d_model), tdtype, device, d_model**-0.5)
-               for _ in range(n_matrices)]  # n x [d_model, d_model]
-    x0 = _dev.random_tensor((batch, d_model), tdtype, device)  # [batch, d_model]
-
-    def step():
-        x = x0
-        for w in weights:
-            x = x @ w
-        return x
-
-    graphed = bool(cuda_graph and device.type == "cuda")
-    t = time_fn(_dev.graphed(step, device) if graphed else step,
-                min_run_time=min_run_time, device=device)
-    weight_bytes, flops = n_params * bpe, 2.0 * n_params * batch
-    on_roof = _roofline.evaluate({"chain": {"flops": flops, "bytes": weight_bytes,
-                                            "dtype": dtype}}, acc,
-                                 missing="nan").iloc[0]  # a measured row: NaN ceiling
-    return step_row(device=acc.name, model=f"{n_matrices} x [{d_model}, {d_model}] matrices",
-                    kernel="dense", dtype=dtype, weight_format=dtype, n_layers=n_matrices,
-                    d_model=d_model, batch=batch, context=0, weight_bytes=weight_bytes,
-                    kv_cache_bytes=0.0, step_flops=flops, bound=str(on_roof["bound"]),
-                    cuda_graph=graphed, compiled=False, timing=t,
-                    ceiling_tokens_per_s=call_or_nan(lambda: batch / on_roof["seconds"]),
-                    weight_read_ceiling_tokens_per_s=call_or_nan(
-                        _llm.weight_read_ceiling, n_params, bpe, acc.bandwidth, batch))
-
-
-
 def call_or_nan(fn, *args, **kwargs) -> float:
     """`fn(...)` as a float, or nan where the device lacks the figure it needs (a GPU the
     catalogue does not know: no peak, no bandwidth)."""
@@ -709,102 +625,3 @@ def call_or_nan(fn, *args, **kwargs) -> float:
     except (ValueError, KeyError, ZeroDivisionError):
         return math.nan
     return value if math.isfinite(value) else math.nan
-
-
-
-# --- the roofline a sweep measured, and ceilings for a GPU the catalogue lacks ---------------
-
-def measured_roofline(rows) -> dict:
-    """The roofline a matmul sweep (`matmul_tflops` rows) actually drew. Lab: *fp16
-    matmuls on the roofline*.
-
-    Measured peak = the best FLOP/s of any shape; measured bandwidth = the best bytes/s
-    of any shape (memory-bound shapes reach it; compute-bound ones move few bytes per
-    second); measured ridge = their ratio, in FLOP/byte. Returns
-    {"peak_flops", "bandwidth", "ridge"} in FLOP/s, bytes/s and FLOP/byte.
-    """
-    import pandas as pd
-
-    if rows is None or isinstance(rows, (str, bytes, int, float)):
-        raise TypeError(f"rows must be matmul_tflops rows (a DataFrame or list of dicts), "
-                        f"got {rows!r}")
-    df = pd.DataFrame(rows)
-    missing = {"flops", "bytes", "seconds"} - set(df.columns)
-    if missing:
-        raise ValueError(f"matmul rows need columns flops, bytes, seconds; missing: "
-                         f"{', '.join(sorted(missing))}")
-    for col in ("flops", "bytes", "seconds"):  # NaN seconds: a shape that did not run
-        values = pd.to_numeric(df[col], errors="coerce")
-        bad = values.isna() & ~(df[col].isna() & (col == "seconds")) | (values < 0) \
-            | np.isinf(values)
-        if bad.any():
-            raise ValueError(f"rows[{col!r}] must be finite numbers >= 0, got "
-                             f"{df.loc[bad, col].tolist()[:3]!r}")
-    df = df[(df["seconds"] > 0) & df["seconds"].notna()]
-    if df.empty:
-        raise ValueError("no timed matmul rows (every row has no positive seconds)")
-    peak = float((df["flops"] / df["seconds"]).max())
-    bandwidth = float((df["bytes"] / df["seconds"]).max())
-    return {"peak_flops": peak, "bandwidth": bandwidth, "ridge": peak / bandwidth}
-
-
-def lab_accelerator(device=None, dtype=None, *, threads=None,
-                    progress=True) -> _hardware.Accelerator:
-    """The entry the labs compare against: the device's catalogue entry, with any figure
-    it lacks for `dtype` (bandwidth, dense peak) measured here, once, and labelled as
-    measured in its `source` and `note`. A GPU the catalogue does not know (an RTX card,
-    a MIG slice, next year's GPU) thus gets ceilings from what it does, not a crash. On
-    a CPU, `threads` gives the reference CPU's ceilings for that many cores
-    (`hardware.cpu(threads)`: a lab timing one thread compares with one core)."""
-    device = _dev.resolve(device)
-    dtype = _dtypes.canonical(dtype or _dev.default_dtype(device))
-    if device.type != "cuda" and threads is not None:
-        return _hardware.cpu(threads=threads)
-    acc = _dev.accelerator_for(device)
-    need_bw = not _finite_positive(acc.bandwidth)
-    need_peak = not _finite_positive(_peak(acc, dtype))
-    if not (need_bw or need_peak):
-        return acc
-    measured, what = {}, []
-    if need_bw:
-        top = default_read_sizes(device)[-1]
-        reads = weight_read_bandwidth([top], dtype, device, progress=False, accelerator=acc)
-        measured["bandwidth"] = float(reads["achieved_gb_per_s"].max()) * 1e9
-        what.append(f"bandwidth {measured['bandwidth'] / 1e9:,.1f} GB/s (a "
-                    f"{top / MiB:,.0f} MiB read)")
-    if need_peak:
-        side = default_matmul_shapes(device)[-1]
-        mm = matmul_tflops([side], dtype, device, progress=False, accelerator=acc)
-        measured["peaks"] = {**acc.peaks, dtype: float(mm["achieved_tflops"].max()) * 1e12}
-        what.append(f"{dtype} peak {measured['peaks'][dtype] / 1e12:,.1f} TFLOP/s (a "
-                    f"{side[0]}^3 matmul)")
-    note = (f"No datasheet figure in the catalogue for {acc.name} ({dtype}): measured here "
-            f"on {datetime.date.today().isoformat()}: {'; '.join(what)}. Ceilings built on "
-            f"them say what this GPU did, not what it could do.")
-    if progress:
-        print(note)
-    return dataclasses.replace(acc, **measured, source=(acc.source + "; " if acc.source
-                                                        else "") + "measured by bench.lab_accelerator",
-                               note=note)
-
-
-#: The lab's matmul sweep: a [side, side] weight met by m = 1, 2, 4 ... rows, then squares.
-GPU_LAB_SIDE, GPU_LAB_SQUARES = 8192, (2048, 4096, 8192, 16384)
-CPU_LAB_SIDE, CPU_LAB_SQUARES = 1024, (256, 512, 1024)
-
-
-def lab_matmul_shapes(device=None, *, quick=False) -> list[tuple[int, int, int]]:
-    """(m, n, k) for the roofline lab: a weight [k, n] met by m = 1, 2, 4 ... rows (decode
-    at batch m, from a GEMV to a square), then squares for the peak. GPU: k = n = 8192
-    (fp16, 128 MiB per weight: far beyond any L2); CPU: k = n = 1024 (fp32). No shape
-    is listed twice (m = 8192 on the GPU is also the 8192 square)."""
-    if _dev.kind(device) == "cuda":
-        side, squares = GPU_LAB_SIDE, list(GPU_LAB_SQUARES)
-        ms = [2**i for i in range(0, 14, 2 if quick else 1)]
-    else:
-        side, squares = CPU_LAB_SIDE, list(CPU_LAB_SQUARES)
-        ms = [1, 4, 16, 64, 256] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
-    if quick:
-        squares = squares[1:]
-    shapes = [(m, side, side) for m in ms] + [(s, s, s) for s in squares]
-    return list(dict.fromkeys(shapes))

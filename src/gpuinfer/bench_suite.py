@@ -29,6 +29,7 @@ def bench_plan(device, sizes="full", *, accelerator=None) -> dict:
     from . import decoding as _decoding
     from . import device as _device
     from . import hardware as _hardware
+    from . import lab_measurements as _lab
     from . import validate as _validate
 
     sizes = _validate.choice("sizes", sizes, SIZES)
@@ -60,7 +61,7 @@ def bench_plan(device, sizes="full", *, accelerator=None) -> dict:
     budget = _decoding.GPU_WEIGHT_SHARE * memory if on_gpu else None
     return {"device_type": kind, "dtype": dtype, "cache": cache,
             "read_sizes": read_sizes, "flush_cache": True,
-            "matmul_shapes": _bench.lab_matmul_shapes(kind, quick=quick),
+            "matmul_shapes": _lab.lab_matmul_shapes(kind, quick=quick),
             "model": _decoding.lab_model(_decoding.LAB_MODEL, kind, dtype,
                                          weight_budget_bytes=budget),
             "batches": _decoding.lab_batches(kind, quick=quick),

@@ -9,8 +9,9 @@ Three parts, as gpt-fast keeps model, generate and quantize apart:
 - **the stack**: `DecodeStack` builds a model's layer stack (Llama layout, grouped-query
   attention, a KV cache read in every layer) in one of those formats and runs a step;
 - **the timing**: `DecodeStack.measure` times a step with `bench.time_fn` and returns
-  one row in the one decode-step format (`bench.step_row`), beside the ceilings `llm`
-  predicts for the same model; `bench.decode_step` (lab 1's chain of square matrices)
+  one row in the one decode-step format (`lab_measurements.step_row`), beside the
+  ceilings `llm` predicts for the same model; `lab_measurements.decode_step` (lab 1's
+  chain of square matrices)
   returns rows in the same format.
 
 `lab_model` scales a published model to fit the device in front of you.
@@ -26,6 +27,7 @@ from . import bench as _bench
 from . import device as _device
 from . import dtypes as _dtypes
 from . import hardware as _hardware
+from . import lab_measurements as _lab
 from . import llm as _llm
 from . import validate as _validate
 
@@ -35,10 +37,10 @@ LAB_CONTEXT = 256
 #: int4 weights share one scale per this many inputs: the group size of gpt-fast's
 #: published int4 figures ("int4, G=32" in its README; its quantize.py defaults to 128).
 INT4_GROUP_SIZE = 32
-#: The one decode-step row format and lab 1's chain of square matrices live with the
-#: timer (`bench`), which measures both; the names are kept here too.
-STEP_COLUMNS, step_row = _bench.STEP_COLUMNS, _bench.step_row
-matrix_chain_step = _bench.decode_step
+#: The one decode-step row format and lab 1's chain of square matrices live in
+#: `lab_measurements`; the names are kept here too.
+STEP_COLUMNS, step_row = _lab.STEP_COLUMNS, _lab.step_row
+matrix_chain_step = _lab.decode_step
 
 
 # --- the kernels: one class per weight format ------------------------------------------------
@@ -282,7 +284,7 @@ class DecodeStack:
     Build once (weights), then `measure(batch, context)` for each batch: inputs and the
     KV cache are made per batch. `quantised(kernel)` returns a stack of the same
     weights in int8 or int4 (quantised with `gpuinfer.quant`). Ceilings are those of
-    `accelerator` (default: the device's catalogue entry; see `bench.lab_accelerator`).
+    `accelerator` (default: the device's catalogue entry; see `lab_measurements.lab_accelerator`).
     """
 
     def __init__(self, model, dtype=None, device=None, *, seed=0, kernel="dense",

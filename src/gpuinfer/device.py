@@ -111,7 +111,7 @@ def _detect(index):
 def accelerator_for(device=None) -> _hardware.Accelerator:
     """The catalogue entry for `device`: the detected GPU (the one asked for), or the
     reference CPU. A GPU missing from the catalogue has NaN or missing figures; see
-    `lab_accelerator` for one whose gaps are measured."""
+    `lab_measurements.lab_accelerator` for one whose gaps are measured."""
     device = resolve(device)
     return _detect(gpu_index(device)) if device.type == "cuda" else _hardware.cpu()
 

@@ -124,7 +124,7 @@ def step_time_vs_batch(rows, floor_s=None, ax=None, *, floor_label="weight-read 
     weight-read floor (seconds: the step's weight bytes / datasheet bandwidth) drawn
     as a horizontal line. Time is shown in milliseconds.
 
-    `rows`: `bench.decode_step` rows (columns `batch`, `seconds`, optionally
+    `rows`: `lab_measurements.decode_step` rows (columns `batch`, `seconds`, optionally
     `cuda_graph`, one series per value).
     """
     df = _frame(rows, ["batch", "seconds"], "step_time_vs_batch",

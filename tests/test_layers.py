@@ -28,6 +28,7 @@ PREDICTION = {
     "gpuinfer.calibration", "gpuinfer.search", "gpuinfer.collectives", "gpuinfer.expert_parallel",
     "gpuinfer.step_model", "gpuinfer.step_cost", "gpuinfer.paged_kv", "gpuinfer.engine_step",
     "gpuinfer.llm_simulator", "gpuinfer.llm_slo", "gpuinfer.fleet_sizing", "gpuinfer.quant_examples",
+    "gpuinfer.quant_inputs",
     "gpuinfer.validate", "gpuinfer.colocation", "gpuinfer.mig_sizing",
     "gpuinfer.hardware", "gpuinfer.hardware.devices", "gpuinfer.hardware.links",
     "gpuinfer.hardware.lookup", "gpuinfer.hardware.measured", "gpuinfer.hardware.mig",
@@ -44,7 +45,7 @@ MEASURING = MEASUREMENT | {
     "gpuinfer.fusion", "gpuinfer.tuning", "gpuinfer.serving", "gpuinfer.onnx_runtime",
     "gpuinfer.triton_server", "gpuinfer.tabular_model", "gpuinfer.reference",
     "gpuinfer.lab_verdicts", "gpuinfer.hardware.detection",
-    "gpuinfer.float_formats", "gpuinfer.quant_inputs", "gpuinfer.lab_measurements",
+    "gpuinfer.float_formats", "gpuinfer.lab_measurements",
 }
 #: The pages' plumbing: glue, plots, verdict sentences, the exercises. A prediction module
 #: never imports one of these (a formula does not depend on how a page shows it).

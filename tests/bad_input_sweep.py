@@ -136,7 +136,7 @@ BASES = [
      {"n_devices": "count", "bandwidth": "num", "latency": "num"}),
     ("parallel.interconnect_allreduce_time", "n_bytes=1e6, n_devices=8, interconnect='nvlink4'",
      {"n_bytes": "num", "n_devices": "count", "interconnect": "name", "protocol": "name"}),
-    ("parallel.all_to_all_time", "sent_bytes=1e6, n_devices=8, interconnect='nvlink4'",
+    ("expert_parallel.all_to_all_time", "sent_bytes=1e6, n_devices=8, interconnect='nvlink4'",
      {"sent_bytes": "num", "n_devices": "count", "interconnect": "name"}),
     ("parallel.tp_decode_step_time", "model='llama-3-70b', accelerator='H100', n_devices=4",
      {"model": "name", "n_devices": "count", "batch": "count", "interconnect": "name"}),
@@ -148,7 +148,7 @@ BASES = [
     ("parallel.valid_tp_degrees", "model='llama-3-8b'", {"model": "name", "max_devices": "count"}),
     ("parallel.launch_floor_s", "model='llama-3-8b', per_kernel_s=5e-6",
      {"per_kernel_s": "num", "kernels_per_layer": "count"}),
-    ("parallel.uniform_routing_imbalance", "tokens=64, n_devices=8",
+    ("expert_parallel.uniform_routing_imbalance", "tokens=64, n_devices=8",
      {"tokens": "count", "n_devices": "count", "experts_per_token": "count"}),
     ("parallel.fit_allreduce", "n_bytes=[1e5, 1e6, 1e7], seconds=[1e-5, 2e-5, 1e-4], "
      "n_devices=8", {"n_bytes": "arr", "seconds": "arr", "n_devices": "count"}),
@@ -303,6 +303,59 @@ BASES = [
     ("hardware.mig_slice", "name='A100', profile='1g.10gb'", {"name": "name", "profile": "name"}),
     ("achievable.decode_step_s", "model_='llama-3-8b', accelerator='A100', batch=4",
      {"batch": "count", "context": "count", "dtype": "name"}),
+    # the decisions moved into the package this round (issue 25)
+    ("search.largest_meeting", "ok=lambda n: n < 10, lo=1, hi=100",
+     {"ok": "fn", "lo": "count", "hi": "count"}),
+    ("parallel.tp_decode_step_s", "model='llama-2-70b', accelerator='H100 SXM', n_devices=4, "
+     "batch=8, context=1024", {"model": "name", "accelerator": "name", "n_devices": "count",
+                               "batch": "count", "context": "count", "dtype": "name"}),
+    ("parallel.tp_max_batch_within", "model='llama-2-70b', accelerator='H100 SXM', n_devices=4, "
+     "context=1024, tpot_s=0.03", {"n_devices": "count", "context": "count",
+                                   "tpot_s": "num", "accelerator": "name"}),
+    ("parallel.tp_options", "model='llama-2-70b', prices={'H200': 5.0}, context=1024, "
+     "tpot_s=0.03, degrees=(4, 8)", {"prices": "df", "context": "count", "tpot_s": "num",
+                                     "degrees": "arr"}),
+    ("expert_parallel.moe_max_batch_within", "model='qwen3-30b-a3b', accelerator='H100 SXM', "
+     "n_devices=8, context=1024, tpot_s=0.03", {"model": "name", "n_devices": "count",
+                                                "context": "count", "tpot_s": "num",
+                                                "layout": "name", "dtype": "name"}),
+    ("expert_parallel.moe_options", "model='qwen3-30b-a3b', prices={'H100 SXM': 4.0}, "
+     "context=1024, tpot_s=0.03, n_devices=8, layouts=('EP + DP attention',)",
+     {"prices": "df", "context": "count", "tpot_s": "num", "n_devices": "count",
+      "layouts": "arr"}),
+    ("achievable.decode_options", "model_='llama-2-7b', options={'a': {'dtype': 'fp16'}, "
+     "'b': {'dtype': 'int8'}}, accelerator='T4'",
+     {"options": "df", "accelerator": "name", "batch": "count", "context": "count",
+      "baseline": "name"}),
+    ("achievable.max_batch_within", "model_='llama-3-8b', accelerator='A100', context=4096, "
+     "tpot_s=0.035", {"context": "count", "tpot_s": "num", "dtype": "name",
+                      "accelerator": "name"}),
+    ("cost.priced", "table=__import__('pandas').DataFrame({'tokens_per_s': [10.0, 20.0]}), "
+     "price_per_hour=1.0", {"table": "df", "price_per_hour": "num", "utilisation": "frac"}),
+    ("reference.gpt_fast_fraction", "weight_format='bf16'", {"weight_format": "name"}),
+    ("llm_serving.chunk_step_s", "model='llama-3-8b', accelerator='H100 SXM', budget=512, "
+     "decodes=32, decode_context=2048, prompt_tokens=4096",
+     {"budget": "count", "decodes": "count", "decode_context": "count",
+      "prompt_tokens": "count", "tp": "count"}),
+    ("llm_serving.largest_chunk_budget", "model='llama-3-8b', accelerator='H100 SXM', "
+     "decodes=32, decode_context=2048, prompt_tokens=4096, step_slo_s=0.015",
+     {"decodes": "count", "prompt_tokens": "count", "step_slo_s": "num",
+      "granularity": "count"}),
+    ("paged_kv.kv_sequences", "model='llama-3-8b', accelerator='A100', tokens=4096",
+     {"tokens": "count", "instances": "count", "block_size": "count",
+      "gpu_memory_utilization": "frac", "kv_cache_bytes": "num"}),
+    ("batching.model_service_time", "model='mistral-7b', accelerator='A100', "
+     "tokens_per_request=32", {"model": "name", "accelerator": "name", "context": "count",
+                               "tokens_per_request": "count", "overhead_s": "num"}),
+    ("fleet_sizing.Machine", "name='m', price_per_hour=1.0, service_time=0.001",
+     {"price_per_hour": "num", "service_time": "num", "max_batch": "count",
+      "queues": "count"}),
+    ("fleet_sizing.fleet_options", "machines=[fleet_sizing.Machine('m', 1.0, 0.001)], "
+     "demand_per_s=100, slo_s=0.01, n=500", {"machines": "df", "demand_per_s": "num",
+                                             "slo_s": "num", "n": "count"}),
+    ("mig_sizing.smallest_mig_profile", "model='llama-3-8b', gpu='H100 SXM', batch=8, "
+     "context=4096, tpot_s=0.015, dtype='int8'", {"gpu": "name", "batch": "count",
+                                                 "tpot_s": "num", "context": "count"}),
 ]
 
 
@@ -372,7 +425,8 @@ import torch  # imported once here, so no case pays for it inside its time limit
 import gpuinfer
 from gpuinfer import (roofline, llm, parallel, batching, quant, plots, dtypes, decoding,
                       bench, exercises, serving, reference, cost, speculative, tabular,
-                      llm_serving, hardware, achievable, lab_measurements)
+                      llm_serving, hardware, achievable, lab_measurements, search,
+                      expert_parallel, paged_kv, fleet_sizing, mig_sizing)
 warnings.simplefilter("ignore")
 
 class Hang(BaseException):

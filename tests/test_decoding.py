@@ -4,7 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuinfer import bench, decoding, llm  # noqa: E402
+from gpuinfer import bench, decoding, lab_measurements, llm  # noqa: E402
 
 
 def test_lab_model_layer_count_by_hand():
@@ -78,7 +78,7 @@ def test_decode_stack_counts_the_same_bytes_and_flops_as_llm():
         stack.measure(batch=0)
     with pytest.raises(KeyError, match="kernel"):
         decoding.DecodeStack(spec, "fp32", "cpu", kernel="int3")
-    assert set(decoding.STEP_COLUMNS) == set(row)
+    assert set(lab_measurements.STEP_COLUMNS) == set(row)
 
 
 def test_quantised_stacks_store_fewer_bytes_and_stay_close():

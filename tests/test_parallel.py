@@ -9,8 +9,6 @@ import pytest
 
 from gpuinfer import hardware, llm, parallel
 
-P70 = 68_976_648_192  # Llama-2-70B parameters (computed from its config; test_llm checks it)
-
 
 # --- the ring all-reduce ---------------------------------------------------------------
 

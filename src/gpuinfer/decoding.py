@@ -37,10 +37,6 @@ LAB_CONTEXT = 256
 #: int4 weights share one scale per this many inputs: the group size of gpt-fast's
 #: published int4 figures ("int4, G=32" in its README; its quantize.py defaults to 128).
 INT4_GROUP_SIZE = 32
-#: The one decode-step row format and lab 1's chain of square matrices live in
-#: `lab_measurements`; the names are kept here too.
-STEP_COLUMNS, step_row = _lab.STEP_COLUMNS, _lab.step_row
-matrix_chain_step = _lab.decode_step
 
 
 # --- the kernels: one class per weight format ------------------------------------------------
@@ -418,7 +414,7 @@ class DecodeStack:
     # -- timing ------------------------------------------------------------------------
     def measure(self, batch=1, context=0, *, cuda_graph=False, compile=False,
                 min_run_time=None) -> dict:
-        """Time one step and put it beside its ceilings (`step_row`): `llm.decode_ceiling`
+        """Time one step and put it beside its ceilings (`lab_measurements.step_row`): `llm.decode_ceiling`
         (weights + KV cache + FLOPs on the roofline) and the weight-read ceiling (the
         stored weight bytes, scales included). `cuda_graph` / `compile` (GPU only)
         remove per-kernel launch overhead."""
@@ -435,14 +431,14 @@ class DecodeStack:
         return self.row(batch, context, t, cuda_graph=cuda_graph and on_gpu, compiled=compile)
 
     def row(self, batch, context, timing, *, cuda_graph=False, compiled=False) -> dict:
-        """The step's row for a `bench.Timing`: sizes, ceilings and rates (`step_row`)."""
+        """The step's row for a `bench.Timing`: sizes, ceilings and rates (`lab_measurements.step_row`)."""
         acc, spec, act, fmt = self.accelerator, self.spec, self.dtype, self.weight_format
         ceiling = _bench.call_or_nan(_llm.decode_ceiling, spec, acc, batch, context, fmt,
                                      kv_dtype=act, compute_dtype=act)
         weight_read = _bench.call_or_nan(_llm.weight_read_ceiling, self.n_params,
                                          self.weight_bytes / self.n_params, acc.bandwidth,
                                          batch)
-        return step_row(device=acc.name, model=spec.name, kernel=self.kernel, dtype=act,
+        return _lab.step_row(device=acc.name, model=spec.name, kernel=self.kernel, dtype=act,
                         weight_format=fmt, n_layers=spec.n_layers, d_model=spec.d_model,
                         batch=batch, context=context, weight_bytes=self.weight_bytes,
                         kv_cache_bytes=self.kv_cache_bytes(batch, context),

@@ -104,8 +104,8 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
     the averaged step's experts are an upper bound on the mean step's, by at most what
     a few more touched experts read once the batch touches most of them. `ep` > 1
     (expert parallelism across a serving run) is not modelled: ValueError pointing to
-    `parallel.ep_decode_breakdown`, which prices one step of it. Returns a dict: `batch`, `step_s`,
-    `tokens_per_s` (the group's output tokens/s), `tokens_per_s_per_gpu`,
+    `expert_parallel.ep_decode_breakdown`, which prices one step of it. Returns a dict:
+    `batch`, `step_s`, `tokens_per_s` (the group's output tokens/s), `tokens_per_s_per_gpu`,
     `requests_per_s`, `limited_by` ("memory", "max_num_seqs" or
     "max_num_batched_tokens"), `prefill_tokens_per_step`, `decode_tokens_per_step`,
     `comm_s` (all-reduces a step), `kv_budget_bytes` (per GPU), `gpus`."""
@@ -116,8 +116,8 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
     if e != 1:
         what = ("a dense model has no experts to spread" if not m.is_moe else
                 "expert parallelism is modelled for one decode or prefill step "
-                "(parallel.ep_decode_breakdown, parallel.moe_layouts), not for a "
-                "serving run")
+                "(expert_parallel.ep_decode_breakdown, expert_parallel.moe_layouts), not "
+                "for a serving run")
         raise ValueError(f"ep={e}: {what}; {m.name} runs here with ep=1 (use tp, which "
                          f"splits each expert's width: parallel.shard)")
     eff = _achievable.as_efficiency(achievable)

@@ -13,7 +13,8 @@ import pytest
 matplotlib.use("Agg")
 
 from gpuinfer import (batching, bench, decoding, dtypes, exercises,  # noqa: E402
-                      lab_measurements, llm, plots, quant, roofline, validate)
+                      expert_parallel, lab_measurements, llm, llm_serving, parallel, plots,
+                      quant, roofline, validate)
 
 NAN, INF = math.nan, math.inf
 SERVICE = batching.service_table([1, 8, 32], [0.01, 0.012, 0.02])
@@ -84,6 +85,23 @@ CASES = [
     # dtypes.formats named `dtype` for a bad kv_dtype or compute_dtype.
     (lambda: dtypes.formats("int4", "nope"), validate.UnknownName, "kv_dtype='nope'"),
     (lambda: dtypes.formats("int4", None, 3), TypeError, "compute_dtype"),
+    # The decisions moved into the package (issue 25's last round): lists of options are
+    # checked item by item, naming the item; a TP degree is named as the caller's `tp`.
+    (lambda: validate.each("degrees", None, validate.count), TypeError, "degrees must be"),
+    (lambda: validate.each("degrees", [1, -1], validate.count), ValueError, r"degrees\[1\]"),
+    (lambda: parallel.tp_options("llama-2-70b", {"H200": 5.0}, 1024, 0.03, degrees=None),
+     TypeError, "degrees must be a non-empty"),
+    (lambda: parallel.tp_options("llama-2-70b", {"H200": 5.0}, 1024, 0.03, degrees=[4, 3]),
+     ValueError, "devices do not divide"),
+    (lambda: expert_parallel.moe_options("qwen3-30b-a3b", {"H100 SXM": 4.0}, 1024, 0.03, 8,
+                                         layouts=None), TypeError, "layouts must be"),
+    (lambda: expert_parallel.moe_options("qwen3-30b-a3b", {"H100 SXM": 4.0}, 1024, 0.03, 8,
+                                         formats=[3]), TypeError, r"formats\[0\]"),
+    (lambda: expert_parallel.moe_max_batch_within("qwen3-30b-a3b", "H100 SXM", 8, 0, None),
+     ValueError, "context=0 with tpot_s=None"),
+    (lambda: llm_serving.chunk_step_s("llama-3-8b", "H100 SXM", 512, decodes=32,
+                                      decode_context=2048, prompt_tokens=4096, tp=0),
+     ValueError, "tp must be"),
     # A duplicate exercise name is refused when register is called, not only on use.
     (lambda: exercises.register(exercises.names()[0], question="q", unit="u", hint="h",
                                 where="w"), ValueError, "registered already"),

@@ -335,19 +335,41 @@ def test_moe_max_batch_for_memory_alone_by_hand():
 
 def test_moe_options_cost_each_layout_by_the_formula():
     # 8 GPUs at 4.916 USD a GPU-hour: USD per million = 8 x 4.916 / (3600 x tokens/s) x 1e6,
-    # tokens/s = batch / step, the step priced directly by ep_decode_breakdown.
+    # tokens/s = batch / step, the step priced directly by ep_decode_breakdown on the
+    # achievable model (the decision's default), the ceiling's step beside it.
     price = 39.33 / 8
     t = expert_parallel.moe_options(Q3, {H100: price}, CTX, TPOT, 8,
                                     layouts=("EP + DP attention", "EP + TP attention"))
     assert len(t) == 2 and list(t.usd_per_million) == sorted(t.usd_per_million)
     for _, row in t.iterrows():
         mode = "dp" if row.layout == "EP + DP attention" else "tp"
-        step = expert_parallel.ep_decode_breakdown(Q3, H100, 8, int(row.batch), CTX,
-                                                   attention=mode)["total_s"]
-        assert row.step_ms == pytest.approx(1e3 * step, rel=1e-12)
+        def step(achievable, b=int(row.batch), mode=mode):
+            return expert_parallel.ep_decode_breakdown(Q3, H100, 8, b, CTX, attention=mode,
+                                                       achievable=achievable)["total_s"]
+        assert row.step_ms == pytest.approx(1e3 * step(True), rel=1e-12)
+        assert row.ceiling_step_ms == pytest.approx(1e3 * step(False), rel=1e-12)
+        assert row.ceiling_step_ms < row.step_ms <= 1e3 * TPOT
         assert row.usd_per_million == pytest.approx(
-            8 * price / (3600 * row.batch / step) * 1e6, rel=1e-9)
+            8 * price / (3600 * row.batch / step(True)) * 1e6, rel=1e-9)
         assert row.batch <= row.memory_batch and row.GPU == "H100 SXM"
+    # On the ceiling the same search allows at least as large a batch.
+    c = expert_parallel.moe_options(Q3, {H100: price}, CTX, TPOT, 8, achievable=False,
+                                    layouts=("EP + DP attention", "EP + TP attention"))
+    assert (c.sort_values("layout").batch.to_numpy()
+            >= t.sort_values("layout").batch.to_numpy()).all()
+
+
+def test_ep_step_on_the_achievable_model_derates_each_row_and_adds_the_overheads():
+    # The achievable step is achievable.table_s over the busiest GPU's rows, plus
+    # achievable.overheads for Qwen3's 48 layers, plus the same all-to-alls as the ceiling.
+    from gpuinfer import achievable
+    ceil = expert_parallel.ep_decode_breakdown(Q3, H100, 8, 64, CTX)
+    ach = expert_parallel.ep_decode_breakdown(Q3, H100, 8, 64, CTX, achievable=True)
+    rows = achievable.table_s(ceil["ops"], H100, achievable.FITTED, "fp16")
+    device_s = float(achievable.overheads(rows.sum(), 48, achievable.FITTED))
+    assert ach["total_s"] == pytest.approx(device_s + ceil["comm_s"], rel=1e-12)
+    assert ach["comm_s"] == ceil["comm_s"] and ach["total_s"] > ceil["total_s"]
+    assert list(ach["ops"]["ceiling_s"]) == list(ceil["ops"]["seconds"])
 
 
 def test_moe_options_leave_nan_where_no_batch_meets_the_objective():
@@ -369,7 +391,7 @@ def test_moe_options_leave_nan_where_no_batch_meets_the_objective():
     (lambda: expert_parallel.moe_options(Q3, {H100: -2.0}, CTX, 0.01, 8), ValueError,
      "prices"),
     (lambda: expert_parallel.moe_options(Q3, {H100: 1.0}, CTX, 0.01, 8, formats="fp16"),
-     ValueError, "formats"),
+     TypeError, "formats must be a non-empty list"),   # a bare string is not a list of formats
     (lambda: expert_parallel.moe_options(Q3, {H100: 1.0}, CTX, 0.01, 8, layouts=()),
      ValueError, "layouts"),
 ])

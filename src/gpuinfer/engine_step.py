@@ -9,7 +9,9 @@ runs: a compute format (`compute_dtype`: W8A8 fp8/int8, W4A4 fp4 at that format'
 tensor parallelism (`tp`: one device's shard, `parallel.shard`, plus the step's
 all-reduces), and either the ceiling (the roofline, a lower bound on a step's time) or
 the calibrated achievable model (`gpuinfer.achievable`: derated rates, kernel gaps, a
-fixed cost a step). `tp_step_s` times one step of it.
+fixed cost a step). `tp_step_s` times one step of it. (`parallel` holds the chapter's
+decode-only TP functions: `parallel.tp_decode_step_s` is this step on the achievable
+model, `tp_decode_breakdown`'s `ceiling_s` this step on the ceiling.)
 
 Prediction layer: no torch, no measurement.
 """
@@ -32,7 +34,7 @@ def tp_shard(model, tp):
     """What one GPU of a tensor-parallel group of `tp` holds: `parallel.shard(model, tp)`,
     or the whole model for `tp=1` (a `tp` the model's heads do not divide: ValueError)."""
     m = _llm.get(model)
-    n = _parallel.check_tp_degree(m, tp)
+    n = _parallel.check_tp_degree(m, tp, "tp")
     return _parallel.shard(m, n) if n > 1 else m
 
 
@@ -41,9 +43,9 @@ class EngineStep(_llm.StepCost):
     W4A4: "fp4") sets the peak the matmuls run at; `tp` > 1 times one device's shard
     (`parallel.shard`: an MoE model's experts split 1/N in width) and adds its 2 x layers
     + 1 all-reduces of [tokens, d_model] (the ceiling, a lower bound on time:
-    `parallel.allreduce_floor_s`, each GPU sending and receiving the message once at
+    `collectives.allreduce_floor_s`, each GPU sending and receiving the message once at
     NCCL's bus bandwidth for the link, no latency; the achievable model: NCCL's fastest
-    ring with its latency, `parallel.interconnect_allreduce_time`). `efficiency` (an
+    ring or tree and protocol with its latency, `collectives.interconnect_allreduce_time`). `efficiency` (an
     `achievable.Efficiency`; default the ceiling) derates each row's peak and bandwidth
     (`achievable.row_rates`) and adds the step's overheads (`achievable.overheads`)."""
 
@@ -51,7 +53,7 @@ class EngineStep(_llm.StepCost):
                  tp=1, efficiency=None, interconnect=None):
         m = _llm.get(model)
         acc = _hardware.get(accelerator)
-        self.tp = _parallel.check_tp_degree(m, tp)
+        self.tp = _parallel.check_tp_degree(m, tp, "tp")
         self.eff = eff = _achievable.CEILING if efficiency is None else efficiency
         weight, _, compute = _dtypes.formats(dtype, kv_dtype, compute_dtype)
         super().__init__(_parallel.shard(m, self.tp) if self.tp > 1 else m, acc, dtype,
@@ -107,12 +109,15 @@ def tp_step_s(model, accelerator, tp, new_tokens, context=0, logits=None, *,
 
     `achievable=False`: the ceiling, a lower bound on the step's time: the roofline,
     and each all-reduce at `parallel.allreduce_floor_s` (NCCL's bus bandwidth for the
-    link, no latency, messages in the compute format). True (or an
+    link, no latency, messages in the compute format; for a decode step, the same number
+    as `parallel.tp_decode_breakdown(...)["ceiling_s"]`). True (or an
     `achievable.Efficiency`): the achievable model (derated rates, kernel gaps, the
-    step's fixed cost) and NCCL's fastest ring with its latency
-    (`parallel.interconnect_allreduce_time`), messages in 16 bits. `parallel`'s
-    `tp_decode_step_time` prices NCCL's latency in both, so it is a model, not this
-    bound. With `parts=True` returns {"total_s", "comm_s", "n_allreduces"}."""
+    step's fixed cost) and NCCL's fastest ring or tree with its latency
+    (`collectives.interconnect_allreduce_time`), messages in 16 bits; for a decode step,
+    the same number as `parallel.tp_decode_step_s`, which the chapter's decisions use.
+    `parallel.tp_decode_step_time` is neither: the roofline with NCCL's latencies, a
+    model, not this bound. With `parts=True` returns {"total_s", "comm_s",
+    "n_allreduces"}."""
     q = np.atleast_1d(_v.positive("new_tokens", new_tokens, integer=True, array=True))
     c = np.atleast_1d(_v.non_negative("context", context, integer=True, array=True))
     lg = (np.ones_like(q) if logits is None else

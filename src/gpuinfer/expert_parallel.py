@@ -23,7 +23,12 @@ H800 node (EP8) and 43-58 GB/s per GPU across nodes (EP16-64, CX7 400 Gb/s NICs)
 Built on `gpuinfer.parallel` (the tensor-parallel shard and step, which the "TP" layout and
 TP attention use) and `gpuinfer.collectives` (NCCL's all-reduce, the ring's route).
 Every step here is the per-operation roofline with NCCL's all-reduces or the all-to-all
-ceiling, not the achievable model.
+ceiling unless asked for `achievable=True`: then each GPU's operations run on the
+achievable model (`gpuinfer.achievable`: derated rates, kernel gaps, a fixed cost a step),
+the all-reduces as `parallel.tp_decode_breakdown` prices them, and the all-to-alls stay at
+their ceiling (no fitted efficiency exists for them; DeepEP's measured kernels reach most of
+it across servers, the chapter shows). Decisions (`moe_options`) take `achievable=True` with
+the ceiling's columns beside.
 
 Prediction layer: no torch, no measurement.
 """
@@ -35,6 +40,7 @@ import math
 
 import numpy as np
 
+from . import achievable as _achievable
 from . import cost as _cost
 from . import dtypes as _dtypes
 from . import hardware as _hardware
@@ -42,7 +48,8 @@ from . import llm as _llm
 from . import search as _search
 from . import validate as _v
 from .collectives import check_devices, fastest_allreduce, ring_route
-from .parallel import check_gpu_prices, check_tp_degree, link_for, shard, tp_decode_breakdown
+from .parallel import (check_gpu_prices, check_tp_degree, link_for, shard, tp_decode_breakdown,
+                       tp_message_bytes_per_value)
 
 #: Format of the dispatch all-to-all unless told (DeepEP, SGLang and vLLM's DeepEP backends
 #: dispatch DeepSeek's activations in fp8; the combine stays bf16).
@@ -139,7 +146,8 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
                         interconnect=None, *, attention="dp", network=None, kv_dtype=None,
                         dispatch_dtype=DEFAULT_DISPATCH_DTYPE,
                         combine_dtype=DEFAULT_COMBINE_DTYPE, imbalance=None,
-                        redundant_experts=0, new_tokens=1, overlap=False) -> dict:
+                        redundant_experts=0, new_tokens=1, overlap=False,
+                        achievable=False) -> dict:
     """One decode step of an MoE model on N devices with its routed experts spread whole,
     E/N per device (expert parallelism), `batch` sequences in all, at `context` cached
     tokens each. The step takes its slowest device: the busiest one.
@@ -168,6 +176,10 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     held in memory; their balancing effect goes into `imbalance`. `new_tokens`: tokens
     each sequence brings (1 to decode; a prompt's length for a prefill step, whose
     routed tokens and all-to-all bytes scale with it).
+    `achievable`: False (default) times the busiest device's rows on the roofline; True
+    (or an `achievable.Efficiency`) on the achievable model, its step overheads counted in
+    `attention_s` and the ceiling's row times kept in `ops["ceiling_s"]`; the all-to-alls
+    stay at their ceiling, the all-reduces are priced as `parallel.tp_decode_breakdown`'s.
 
     Returns a dict: `ops` (the busiest device's operations table), `attention_s` (its
     non-expert rows), `experts_s`, `comm_s`, `total_s`, `tokens_per_s` (all devices),
@@ -212,8 +224,15 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
             ordered["experts"] = experts
         ordered[op] = t
     ops = _llm.breakdown(ordered, acc)
+    eff = _achievable.as_efficiency(achievable)
+    compute_s = float(ops["seconds"].sum())
+    if not eff.is_ceiling:
+        ops["ceiling_s"] = ops["seconds"]
+        ops["seconds"] = _achievable.table_s(ops, acc, eff, _dtypes.formats(dtype)[0])
+        compute_s = float(_achievable.overheads(ops["seconds"].sum(), m.n_layers, eff))
+        ops["share"] = ops["seconds"] / ops["seconds"].sum()
     experts_s = float(ops.loc["experts", "seconds"])
-    attention_s = float(ops["seconds"].sum()) - experts_s
+    attention_s = compute_s - experts_s
     route = {"interconnect": None, "network": None, "nodes": 1}
     comm = {"dispatch_s": 0.0, "combine_s": 0.0, "n_all_to_alls": 0, "allreduce_s": 0.0,
             "n_allreduces": 0}
@@ -232,14 +251,13 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
                                                 network=network)
             comm["n_all_to_alls"] = 2 * m.n_moe_layers
         else:
-            message = tokens * m.d_model * _dtypes.bytes_per_element(compute)
+            message = tokens * m.d_model * tp_message_bytes_per_value(compute, eff)
             comm["allreduce_s"] = fastest_allreduce(float(message), n, ic,
                                                     network=network)["seconds"]
             comm["n_allreduces"] = 2 * m.n_layers + 1
     comm_s = (m.n_moe_layers * (comm["dispatch_s"] + comm["combine_s"])
               + comm["n_allreduces"] * comm["allreduce_s"])
-    total = (max(float(ops["seconds"].sum()), comm_s) if overlap
-             else float(ops["seconds"].sum()) + comm_s)
+    total = max(compute_s, comm_s) if overlap else compute_s + comm_s
     # Memory: the non-expert part (replicated, or its TP shard) plus E/N whole experts.
     expert_all = m.n_moe_layers * E * m.expert_params * _llm.expert_bytes(
         m, _dtypes.formats(dtype)[0])
@@ -261,21 +279,24 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
 
 def moe_layouts(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
                 interconnect=None, *, network=None, kv_dtype=None, imbalance=None,
-                dispatch_dtype=DEFAULT_DISPATCH_DTYPE):
+                dispatch_dtype=DEFAULT_DISPATCH_DTYPE, achievable=False):
     """Chapter *Mixtures of experts*: the three ways engines lay an MoE model over
     `n_devices` GPUs, side by side for one decode step of `batch` sequences in all:
     "TP" (every expert split 1/N, `tp_decode_breakdown`), "EP + TP attention" and
     "EP + DP attention" (`ep_decode_breakdown`). One row each: ms per step (a sequence's
     time per output token), tokens/s in all and per GPU, the step's parts (non-expert,
     experts, communication, ms), GB of weights and KV cache per GPU and whether they fit.
-    A layout the model's shapes do not allow is left out (its reason in `attrs`)."""
+    A layout the model's shapes do not allow is left out (its reason in `attrs`).
+    `achievable`: False (default) the ceilings; True (or an `achievable.Efficiency`) each
+    layout's step on the achievable model (`ep_decode_breakdown`, `tp_decode_breakdown`)."""
     import pandas as pd
 
     m = _moe(model)
     rows, skipped = {}, {}
     try:
         tp = tp_decode_breakdown(m, accelerator, n_devices, batch, context, dtype,
-                                 interconnect, network=network, kv_dtype=kv_dtype)
+                                 interconnect, network=network, kv_dtype=kv_dtype,
+                                 achievable=achievable)
         ops = tp["ops"]["seconds"]
         expert_s = float(ops.get("experts", 0.0))
         fits = (tp["weight_bytes_per_device"] + tp["kv_bytes_per_device"]
@@ -293,7 +314,7 @@ def moe_layouts(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
             ep = ep_decode_breakdown(m, accelerator, n_devices, batch, context, dtype,
                                      interconnect, attention=mode, network=network,
                                      kv_dtype=kv_dtype, imbalance=imbalance,
-                                     dispatch_dtype=dispatch_dtype)
+                                     dispatch_dtype=dispatch_dtype, achievable=achievable)
         except ValueError as e:
             skipped[label] = str(e)
             continue
@@ -310,52 +331,71 @@ def moe_layouts(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
 
 
 @functools.lru_cache(maxsize=4096)
-def _layouts_cached(model, accelerator, n_devices, batch, context, dtype):
-    return moe_layouts(model, accelerator, n_devices, batch, context, dtype)
+def _layouts_cached(model, accelerator, n_devices, batch, context, dtype, achievable):
+    return moe_layouts(model, accelerator, n_devices, batch, context, dtype,
+                       achievable=achievable)
 
 
-def _layout_row(m, acc, n, batch, context, dtype, layout):
+def _layout_row(m, acc, n, batch, context, dtype, layout, achievable=False):
     """`moe_layouts`' row for `layout` (None where the layout does not apply), cached for
     the catalogue's accelerators: a search asks for the same step several times."""
+    eff = _achievable.as_efficiency(achievable)
     if isinstance(acc, str):
-        table = _layouts_cached(m, _hardware.get(acc).name, n, batch, context, dtype)
+        table = _layouts_cached(m, _hardware.get(acc).name, n, batch, context, dtype, eff)
     else:
-        table = moe_layouts(m, acc, n, batch, context, dtype)
+        table = moe_layouts(m, acc, n, batch, context, dtype, achievable=eff)
     return table.loc[layout] if layout in table.index else None
 
 
 def moe_max_batch_within(model, accelerator, n_devices, context, tpot_s, *, dtype="fp16",
-                         layout="EP + DP attention") -> int:
+                         layout="EP + DP attention", achievable=False) -> int:
     """The largest batch (sequences, all `n_devices` together, each at `context` cached
     tokens) whose decode step in `layout` (one of `LAYOUTS`, as `moe_layouts` prices it)
     fits in every device's memory (less `llm.DEFAULT_RESERVE_BYTES`) and takes at most
     `tpot_s` seconds; `tpot_s=None` asks for memory alone. 0 if batch 1 already fails, or
     the layout does not apply to the model's shapes. The step grows with the batch and
     memory fills, so the question is monotone: `search.largest_meeting` doubles, then
-    bisects."""
+    bisects. `achievable`: False (default) the ceiling's step; True (or an
+    `achievable.Efficiency`) the achievable model's, the step an engine would take."""
     m = _moe(model)
     n = check_devices(n_devices)
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
     layout = _v.choice("layout", layout, LAYOUTS)
     limit_ms = None if tpot_s is None else 1e3 * _v.positive("tpot_s", tpot_s)
+    if limit_ms is None and c == 0:
+        raise ValueError("context=0 with tpot_s=None: with nothing cached, memory alone "
+                         "bounds no batch; give a context of at least 1 token or a tpot_s")
     _dtypes.formats(dtype)
+    eff = _achievable.as_efficiency(achievable)
 
     def ok(batch):
-        r = _layout_row(m, accelerator, n, batch, c, dtype, layout)
+        r = _layout_row(m, accelerator, n, batch, c, dtype, layout, eff)
         return r is not None and bool(r["fits"]) and (
             limit_ms is None or r["ms_per_step"] <= limit_ms)
     return _search.largest_meeting(ok, 1, None)
 
 
+def _weight_format(name, dtype):
+    """A weight format's name, checked against `dtypes` (for `moe_options`' `formats`)."""
+    if not isinstance(dtype, str):
+        raise TypeError(f"{name} must be a weight format's name (a string), got {dtype!r}")
+    _dtypes.formats(dtype)
+    return dtype
+
+
 def moe_options(model, prices, context, tpot_s, n_devices, *, formats=("fp16",),
-                layouts=LAYOUTS):
+                layouts=LAYOUTS, achievable=True):
     """Every (GPU, weight format, layout) for serving an MoE `model` on `n_devices` GPUs,
     every sequence at `context` cached tokens, each decode step within `tpot_s` seconds,
     cheapest first: a DataFrame with `GPU`, `format`, `layout`, `batch` (the largest that
     fits and meets the objective, `moe_max_batch_within`), `memory_batch` (the largest
     memory alone allows), `step_ms`, `tokens_per_s` (all GPUs) and `usd_per_million`
-    (the group's N GPUs at their price, fully busy: `cost.cost_per_million`); NaN where
-    no batch meets the objective.
+    (the group's N GPUs at their price, fully busy: `cost.cost_per_million`), and beside
+    them `ceiling_step_ms` and `ceiling_tokens_per_s`, the roofline's step at that batch
+    (the bound the achievable figures stay under); NaN where no batch meets the objective.
+    `achievable`: True (default) decides on the achievable model (`ep_decode_breakdown`),
+    as every decision in the course does; False on the ceilings (more batch and tokens
+    than an engine reaches: a bound, not a plan).
 
     `prices` maps each accelerator to compare to its price in USD (or any currency) per
     GPU-hour, e.g. {"H200": cost.price_per_gpu_hour("AWS p5e.48xlarge (Capacity Block)")}.
@@ -365,27 +405,30 @@ def moe_options(model, prices, context, tpot_s, n_devices, *, formats=("fp16",),
     m = _moe(model)
     n = check_devices(n_devices)
     prices = check_gpu_prices(prices)
-    if isinstance(formats, str) or not len(formats):
-        raise ValueError(f"formats must be a non-empty sequence of weight formats, got "
-                         f"{formats!r}")
-    if isinstance(layouts, str) or not len(layouts):
-        raise ValueError(f"layouts must be a non-empty sequence of {LAYOUTS}, got {layouts!r}")
-    layouts = [_v.choice("layout", x, LAYOUTS) for x in layouts]
+    formats = _v.each("formats", formats, _weight_format)
+    layouts = _v.each("layouts", layouts, lambda name, x: _v.choice(name, x, LAYOUTS))
+    c = _v.count("context", context, minimum=0, maximum=1 << 30)
+    eff = _achievable.as_efficiency(achievable)
     rows = []
     for acc, price in prices.items():
         for dtype in formats:
             for layout in layouts:
-                b = moe_max_batch_within(m, acc, n, context, tpot_s, dtype=dtype,
-                                         layout=layout)
-                mem = moe_max_batch_within(m, acc, n, context, None, dtype=dtype,
+                b = moe_max_batch_within(m, acc, n, c, tpot_s, dtype=dtype,
+                                         layout=layout, achievable=eff)
+                # memory alone: at least one cached token a sequence (as tp_options counts)
+                mem = moe_max_batch_within(m, acc, n, max(c, 1), None, dtype=dtype,
                                            layout=layout)
-                r = _layout_row(m, acc, n, b, context, dtype, layout) if b else None
+                r = _layout_row(m, acc, n, b, c, dtype, layout, eff) if b else None
+                top = _layout_row(m, acc, n, b, c, dtype, layout) if b else None
                 tps = float(r["tokens_per_s"]) if b else float("nan")
                 rows.append({"GPU": _hardware.get(acc).name, "format": dtype,
                              "layout": layout, "batch": b, "memory_batch": mem,
                              "step_ms": float(r["ms_per_step"]) if b else float("nan"),
                              "tokens_per_s": tps,
                              "usd_per_million": (float(_cost.cost_per_million(n * price, tps))
-                                                 if b else float("nan"))})
+                                                 if b else float("nan")),
+                             "ceiling_step_ms": float(top["ms_per_step"]) if b else float("nan"),
+                             "ceiling_tokens_per_s": (float(top["tokens_per_s"]) if b
+                                                      else float("nan"))})
     return pd.DataFrame(rows).sort_values("usd_per_million").reset_index(drop=True)
 

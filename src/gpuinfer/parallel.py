@@ -22,17 +22,24 @@ A tensor-parallel (TP) decode step on N devices (Megatron-LM's layout, Shoeybi e
 Each all-reduce is priced by NCCL's own cost model (`collectives.fastest_allreduce`:
 its fastest ring or tree and protocol, latency included).
 
-Two numbers, as everywhere in the course. The *ceiling* is a lower bound on a step's
-time: the shard's per-operation roofline plus each all-reduce at NCCL's bus bandwidth
-for the link and no latency (`allreduce_floor_s`; `llm_serving`'s simulator prices TP
-steps the same way, `llm_serving.tp_step_s`), returned as `ceiling_s`. The
-decode functions' `total_s` (and `tp_decode_step_time`) is a *model*, not a bound: the
-shard on the roofline (or, with `achievable=True`, on the calibrated achievable model,
-`gpuinfer.achievable`) plus NCCL's own cost model of its fastest ring or tree, latency
-included. Real libraries add kernel launches and synchronisation; NVLS and one-shot
-all-reduces can beat the ring. Decisions rest on the achievable model:
-`tp_decode_step_s`, `tp_max_batch_within` and `tp_options` (the cheapest GPU and TP
-degree for an objective).
+Three step times; tell them apart by what they charge the all-reduces and the shard:
+- the *ceiling*, a lower bound on a step's time (an upper bound on throughput): the
+  shard's per-operation roofline plus each all-reduce's bytes at NCCL's bus bandwidth
+  for the link, no latency (`allreduce_floor_s`). It is `tp_decode_breakdown`'s
+  `ceiling_s`, and the serving simulator's step with `achievable=False`
+  (`engine_step.tp_step_s`) is the same number for a decode step;
+- the *roofline model*, not a bound: the shard's roofline plus NCCL's cost model of its
+  fastest ring or tree, latency included, no overheads. It is `tp_decode_breakdown`'s
+  `total_s`, `tp_decode_step_time` and `tp_decode_step_s(..., achievable=False)`: the
+  chapter's worked numbers. NVLS and the engines' one-shot all-reduces can beat NCCL's
+  ring, so it can overstate the communication; it leaves out kernel gaps and the step's
+  fixed cost, so it understates the rest;
+- the *achievable model*, for decisions: the shard on the calibrated achievable model
+  (`gpuinfer.achievable`: derated rates, kernel gaps, a fixed cost a step) plus NCCL's
+  all-reduces as above. It is `tp_decode_step_s` (the default), and
+  `engine_step.tp_step_s(..., achievable=True)` is the same number for a decode step.
+Decisions rest on the achievable model, the ceiling beside: `tp_decode_step_s`,
+`tp_max_batch_within` and `tp_options` (the cheapest GPU and TP degree for an objective).
 
 Prediction layer: no torch, no measurement.
 """
@@ -62,12 +69,13 @@ from .collectives import (  # noqa: F401  (re-exported)
 
 # --- sharding a decoder ------------------------------------------------------------------
 
-def check_tp_degree(model, n_devices) -> int:
+def check_tp_degree(model, n_devices, name="n_devices") -> int:
     """Raise ValueError unless `n_devices` can shard `model` evenly: it must divide the
     query heads and the MLP's hidden size, and either divide the KV heads or be a multiple
-    of them (then each KV head is replicated). Returns N as an int."""
+    of them (then each KV head is replicated). Returns N as an int. `name`: the caller's
+    parameter, for the error (`tp`, `degrees[1]`)."""
     m = _llm.get(model)
-    n = check_devices(n_devices)
+    n = check_devices(n_devices, name)
     if m.n_heads % n:
         raise ValueError(f"{n} devices do not divide {m.name}'s {m.n_heads} query heads")
     if m.d_ff % n:
@@ -276,9 +284,10 @@ def tp_decode_step_time(model, accelerator, n_devices, batch=1, context=0, dtype
                         compute_dtype=None, achievable=False) -> float:
     """Seconds for one tensor-parallel decode step on N devices: the shard's step (on
     the roofline, or with `achievable` the achievable model's) plus 2 x layers + 1
-    all-reduces at NCCL's modelled cost, latency included. A model, not a lower bound:
-    the bound is `tp_decode_breakdown(...)["ceiling_s"]`, and the serving simulator's
-    ceiling (`llm_serving.tp_step_s`) prices the all-reduces that way."""
+    all-reduces at NCCL's modelled cost, latency included (the module's *roofline
+    model*). A model, not a lower bound: the bound is
+    `tp_decode_breakdown(...)["ceiling_s"]`, which the serving simulator's ceiling
+    (`engine_step.tp_step_s` with `achievable=False`) also gives."""
     return tp_decode_breakdown(model, accelerator, n_devices, batch, context, dtype,
                                interconnect, network=network, kv_dtype=kv_dtype,
                                compute_dtype=compute_dtype, achievable=achievable)["total_s"]
@@ -406,13 +415,13 @@ def tp_decode_step_s(model, accelerator, n_devices, batch=1, context=0, *, dtype
     `context` cached tokens), for decisions: by default on the achievable model, the
     shard's operations at `achievable.FITTED`'s derated rates, plus the 2 x layers + 1
     all-reduces of NCCL's cost model (latency included), plus the achievable model's
-    kernel gaps and fixed cost a step. `achievable=False`: the chapter's ceiling model,
-    the same number as `tp_decode_step_time` (the roofline plus NCCL's all-reduces with
-    their latencies); an `achievable.Efficiency` times the shard on it. Equal to
+    kernel gaps and fixed cost a step. `achievable=False`: the roofline model, the same
+    number as `tp_decode_step_time` (the roofline plus NCCL's all-reduces with their
+    latencies; not a bound); an `achievable.Efficiency` times the shard on it. Equal to
     `tp_decode_breakdown(..., achievable=achievable)["total_s"]`, cached (a search asks
     for the same step many times).
 
-    How it relates to the serving simulator's TP step, `llm_serving.tp_step_s`: on the
+    How it relates to the serving simulator's TP step, `engine_step.tp_step_s`: on the
     achievable model the two are the same step (the simulator prices its all-reduces
     with NCCL's latency too). With `achievable=False` they differ: the simulator's
     ceiling charges each all-reduce its bytes at NCCL's bus bandwidth and no latency (a
@@ -449,7 +458,7 @@ def tp_max_batch_within(model, accelerator, n_devices, context, tpot_s, *, dtype
                         kv_dtype=None, interconnect=None, network=None,
                         achievable=True) -> int:
     """The largest batch whose tensor-parallel decode step on `n_devices` (every sequence
-    at `context` cached tokens; `tp_decode_step_s`, achievable by default, the ceiling
+    at `context` cached tokens; `tp_decode_step_s`, achievable by default, the roofline
     model with `achievable=False`) takes at most `tpot_s` seconds and fits in each
     device's memory (`tp_max_batch`, less `llm.DEFAULT_RESERVE_BYTES`); 0 if none does.
     The step grows with the batch, so `search.largest_meeting` bisects between 1 and
@@ -492,14 +501,14 @@ def tp_options(model, prices, context, tpot_s, *, degrees=(1, 2, 4, 8), dtype="f
     `prices` maps each accelerator to compare to its price per GPU-hour (USD, or any
     currency), e.g. {"H200": cost.price_per_gpu_hour("AWS p5e.48xlarge (Capacity Block)")};
     `degrees`: the TP degrees to try (each must shard the model, `check_tp_degree`);
-    `achievable`: the steps on the achievable model (default) or the ceiling (False)."""
+    `achievable`: the steps on the achievable model (default) or, with False, on the
+    roofline model (`tp_decode_step_time`: the roofline and NCCL's all-reduces, no
+    overheads; optimistic beside an engine, though not a strict bound)."""
     import pandas as pd
 
     m = _llm.get(model)
     prices = check_gpu_prices(prices)
-    if isinstance(degrees, (str, int)) or not len(degrees):
-        raise ValueError(f"degrees must be a non-empty sequence of TP degrees, got {degrees!r}")
-    degrees = [check_tp_degree(m, n) for n in degrees]
+    degrees = _v.each("degrees", degrees, lambda name, n: check_tp_degree(m, n, name))
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
     kw = dict(dtype=dtype, achievable=achievable)
 

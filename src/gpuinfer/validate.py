@@ -198,6 +198,18 @@ def choice(name, value, options: Iterable, *, normalise=None):
                       f"{', '.join(map(repr, options))}")
 
 
+def each(name, values, check):
+    """A non-empty list or tuple, each item passed through `check(f"{name}[i]", item)`
+    (for example `count` or a `choice` bound with functools.partial); returns the checked
+    items as a list. A string, a number or None is refused (TypeError), and so is an empty
+    list (ValueError), naming `name`."""
+    if not isinstance(values, (list, tuple)):
+        raise TypeError(f"{name} must be a non-empty list or tuple, got {_show(values)}")
+    if not values:
+        raise ValueError(f"{name} must be a non-empty list or tuple, got {_show(values)}")
+    return [check(f"{name}[{i}]", v) for i, v in enumerate(values)]
+
+
 def same_shape(**arrays):
     """Broadcast arrays named by keyword; ValueError naming them and their shapes when
     they do not broadcast (instead of numpy's anonymous message). Returns the arrays."""

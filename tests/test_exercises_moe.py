@@ -88,18 +88,23 @@ def test_decision_winner_is_at_its_largest_batch_and_costs_what_the_formula_says
     best = table.iloc[0]
     assert (best["GPU"], best["format"], best["layout"]) == ("H200", "fp8", "EP + DP attention")
     b = int(best["batch"])
-    # Reached directly with ep_decode_breakdown (not moe_layouts): b meets 30 ms and fits,
-    # b + 1 does not.
+    # Reached directly with ep_decode_breakdown (not moe_layouts) on the achievable model:
+    # b meets 30 ms and fits, b + 1 does not.
     def step(batch):
         return expert_parallel.ep_decode_breakdown("qwen3-235b-a22b", "H200", 8, batch, 4096,
-                                                   "fp8", attention="dp")
+                                                   "fp8", attention="dp", achievable=True)
     at, past = step(b), step(b + 1)
     assert at["fits"] and at["total_s"] <= 0.030
     assert not (past["fits"] and past["total_s"] <= 0.030)
     # 8 GPUs at 43.26 USD an instance-hour (p5e.48xlarge capacity block) over tokens/s
     usd = 43.26 / (3600 * b / at["total_s"]) * 1e6
     assert exercises.get("moe-decision-qwen3-235b").answer() == pytest.approx(usd, rel=1e-9)
-    assert 0.2 < usd < 0.6
+    assert 0.2 < usd < 0.8
+    # The ceiling beside it: a shorter step at the same batch, and a larger batch allowed.
+    assert best["ceiling_step_ms"] < best["step_ms"]
+    ceiling = expert_parallel.moe_max_batch_within("qwen3-235b-a22b", "H200", 8, 4096, 0.030,
+                                                   dtype="fp8")
+    assert ceiling > b
     # Every other choice costs more, and each stops at its own largest batch.
     assert (table["usd_per_million"].iloc[1:] > usd).all()
     assert (table["batch"] <= table["memory_batch"]).all()

@@ -40,7 +40,7 @@ Predictions (none imports torch):
     parallel      tensor and pipeline parallelism of a decoder, TP options priced
                   (re-exports `collectives`); multinode: NVLS_TREE and TP x PP across servers
     expert_parallel  mixtures of experts across GPUs: all-to-alls, routing imbalance,
-                  EP/TP/DP-attention layouts, MoE options priced
+                  EP/TP/DP-attention layouts, MoE options priced (on the achievable model)
     colocation, mig_sizing
                   several models on one GPU, MIG slices (`serving` re-exports them, with
                   fusion and tuning, for one release)

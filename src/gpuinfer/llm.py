@@ -2,7 +2,8 @@
 decode and prefill seconds, the tokens/s ceilings, the largest batch and context that fit,
 and the fraction of the machine a measured speed used.
 
-Chapters: *The roofline model*, *Decoding is a weight read*, *Serving LLMs*. SI units.
+Chapters: *The roofline model*, *Decoding is a weight read*, *Serving LLMs*, *Mixtures of
+experts*. SI units.
 
 A forward step is a table of operations (`gpuinfer.step_model`: each one's FLOPs and
 bytes), and its time is the sum of each operation's own roofline, max(bytes / bandwidth,
@@ -18,7 +19,8 @@ Re-exported here, so that `llm.<name>` works for all of them: the models
 `experts_touched`, `step_constants`, ...) and the closed-form step cost
 (`gpuinfer.step_cost`: `StepCost`, `step_timer`, `step_aggregates`, ...).
 
-These are ceilings, not predictions of a measured speed.
+These are ceilings, not predictions of a measured speed: `gpuinfer.achievable` times the
+same tables on derated rates, with a step's overheads, for the numbers decisions rest on.
 """
 
 from __future__ import annotations

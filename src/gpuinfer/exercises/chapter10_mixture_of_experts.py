@@ -103,9 +103,9 @@ def _():
 
 @register("moe-decision-qwen3-235b", where=WHERE,
           question="Decision: serve Qwen3-235B-A22B on one server of 8 GPUs, every sequence "
-          "at 4,096 tokens of context, each decode step within 30 ms (the per-operation "
-          "roofline with NCCL's all-reduces or the all-to-all ceiling; expert_parallel.moe_layouts"
-          "). Choose the GPU (H100 SXM at "
+          "at 4,096 tokens of context, each decode step within 30 ms on the achievable model "
+          "(expert_parallel.moe_layouts(..., achievable=True): each GPU's operations as "
+          "engines reach them, the all-to-alls at their ceiling). Choose the GPU (H100 SXM at "
           f"{DECISION_PRICES['H100 SXM']:g} or H200 at {DECISION_PRICES['H200']:g} "
           "USD per GPU-hour), the weight format (fp16, or fp8 weights with the matmuls at "
           "the 16-bit peak) and the layout (TP, EP + TP attention, EP + DP attention); run "
@@ -114,7 +114,7 @@ def _():
           "with the cheapest choice? USD per million tokens, two significant figures.",
           unit="USD per million tokens", rel_tol=0.03,
           hint="For each of the 12 choices: the largest batch B with fits and ms_per_step <= "
-          "30 (bisect on B); cost = 8 x price / (3,600 x tokens/s) x 1e6. Memory sets the "
+          "30 on the achievable model (bisect on B); cost = 8 x price / (3,600 x tokens/s) x 1e6. Memory sets the "
           "batch for some choices, the 30 ms for others: check both.",
           slips={8.0: "Eight times too much: the prices are per GPU-hour, not per instance."})
 def _():

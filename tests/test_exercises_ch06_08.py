@@ -51,10 +51,11 @@ def test_tp4_h200_step_at_113_sequences_by_hand():
     assert usd == pytest.approx(1.326, abs=0.002)
 
 
-def test_tp_step_is_the_serving_simulators_and_reduces_to_the_ceiling():
+def test_tp_step_is_the_serving_simulators_and_reduces_to_the_roofline_model():
     from gpuinfer import llm_serving
 
     for n, batch in [(8, 1), (16, 1), (4, 64)]:
+        # achievable=False: the roofline model (NCCL's latencies kept), not the bound.
         ceiling = parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", n, batch, 4096,
                                             achievable=False)
         assert ceiling == parallel.tp_decode_step_time("llama-2-70b", "H100 SXM", n, batch, 4096)
@@ -66,7 +67,7 @@ def test_tp_step_is_the_serving_simulators_and_reduces_to_the_ceiling():
         assert got > ceiling
 
 
-def test_decision_on_the_achievable_model_keeps_h200_tp4_and_names_the_ceiling_slip():
+def test_decision_on_the_achievable_model_keeps_h200_tp4_and_names_the_roofline_slip():
     q = (px.MODEL, px.DECISION_PRICES, px.CONTEXT, px.DECISION_TPOT_S)
     a, c = parallel.tp_options(*q), parallel.tp_options(*q, achievable=False)
     assert (a.iloc[0].GPU, a.iloc[0].N) == (c.iloc[0].GPU, c.iloc[0].N) == ("H200", 4)
@@ -77,14 +78,15 @@ def test_decision_on_the_achievable_model_keeps_h200_tp4_and_names_the_ceiling_s
     slips = exercises._REGISTRY["parallel-decision-gpu-tp"].slips
     assert any(f == pytest.approx(ratio, rel=1e-12) for f in slips)
     assert px._ceiling_over_achievable() == pytest.approx(ratio, rel=1e-12)
-    assert "ceiling" in repr(exercises.check("parallel-decision-gpu-tp",
-                                             c.usd_per_million.iloc[0]))
+    assert "roofline model's answer" in repr(exercises.check("parallel-decision-gpu-tp",
+                                                             c.usd_per_million.iloc[0]))
 
 
 def test_the_serving_simulators_ceiling_is_not_the_chapters():
-    # Chapter 8 names both: its ceiling keeps NCCL's ring latencies (161 x 15.2 us at TP8,
-    # batch 1); the simulator's (achievable=False) charges the bytes alone at NCCL's bus
-    # bandwidth: 161 x 16,384 B / 370.8e9 B/s = 7.1 us in all.
+    # Chapter 8 names both: its roofline model keeps NCCL's ring latencies (161 x 15.2 us
+    # at TP8, batch 1); the ceiling (the simulator's achievable=False, and
+    # tp_decode_breakdown's ceiling_s) charges the bytes alone at NCCL's bus bandwidth:
+    # 161 x 16,384 B / 370.8e9 B/s = 7.1 us in all.
     from gpuinfer import llm_serving
 
     sim = llm_serving.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, parts=True)["comm_s"]
@@ -92,6 +94,10 @@ def test_the_serving_simulators_ceiling_is_not_the_chapters():
     ring = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, 1, 4096)["comm_s"]
     assert ring == pytest.approx(161 * (6.6e-6 + 14 * 0.6e-6 + 1.75 * 16_384 / 141e9), rel=1e-9)
     assert ring > 300 * sim
+    # The simulator's whole ceiling step is tp_decode_breakdown's ceiling_s.
+    bound = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, 1, 4096)["ceiling_s"]
+    assert llm_serving.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, 4096) == pytest.approx(
+        bound, rel=1e-12)
 
 
 # --- chapter 6: the CPU or the T4 under a p99 objective ------------------------------------

@@ -251,9 +251,10 @@ def fastest_allreduce(n_bytes, n_devices, interconnect, *, network=None) -> dict
 def interconnect_allreduce_time(n_bytes, n_devices, interconnect, *, network=None,
                                 protocol=None):
     """Seconds of an all-reduce of `n_bytes` on `n_devices` over a catalogue link (a
-    name such as "NVLink 4", or a `hardware.Interconnect`): NCCL's fastest ring protocol
-    (or `protocol`: "LL", "LL128", "Simple"); see `allreduce_protocols`. Vectorised over
-    `n_bytes`."""
+    name such as "NVLink 4", or a `hardware.Interconnect`): NCCL's fastest algorithm
+    (ring, or across nodes its tree) and protocol, latency included (or, with
+    `protocol` "LL", "LL128" or "Simple", the faster algorithm under that protocol);
+    see `allreduce_protocols`. Vectorised over `n_bytes`."""
     sizes = _v.non_negative("n_bytes", n_bytes, array=True)
     n = check_devices(n_devices)
     ic = _hardware.get_interconnect(interconnect)

@@ -32,8 +32,8 @@ def _decision(achievable=True):
 
 
 def _ceiling_over_achievable() -> float:
-    """The decision exercise's ceiling slip: the cheapest choice's USD per million tokens
-    on the ceiling over the achievable model's, from the options as they stand (not a
+    """The decision exercise's roofline slip: the cheapest choice's USD per million tokens
+    on the roofline model (`tp_options(achievable=False)`) over the achievable model's, from the options as they stand (not a
     typed 0.6899, which would go stale whenever achievable.FITTED or NCCL's model moved)."""
     ceiling = _decision(achievable=False)["usd_per_million"].iloc[0]
     return float(ceiling / _decision()["usd_per_million"].iloc[0])
@@ -164,14 +164,14 @@ def _():
           "tokens/s) x 1e6. Compare all eight and take the smallest. Below the answer: "
           f"the batch that memory allows misses {DECISION_TPOT_S * 1e3:g} ms somewhere, so cap "
           "it by the objective "
-          "too; or the ceiling's steps (parallel.tp_decode_step_time), which no engine "
-          "reaches. Above it: compare both GPUs and every degree, not only the H100s or "
+          "too; or the roofline model's steps (parallel.tp_decode_step_time: the roofline "
+          "and NCCL's all-reduces, no overheads), which no engine reaches. Above it: compare both GPUs and every degree, not only the H100s or "
           "only N = 8.",
           rel_tol=0.03,
           slips={8.0: "Eight times too much: the prices are per GPU-hour, not per 8-GPU "
                       "instance-hour.",
-                 _ceiling_over_achievable(): "That is the ceiling's answer (the roofline and NCCL's model, no "
-                         "overheads): an engine's steps are slower, so fewer sequences meet "
+                 _ceiling_over_achievable(): "That is the roofline model's answer (the roofline and NCCL's "
+                         "all-reduces, no overheads): an engine's steps are slower, so fewer sequences meet "
                          f"{DECISION_TPOT_S * 1e3:g} ms. Time the steps on the achievable "
                          "model."})
 def _():

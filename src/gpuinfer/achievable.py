@@ -413,8 +413,9 @@ def decode_options(model_, options, *, accelerator=None, batch=1, context=0, dty
     `options`: {label: {parameter: value}}, each dict setting any of `OPTION_KEYS`
     (accelerator, batch, context, dtype, kv_dtype, compute_dtype) for that option; what
     it leaves out comes from the keyword arguments of the same names. `baseline`: a label
-    of `options` to compare every option with. `achievable`: the model (True: `FITTED`,
-    or an `Efficiency`).
+    of `options` to compare every option with. `achievable`: the model the `step_s` and
+    `tokens_per_s` columns use (True: `FITTED`; an `Efficiency`; False: the ceiling, so
+    that `fraction_of_ceiling` is 1).
 
     Columns:
       accelerator, batch, context, dtype, kv_dtype, compute_dtype: the option (None:
@@ -467,8 +468,9 @@ def max_batch_within(model_, accelerator, context, tpot_s, dtype="fp16", *, kv_d
                      compute_dtype=None, reserve_bytes=None, achievable=True) -> int:
     """The largest batch whose decode step (every sequence at `context` cached tokens)
     takes at most `tpot_s` seconds on the achievable model (`decode_step_s`: the time per
-    output token an engine would give) and fits in memory (`llm.max_batch`, with
-    `reserve_bytes`); 0 if not even one sequence meets it. `achievable=False` searches
+    output token an engine would give) and fits in memory (`llm.max_batch`, holding back
+    `reserve_bytes`, default `llm.DEFAULT_RESERVE_BYTES`); 0 if not even one sequence
+    meets it. `achievable=False` searches
     the ceiling's step instead: `llm.max_batch_within`'s answer, more sequences than an
     engine meets the objective with. Batches above 2**24 are not tried."""
     eff = as_efficiency(achievable)

@@ -33,12 +33,19 @@ def _flag(name, value) -> bool:
 def mig_options(model, gpu, batch, context, dtype="fp16", *, achievable=True):
     """Chapter *Serving systems and sharing a GPU*: every MIG profile of `gpu` (the
     `+me` media variants left out), smallest first (fewest compute slices, then fewest
-    memory slices), as a DataFrame: the profile's `max_instances` on one GPU, the most
-    sequences of `context` tokens it holds (`llm.max_batch` on `hardware.mig_slice`, the
-    stated reserve held back), and the decode step at `batch` in seconds (NaN where
-    `batch` does not fit): `tpot_s` on the achievable model (`achievable.decode_step_s`
-    on the slice), `tpot_ceiling_s` on the roofline (`llm.decode_step_time`).
-    `achievable=False`: `tpot_s` is the ceiling too."""
+    memory slices), as a DataFrame indexed by profile, with columns:
+
+      compute_fraction, memory_fraction: the profile's share of the GPU's SMs and of its
+        memory (and bandwidth), from `hardware.mig_profiles`;
+      max_instances: how many of that profile one GPU holds;
+      max_batch: the most sequences of `context` tokens it holds in `dtype`
+        (`llm.max_batch` on `hardware.mig_slice`, `llm.DEFAULT_RESERVE_BYTES` held back);
+      tpot_s: seconds of a decode step at `batch` on the achievable model
+        (`achievable.decode_step_s` on the slice), each sequence's time per output token;
+      tpot_ceiling_s: the same on the roofline (`llm.decode_step_time`).
+
+    Both times are NaN where `batch` does not fit. `achievable=False`: `tpot_s` is the
+    ceiling too."""
     import pandas as pd
 
     b = _v.count("batch", batch, maximum=1 << 30)

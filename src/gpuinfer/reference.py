@@ -314,7 +314,10 @@ def gpt_fast_fraction(weight_format="bf16") -> float:
 
     Each format has its own: unpacking and scaling quantised weights costs time, so
     int8 (about 0.50) and int4 (about 0.36) reach less of their ceilings than bf16
-    (about 0.68). A format's fraction times its ceiling on the A100 gives back gpt-fast's
+    (about 0.68). int4's ceiling is the package's `int4` (an fp16 scale per 32 weights,
+    0.5625 bytes a weight, `GPT_FAST_FORMATS`); gpt-fast's int4 also stores a zero point
+    per group (`int4-g32-zp`, 0.625 bytes), against whose ceiling the same run is about
+    0.40. A format's fraction times its ceiling on the A100 gives back gpt-fast's
     tokens/s for that format; carried to another GPU it is a shortcut, not a prediction
     (`achievable.fraction_of_ceiling` gives each GPU its own)."""
     fmt = GPT_FAST_FORMATS[_validate.choice("weight_format", weight_format, GPT_FAST_FORMATS)]

@@ -19,6 +19,10 @@ DECISION_USD_PER_HOUR = {gpu: cost.example_price(name).price_per_hour
                          for gpu, name in (("T4", "AWS g4dn.xlarge"), ("A10G", "AWS g5.xlarge"))}
 
 
+#: The fitted constants the hand derivation of the decision uses (hint and solution).
+_FIT, _N_LAYERS = achievable.FITTED, llm.get(DECISION_MODEL).n_layers
+
+
 def _ratio(wrong, right) -> float:
     """A slip's factor: the answer a slip gives over the right one."""
     return float(wrong) / float(right)
@@ -183,9 +187,11 @@ def _():
           "cost in USD, to the cent.",
           unit="USD per million tokens", hint="Tokens/s = achievable.decode_tokens_per_s"
           "('llama-2-7b', gpu, 1, 0, fmt); by hand, a step is the weight bytes / (bandwidth "
-          "x 0.85, x 0.83 more for int8 weights) + 32 layers x 13 kernels x 0.5 us + 1.6 ms "
-          "(achievable.FITTED). Cost per million = price / (3600 x tokens/s) x 1e6; drop "
-          "the options below the objective first.", rel_tol=0.01,
+          f"x {_FIT.bandwidth:.2f}, x {_FIT.weight_only_fraction('int8'):.2f} more for int8 "
+          f"weights) + {_N_LAYERS} layers x {_FIT.kernels_per_layer} kernels x "
+          f"{_FIT.kernel_gap_s * 1e6:g} us + {_FIT.step_s * 1e3:g} ms (achievable.FITTED). "
+          "Cost per million = price / (3600 x tokens/s) x 1e6; drop the options below the "
+          "objective first.", rel_tol=0.01,
           slips=_decision_slips())
 def _():
     return _decision_answer(decision_table())

@@ -13,6 +13,8 @@ WHERE = "chapters/02_decode_kv_cache"
 DECISION_MODEL, DECISION_GPU = "llama-3-8b", "A100 80GB"
 DECISION_CONTEXT = 4096
 DECISION_TPOT_S = 0.035
+#: The fitted constants the hand estimate of the decision uses (its hint and slip).
+_FIT, _N_LAYERS = achievable.FITTED, llm.get(DECISION_MODEL).n_layers
 
 
 def _ratio(wrong, right) -> float:
@@ -105,8 +107,10 @@ def _():
           "sequences; within 3% is accepted.", unit="sequences",
           hint="Well below the compute-bound batch every operation is memory-bound: on the "
           "achievable model a step takes about (weight bytes + batch x 4,096 x 131,072) / "
-          "(0.85 x bandwidth) + 32 x 13 x 0.5 us + 1.6 ms (achievable.FITTED). Solve for "
-          "the batch, round down, and check it fits (llm.max_batch).", rel_tol=0.03,
+          f"({_FIT.bandwidth:.2f} x bandwidth) + {_N_LAYERS} layers x "
+          f"{_FIT.kernels_per_layer} kernels x {_FIT.kernel_gap_s * 1e6:g} us + "
+          f"{_FIT.step_s * 1e3:g} ms (achievable.FITTED). Solve for the batch, round down, "
+          "and check it fits (llm.max_batch).", rel_tol=0.03,
           slips={_ratio(llm.max_batch(DECISION_MODEL, DECISION_GPU, DECISION_CONTEXT),
                         achievable.max_batch_within(DECISION_MODEL, DECISION_GPU,
                                                     DECISION_CONTEXT, DECISION_TPOT_S)):
@@ -117,8 +121,8 @@ def _():
                         achievable.max_batch_within(DECISION_MODEL, DECISION_GPU,
                                                     DECISION_CONTEXT, DECISION_TPOT_S)):
                  "That is the ceiling's batch (the roofline's step time): an engine moves "
-                 "its bytes at 0.85 of the datasheet bandwidth and pays a fixed cost every "
-                 "step, so fewer sequences meet the objective."})
+                 f"its bytes at {_FIT.bandwidth:.2f} of the datasheet bandwidth and pays a "
+                 "fixed cost every step, so fewer sequences meet the objective."})
 def _():
     return achievable.max_batch_within(DECISION_MODEL, DECISION_GPU, DECISION_CONTEXT,
                                        DECISION_TPOT_S)

@@ -70,7 +70,8 @@ def _():
 @register("batching-light-load-latency", where=WHERE,
           question="At light load (one request, nobody else), the chapter's embedding "
           "service with max_batch 8 and max_queue_delay 2 ms: the request's latency, in "
-          "seconds.", unit="s",
+          "seconds, with the roofline's service time S(1) (batching.roofline_service_time"
+          "(\"mistral-7b\", \"A100 80GB\", tokens_per_request=32, lm_head=False)).", unit="s",
           hint="Alone, the request waits the whole queue delay for company that never "
           "comes, then runs as a batch of one.")
 def _():

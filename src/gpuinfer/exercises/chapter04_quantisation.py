@@ -142,7 +142,7 @@ DECISION_SETTING = {"accelerator": "H100 SXM", "batch": 256, "context": 256}
 #: The budget: published recovery (low end) and speed-up over bf16, on the achievable model.
 MIN_RECOVERY, MIN_SPEEDUP = 0.97, 1.3
 #: The candidates, as `achievable.decode_options` runs each.
-CANDIDATES = {"bf16": {"dtype": "fp16"},
+CANDIDATES = {"bf16": {"dtype": "bf16"},
               "W8A8 fp8": {"dtype": "fp8_e4m3", "compute_dtype": "fp8"},
               "W8A8 int8": {"dtype": "int8", "compute_dtype": "int8"},
               "W4A16 int4 g128": {"dtype": "int4_g128"}}

@@ -580,9 +580,10 @@ def capacity(service_time, max_batch, max_queue_delay=0.0, *, slo, quantile=99.0
 
 def sweep(service_time, max_batches: Sequence[int], max_queue_delays: Sequence[float], *,
           slo, quantile=99.0, n=4000, seed=0):
-    """Every (max_batch, max_queue_delay) policy with its capacity under the SLO
-    (requests/s, from `capacity`), its saturation throughput and the ratio of the
-    two; best first (ties: the shorter delay, then the smaller batch)."""
+    """Every (max_batch, max_queue_delay) policy, a DataFrame row each: max_batch,
+    max_queue_delay_s, capacity_per_s (requests/s within the SLO, `capacity`),
+    saturation_per_s (every batch full) and capacity_fraction_of_saturation; highest
+    capacity first (ties: the shorter delay, then the smaller batch)."""
     import pandas as pd
 
     batches = np.atleast_1d(_v.positive("max_batches", max_batches, integer=True,

@@ -54,14 +54,12 @@ class Machine:
 def _machines(machines) -> list[Machine]:
     if isinstance(machines, Machine):
         machines = [machines]
-    if isinstance(machines, (str, bytes)) or not hasattr(machines, "__iter__"):
-        raise TypeError(f"machines must be a list of fleet_sizing.Machine, got {machines!r}")
-    machines = list(machines)
-    if not machines:
-        raise ValueError("machines is empty: give at least one fleet_sizing.Machine")
-    for m in machines:
+
+    def machine(name, m):
         if not isinstance(m, Machine):
-            raise TypeError(f"each of machines must be a fleet_sizing.Machine, got {m!r}")
+            raise TypeError(f"{name} must be a fleet_sizing.Machine, got {m!r}")
+        return m
+    machines = _v.each("machines", machines, machine, of="fleet_sizing.Machine")
     names = [m.name for m in machines]
     if len(set(names)) != len(names):
         raise ValueError(f"machines must have distinct names, got {names!r}")

@@ -198,15 +198,16 @@ def choice(name, value, options: Iterable, *, normalise=None):
                       f"{', '.join(map(repr, options))}")
 
 
-def each(name, values, check):
+def each(name, values, check, *, of=""):
     """A non-empty list or tuple, each item passed through `check(f"{name}[i]", item)`
     (for example `count` or a `choice` bound with functools.partial); returns the checked
     items as a list. A string, a number or None is refused (TypeError), and so is an empty
-    list (ValueError), naming `name`."""
+    list (ValueError), naming `name` and, with `of`, what the items must be."""
+    expected = f"a non-empty list or tuple{' of ' + of if of else ''}"
     if not isinstance(values, (list, tuple)):
-        raise TypeError(f"{name} must be a non-empty list or tuple, got {_show(values)}")
+        raise TypeError(f"{name} must be {expected}, got {_show(values)}")
     if not values:
-        raise ValueError(f"{name} must be a non-empty list or tuple, got {_show(values)}")
+        raise ValueError(f"{name} must be {expected}, got {_show(values)}")
     return [check(f"{name}[{i}]", v) for i, v in enumerate(values)]
 
 

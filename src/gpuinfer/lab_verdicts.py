@@ -26,6 +26,73 @@ NOISY_SPREAD = 0.25
 TOO_LARGE_FOR_ONE_FUSION = 0.25
 
 
+#: The noise gate (`compare`). A ratio of two medians is read as a difference only when
+#: it clears the two timings' spreads added up (each the interquartile range, or the
+#: range over reruns, as a fraction of its median) plus `MIN_EFFECT`: a quartile of one
+#: timing can sit at the other's median when the load changes between them, so the
+#: spreads add rather than combine in quadrature.
+MIN_EFFECT = 0.05
+#: A timing whose spread exceeds this fraction of its median is too noisy to order
+#: against anything: no verdict but "inconclusive" is drawn from it.
+TOO_NOISY = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread:
+    """A measurement as a verdict reads it: the median and its relative spread (the
+    interquartile range over the median of one timing's blocks, or (max - min) / median
+    over repeated runs). Dimensionless `spread`; `median` in the measurement's unit."""
+
+    median: float
+    spread: float
+
+    @classmethod
+    def of(cls, samples) -> "Spread":
+        """From repeated measurements of one quantity (at least one, each positive):
+        the median and (max - min) / median. One sample has no spread to show: its
+        spread is infinite, so nothing is concluded from it."""
+        import numpy as np
+
+        x = _v.number("samples", samples, array=True).ravel()
+        _v.ensure(x.size >= 1 and bool(np.all(x > 0)),
+                  f"samples must hold at least one positive number, got {x.tolist()}")
+        med = float(np.median(x))
+        return cls(med, math.inf if x.size == 1 else float((x.max() - x.min()) / med))
+
+    @classmethod
+    def of_timing(cls, timing) -> "Spread":
+        """From one `bench.Timing` (or anything with median_s and iqr_s): IQR / median."""
+        med = _v.positive("timing.median_s", timing.median_s)
+        return cls(med, _v.non_negative("timing.iqr_s", timing.iqr_s) / med)
+
+
+def compare(a: Spread, b: Spread) -> str:
+    """Is `a` larger than `b`, beyond the noise? "larger", "smaller", or "inconclusive"
+    (either spread over `TOO_NOISY`, or the ratio a/b within 1 +- (a.spread + b.spread +
+    `MIN_EFFECT`)). A verdict built on this never states an order its numbers do not
+    support: two timings whose quartiles overlap are never ordered."""
+    ma, mb = _v.positive("a.median", a.median), _v.positive("b.median", b.median)
+    sa, sb = _v.non_negative("a.spread", a.spread), _v.non_negative("b.spread", b.spread)
+    if max(sa, sb) > TOO_NOISY:
+        return "inconclusive"
+    margin = 1 + sa + sb + MIN_EFFECT
+    ratio = ma / mb
+    if ratio > margin:
+        return "larger"
+    if ratio < 1 / margin:
+        return "smaller"
+    return "inconclusive"
+
+
+def inconclusive(what, *spreads) -> str:
+    """The sentence a verdict prints when `compare` cannot order its numbers: names
+    `what` and the largest spread (a fraction) it saw."""
+    worst = max((float(s) for s in spreads), default=math.inf)
+    shown = "too few runs to tell" if math.isinf(worst) else f"{worst:.0%} of the median"
+    return (f"Inconclusive on this run ({what}): the spread is {shown}; rerun, or run on a "
+            "quiet GPU.")
+
+
 #: The achievable model for a lab's bare loop (`achievable.FITTED` less its fixed
 #: `step_s`): the fitted kernels' bandwidth and the gaps between them, but no scheduler,
 #: no sampling, no host bookkeeping, which an engine pays every step and a lab's loop

@@ -72,7 +72,9 @@ def compare(a: Spread, b: Spread) -> str:
     `MIN_EFFECT`)). A verdict built on this never states an order its numbers do not
     support: two timings whose quartiles overlap are never ordered."""
     ma, mb = _v.positive("a.median", a.median), _v.positive("b.median", b.median)
-    sa, sb = _v.non_negative("a.spread", a.spread), _v.non_negative("b.spread", b.spread)
+    # An infinite spread (one sample: `Spread.of`) is allowed, and orders nothing.
+    sa = _v.number("a.spread", a.spread, lo=0, allow_inf=True)
+    sb = _v.number("b.spread", b.spread, lo=0, allow_inf=True)
     if max(sa, sb) > TOO_NOISY:
         return "inconclusive"
     margin = 1 + sa + sb + MIN_EFFECT
@@ -87,7 +89,8 @@ def compare(a: Spread, b: Spread) -> str:
 def inconclusive(what, *spreads) -> str:
     """The sentence a verdict prints when `compare` cannot order its numbers: names
     `what` and the largest spread (a fraction) it saw."""
-    worst = max((float(s) for s in spreads), default=math.inf)
+    worst = max((_v.number("spreads", s, lo=0, allow_inf=True) for s in spreads),
+                default=math.inf)
     shown = "too few runs to tell" if math.isinf(worst) else f"{worst:.0%} of the median"
     return (f"Inconclusive on this run ({what}): the spread is {shown}; rerun, or run on a "
             "quiet GPU.")

@@ -112,6 +112,22 @@ def test_price_per_gpu_hour():
         cost.price_per_gpu_hour("AWS c5.2xlarge")
 
 
+def test_price_per_gpu_hour_takes_a_gpu_name():
+    # The GPU an example instance holds: p5e.48xlarge's 43.26 USD/h over 8 H200s = 5.4075;
+    # an alias hardware.get knows ("h100" is the H100 SXM) and spaces are forgiven.
+    assert cost.price_per_gpu_hour("H200") == pytest.approx(43.26 / 8)
+    assert cost.price_per_gpu_hour(" h100 ") == pytest.approx(39.33 / 8)
+    assert cost.price_per_gpu_hour("A10G") == pytest.approx(1.006)
+    assert cost.price_per_gpu_hour("T4") == cost.price_per_gpu_hour("AWS g4dn.xlarge")
+    # A catalogue GPU no example instance holds, a typo and a non-string: clear errors.
+    with pytest.raises(KeyError, match="L4 is in no example instance"):
+        cost.price_per_gpu_hour("L4")
+    with pytest.raises(KeyError, match="did you mean 'H200'"):
+        cost.price_per_gpu_hour("H2000")
+    with pytest.raises(TypeError, match="name must be"):
+        cost.price_per_gpu_hour(8)
+
+
 # --- priced: a table of options, each with its price and cost per million ---------------------
 
 def _options():

@@ -194,15 +194,60 @@ EXAMPLE_PRICES = (
 
 
 def price_per_gpu_hour(name) -> float:
-    """An example price per GPU-hour: the instance's hourly price over its GPUs (the
-    count read from its `hardware` text, "8x NVIDIA H100 SXM" -> 8)."""
+    """An example price per GPU-hour, USD: the instance's hourly price over its GPUs (the
+    count read from its `hardware` text, "8x NVIDIA H100 SXM" -> 8). `name` is an instance
+    of `EXAMPLE_PRICES` ("AWS p5e.48xlarge (Capacity Block)") or a GPU one of them holds,
+    by its catalogue name or an alias `hardware.get` knows ("H200", "h100" -> the
+    p5.48xlarge's H100 SXM)."""
+    instances = {p.name.strip().lower(): p for p in EXAMPLE_PRICES}
+    if isinstance(name, str) and name.strip().lower() in instances:
+        p = instances[name.strip().lower()]
+        count, gpu = _gpus_of(p)
+        if not count:
+            raise ValueError(f"name={p.name!r} has no GPUs ({p.hardware}); a GPU-hour "
+                             "needs an instance with one")
+        return p.price_per_hour / count
+    by_gpu = {}
+    for p in EXAMPLE_PRICES:
+        count, gpu = _gpus_of(p)
+        if count:
+            by_gpu.setdefault(gpu, (p, count))
+    gpu = _gpu_name(name, list(instances.values()), by_gpu)
+    p, count = by_gpu[gpu]
+    return p.price_per_hour / count
+
+
+def _gpus_of(price: ExamplePrice):
+    """(GPUs in the instance, the GPU's name) from its `hardware` text; (0, None) if none."""
     import re
 
-    p = example_price(name)
-    match = re.match(r"(\d+)x ", p.hardware)
-    if not match:
-        raise ValueError(f"{p.name} has no GPUs ({p.hardware})")
-    return p.price_per_hour / int(match[1])
+    match = re.match(r"(\d+)x NVIDIA ([^,]+)", price.hardware)
+    return (int(match[1]), match[2].strip()) if match else (0, None)
+
+
+def _gpu_name(name, instances, by_gpu) -> str:
+    """`name` as the GPU of one of the example instances, or an error naming what is known."""
+    from . import hardware
+
+    known = (f"an instance ({', '.join(repr(p.name) for p in instances)}) or a GPU one of "
+             f"them holds ({', '.join(map(repr, by_gpu))})")
+    if not isinstance(name, str):
+        raise TypeError(f"name must be {known}; got {name!r}")
+    try:
+        gpu = hardware.get(name).name
+    except KeyError:
+        gpu = None
+    if gpu not in by_gpu:
+        import difflib
+
+        options = [*by_gpu, *(p.name for p in instances)]
+        close = difflib.get_close_matches(name.strip(), options, n=2, cutoff=0.5)
+        hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+        what = (f"the {gpu} is in no example instance" if gpu
+                else "is neither an example instance nor a GPU one of them holds")
+        raise _v.UnknownName(f"name={name!r}: {what}{hint}. Give {known}, or use your "
+                             "own price per GPU-hour")
+    return gpu
 
 
 def example_price(name) -> ExamplePrice:

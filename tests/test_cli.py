@@ -211,3 +211,121 @@ def test_every_lab_has_key_numbers_for_the_report():
     for stem, keys in gpu_check.LAB_KEY_NUMBERS.items():
         labels = [k[0] for k in keys]
         assert len(labels) == len(set(labels)) and all(unit for _, _, unit in keys), stem
+
+
+# --- gpu-check measures the checkout ---------------------------------------------------------
+
+def _lab_with_a_setup_cell(folder, ran):
+    """A lab whose first cell is the course's Colab/Kaggle setup cell (as in every lab), with
+    a line that leaves a file behind if the cell runs; the pip line names a file that does
+    not exist, so a regression fails at once instead of reaching the network."""
+    import nbformat
+
+    setup = ("# Colab (or Kaggle) setup: install this course's package.\n"
+             "import os, sys\n"
+             "if \"google.colab\" in sys.modules or \"KAGGLE_KERNEL_RUN_TYPE\" in os.environ:\n"
+             f"    open({str(ran)!r}, 'w').write('the install cell ran')\n"
+             "    %pip install -q --no-index \"gpuinfer @ file:///nonexistent/gpuinfer\"\n")
+    probe = ("import os, sys\n"
+             "markers = ('google.colab' in sys.modules, 'KAGGLE_KERNEL_RUN_TYPE' in os.environ)\n"
+             "seen = float(sum(markers))\n")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(setup), nbformat.v4.new_code_cell(probe)]
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / "98_setup.ipynb")
+    return folder / "98_setup.ipynb"
+
+
+def test_run_lab_skips_the_install_cell_where_colab_and_kaggle_markers_are_set(tmp_path,
+                                                                              monkeypatch):
+    pytest.importorskip("nbclient")
+    # Kaggle: the environment variable reaches the kernel. Colab: its kernel launcher
+    # imports google.colab; a sitecustomize on the kernel's path does the same here.
+    site = tmp_path / "site"
+    (site / "google" / "colab").mkdir(parents=True)
+    (site / "google" / "colab" / "__init__.py").write_text("")
+    (site / "sitecustomize.py").write_text("import google.colab\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
+    ran = tmp_path / "install-cell-ran"
+    lab = _lab_with_a_setup_cell(tmp_path / "labs", ran)
+    monkeypatch.setitem(gpu_check.LAB_KEY_NUMBERS, "98_setup", [("markers seen", "seen", "of 2")])
+    result = gpu_check.run_lab(lab)
+    # Both markers were there for the kernel, so the cell would have installed ...
+    assert dict((label, value) for label, value, _ in result["numbers"]) == {"markers seen": 2.0}
+    # ... and it did not run: skipped, and said so in the report.
+    assert not ran.exists() and result["skipped_setup"] == [0] and result["passed"]
+    report = gpu_check.dry_run_report(ENV, [result], total_s=1.0)
+    assert gpu_check.read_report(report)["98_setup"]["install cell skipped"][0] == "cell 0"
+
+
+def test_the_setup_cell_is_recognised_in_every_lab():
+    import nbformat
+
+    from gpuinfer import release
+
+    root = gpu_check.repo_root()
+    if root is None:
+        pytest.skip("not a checkout")
+    for path in gpu_check.lab_notebooks(root):
+        nb = nbformat.read(path, as_version=4)
+        assert gpu_check.skip_setup_cells(nb) == [0], path.name
+        assert nb.cells[0].source == gpu_check.SKIPPED_SETUP
+    # a cell that only mentions Colab, or only pip, is not an install cell
+    assert not release.is_setup_cell("import sys\nprint('google.colab' in sys.modules)")
+    assert not release.is_setup_cell("%pip install -q tqdm")
+
+
+def _git_checkout(folder, version="9.8.7"):
+    import subprocess
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pyproject.toml").write_text(f'[project]\nname = "gpuinfer"\nversion = "{version}"\n')
+    git = ["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "pyproject.toml"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "one"], check=True)
+    return subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_the_report_names_the_version_and_the_commit_it_measured(tmp_path):
+    import shutil
+
+    if shutil.which("git") is None:
+        pytest.skip("no git")
+    repo = tmp_path / "repo"
+    sha = _git_checkout(repo)
+    prov = gpu_check.provenance(repo)
+    assert prov == {"gpuinfer": "9.8.7", "commit": sha, "dirty": False}
+    text = gpu_check.dry_run_report(ENV, [], total_s=1.0, prov=prov)
+    assert "| gpuinfer version | 9.8.7 |" in text and f"| commit | {sha} |" in text
+    (repo / "pyproject.toml").write_text('[project]\nversion = "9.8.8"\n')  # uncommitted
+    dirty = gpu_check.dry_run_report(ENV, [], total_s=1.0, prov=gpu_check.provenance(repo))
+    assert f"| commit | {sha} plus uncommitted changes" in dirty
+    assert "| gpuinfer version | 9.8.8 |" in dirty
+    # outside a git checkout: said, not guessed
+    (tmp_path / "plain").mkdir()
+    assert gpu_check.provenance(tmp_path / "plain")["commit"].startswith("unknown")
+
+
+def test_gpu_check_never_writes_into_the_shipped_reference_runs(tmp_path):
+    env = {"device_type": "cuda", "device": "Tesla T4", "catalogue_entry": "T4"}
+    assert gpu_check.run_path(tmp_path, env) == tmp_path / "t4.csv"
+    assert gpu_check.out_folder(None) == gpu_check.DEFAULT_OUT_DIR
+    for inside in (reference.DIRECTORY, reference.DIRECTORY / "runs"):
+        with pytest.raises(ValueError, match="shipped reference runs"):
+            gpu_check.run_path(inside, env)
+    with pytest.raises(ValueError, match="shipped reference runs"):
+        cli.main(["gpu-check", "--out-dir", str(reference.DIRECTORY), "--no-labs"])
+
+
+def test_a_lab_missing_from_the_checkout_is_skipped_with_a_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "labs").mkdir()
+    _tiny_lab(tmp_path / "labs")
+    (tmp_path / "labs" / "01_weight_reads.ipynb").write_text("{}")
+    found = gpu_check.lab_notebooks(tmp_path)
+    # the listed lab that exists, then the unlisted notebook; every other listed lab said
+    assert [p.name for p in found] == ["01_weight_reads.ipynb", "99_tiny.ipynb"]
+    out = capsys.readouterr().out
+    assert "02_matmul_roofline.ipynb: not in this checkout, skipped" in out

@@ -1,20 +1,24 @@
 """gpu-check: everything a lent GPU should run, in one go, and the dry-run report.
 
-On a machine with an NVIDIA GPU, `run` measures `bench` (full) into the package's reference
-runs, runs every lab (each in a fresh kernel, `run_labs`), checks the targets
-(`check_targets`: weight reads >= 85% of the datasheet bandwidth, large fp16 matmuls >= 75%
-of the dense peak, batch-1 decode >= 65% of its weight-read ceiling) and writes the dry-run
-report (`dry_run_report`, read back by `read_report`: each lab's wall time, the key
-numbers `LAB_KEY_NUMBERS` names, and failures). Without a GPU: the tiny plan on the CPU;
-with a report asked for, every lab on the CPU too, the report headed as a CPU run."""
+On a machine with an NVIDIA GPU, `run` measures `bench` (full) into a run of its own
+(`--out-dir`, default `gpu-check-out/`: never over the package's shipped reference runs),
+runs every lab of the checkout (each in a fresh kernel, `run_labs`, with the lab's
+Colab/Kaggle install cell skipped: it would install GitHub's package over the checkout
+being measured), checks the targets (`check_targets`) and writes the dry-run report
+(`dry_run_report`, read back by `read_report`: the package version and git commit measured,
+each lab's wall time, the key numbers `LAB_KEY_NUMBERS` names, and failures). Without a
+GPU: the tiny plan on the CPU; with a report asked for, every lab on the CPU too, the report
+headed as a CPU run."""
 
 from __future__ import annotations
 
-import pathlib
 import math
+import pathlib
 import re
+import subprocess
 import time
 
+from . import release as _release
 from .bench_suite import (bench_plan, measure_plan, print_device, print_estimate, summary,
                           tidy_stages)
 
@@ -187,10 +191,30 @@ def _collector_source(keys) -> str:
             f"print({_KEY_MARK!r} + _gj.dumps(_gk))\n")
 
 
+#: What runs in place of a lab's Colab/Kaggle install cell under gpu-check: on Kaggle (the
+#: environment variable reaches the kernel) and Colab (its launcher imports google.colab)
+#: the cell would pip-install GitHub's package over the checkout, so the report would
+#: measure other code (and lab 8's cell can restart its own kernel).
+SKIPPED_SETUP = ("# gpu-check: this lab's Colab/Kaggle install cell is skipped: the checkout's "
+                 "own package is measured\n")
+
+
+def skip_setup_cells(nb, n_cells=None) -> list[int]:
+    """Replace each Colab/Kaggle install cell (`release.is_setup_cell`) among the first
+    `n_cells` cells of notebook `nb` (nbformat) with `SKIPPED_SETUP`; their indices."""
+    skipped = []
+    for i, cell in enumerate(nb.cells[:n_cells]):
+        if cell.cell_type == "code" and _release.is_setup_cell(cell.source):
+            cell.source = SKIPPED_SETUP
+            skipped.append(i)
+    return skipped
+
+
 def run_lab(path, timeout_s=LAB_TIMEOUT_S, cwd=None) -> dict:
     """Run one lab notebook top to bottom in a fresh kernel (nbclient; a failing cell is
-    recorded and the rest still run, as under nbval) and read its key numbers
-    (`LAB_KEY_NUMBERS`): {lab, passed, seconds, detail, failures, numbers}."""
+    recorded and the rest still run, as under nbval), its install cell skipped
+    (`skip_setup_cells`), and read its key numbers (`LAB_KEY_NUMBERS`): {lab, passed,
+    seconds, detail, failures, numbers, skipped_setup (cell indices)}."""
     import json
 
     import nbformat
@@ -200,6 +224,7 @@ def run_lab(path, timeout_s=LAB_TIMEOUT_S, cwd=None) -> dict:
     keys = LAB_KEY_NUMBERS.get(path.stem, [])
     nb = nbformat.read(path, as_version=4)
     n_cells = len(nb.cells)
+    skipped = skip_setup_cells(nb, n_cells)
     nb.cells.append(nbformat.v4.new_code_cell(_collector_source(keys)))
     start = time.perf_counter()
     failures, stopped = [], None
@@ -224,7 +249,55 @@ def run_lab(path, timeout_s=LAB_TIMEOUT_S, cwd=None) -> dict:
     passed = not failures
     detail = "passed" if passed else f"{len(failures)} failure(s)"
     return {"lab": path.name, "passed": passed, "seconds": seconds, "detail": detail,
-            "failures": failures, "numbers": numbers}
+            "failures": failures, "numbers": numbers, "skipped_setup": skipped}
+
+
+def lab_notebooks(root) -> list[pathlib.Path]:
+    """The labs gpu-check runs from the checkout at `root`: each lab `LAB_KEY_NUMBERS`
+    names, in order (one whose notebook is not in this checkout is skipped, with a line
+    saying so), then any other notebook in labs/ (run, with no key numbers)."""
+    folder = pathlib.Path(root) / "labs"
+    found = []
+    for stem in LAB_KEY_NUMBERS:
+        path = folder / f"{stem}.ipynb"
+        if path.is_file():
+            found.append(path)
+        else:
+            print(f"  {stem}.ipynb: not in this checkout, skipped")
+    return found + sorted(p for p in folder.glob("*.ipynb") if p.stem not in LAB_KEY_NUMBERS)
+
+
+def provenance(root=None) -> dict:
+    """What the report measured: {'gpuinfer': the package version (`release.package_version`),
+    'commit': the checkout's git commit ('unknown: ...' outside a git checkout), 'dirty':
+    whether tracked files differ from it (None when unknown)}."""
+    root = repo_root() if root is None else pathlib.Path(root)
+    out = {"gpuinfer": _release.package_version(root) if root else _release.package_version(),
+           "commit": "unknown: not a git checkout", "dirty": None}
+    if root is None:
+        return out
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=30, check=True).stdout.strip()
+
+    try:
+        out["commit"] = git("rev-parse", "HEAD")
+        out["dirty"] = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError) as exc:
+        out["commit"] = f"unknown: git failed ({type(exc).__name__})"
+    return out
+
+
+def describe_commit(prov) -> str:
+    """The commit row of the report: the hash, and a warning when the tree was dirty."""
+    commit = prov.get("commit", "unknown")
+    if prov.get("dirty"):
+        return (f"{commit} plus uncommitted changes (the labs ran with them: commit, then "
+                "rerun, for a report that names what it measured)")
+    if prov.get("dirty") is None and not str(commit).startswith("unknown"):
+        return f"{commit} (whether the tree was clean: unknown)"
+    return commit
 
 
 def run_labs(notebooks, timeout_s=LAB_TIMEOUT_S, cwd=None) -> list[dict]:
@@ -259,16 +332,20 @@ def _value(value) -> str:
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
-def dry_run_report(env, labs, *, total_s, targets=(), clocks_line="") -> str:
+def dry_run_report(env, labs, *, total_s, targets=(), clocks_line="", prov=None) -> str:
     """The dry-run report as markdown (headings from '##' down, so that the instructor
-    notes can include it): the machine, then one table per lab (wall time, result, its
-    key numbers with units, each failure with its error), then the bench targets."""
+    notes can include it): the machine and what was measured (`prov`: `provenance`'s
+    package version and git commit), then one table per lab (wall time, result, its key
+    numbers with units, each failure with its error), then the bench targets."""
     on_gpu = env.get("device_type") == "cuda"
     lines = ["## Dry run: " + ("GPU run" if on_gpu else "CPU run"), ""]
     if not on_gpu:
         lines += [f"**{CPU_REPORT_NOTE}**", ""]
+    prov = prov or {"gpuinfer": _release.package_version(), "commit": "unknown", "dirty": None}
     lines += ["| machine | |", "|---|---|"]
-    for label, value in (("device", env.get("device", "")),
+    for label, value in (("gpuinfer version", prov.get("gpuinfer", "")),
+                         ("commit", describe_commit(prov)),
+                         ("device", env.get("device", "")),
                          ("catalogue entry", env.get("catalogue_entry", "")),
                          ("torch", env.get("torch", "")), ("CUDA", env.get("cuda") or "none"),
                          ("date", env.get("date", "")), ("clocks", clocks_line or "n/a"),
@@ -280,6 +357,9 @@ def dry_run_report(env, labs, *, total_s, targets=(), clocks_line="") -> str:
                   "| measurement | value | unit |", "|---|---|---|",
                   f"| wall time | {r['seconds']:,.1f} | s |",
                   f"| result | {'passed' if r['passed'] else 'FAILED'} | |"]
+        if r.get("skipped_setup"):
+            lines.append(f"| install cell skipped | cell {', '.join(map(str, r['skipped_setup']))}"
+                         " | |")
         for label, value, unit in r.get("numbers", []):
             lines.append(f"| {_cell(label)} | {_value(value)} | {_cell(unit)} |")
         for i, failure in enumerate(r.get("failures", []), 1):
@@ -352,14 +432,40 @@ def _write_report(path, text):
     print(f"dry-run report written to {path}")
 
 
+#: Where gpu-check writes its bench run without `--out-dir` (relative to where it runs).
+DEFAULT_OUT_DIR = pathlib.Path("gpu-check-out")
+
+
+def run_path(out_dir, env) -> pathlib.Path:
+    """Where gpu-check writes its bench run: `out_dir` (default `DEFAULT_OUT_DIR`) /
+    `reference.default_filename(env)`. ValueError for a folder inside the package's
+    shipped reference runs: a dry run never overwrites a card's shipped reference."""
+    from . import reference as _reference
+
+    folder = out_folder(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / _reference.default_filename(env)
+
+
+def out_folder(out_dir) -> pathlib.Path:
+    """`out_dir` (default `DEFAULT_OUT_DIR`), refused (ValueError) where it is, or is
+    inside, the package's shipped reference runs."""
+    from . import reference as _reference
+
+    folder = pathlib.Path(out_dir) if out_dir else DEFAULT_OUT_DIR
+    shipped = _reference.DIRECTORY.resolve()
+    if folder.resolve() == shipped or shipped in folder.resolve().parents:
+        raise ValueError(f"out_dir {folder} is the package's shipped reference runs: gpu-check "
+                         "writes elsewhere; copy a run there by hand to ship it")
+    return folder
+
+
 def run(out_dir=None, labs=True, progress=True, report=None) -> int:
     """`python -m gpuinfer gpu-check`: see the module docstring. Returns the exit code:
     0 when everything ran (targets missed are reported, not failed), 1 when a lab failed
     or could not run. `report`: a path for the dry-run report (`dry_run_report`); on a
     GPU it defaults to workshop/dry_run.md of the checkout when the labs run. Without a
     GPU the labs run only when a report is asked for (on the CPU, labelled as such)."""
-    import shutil
-
     import torch
 
     from . import bench as _bench
@@ -367,15 +473,15 @@ def run(out_dir=None, labs=True, progress=True, report=None) -> int:
 
     start = time.perf_counter()
     out_dir = pathlib.Path(out_dir) if out_dir else None
-    if out_dir:
-        out_dir.mkdir(parents=True, exist_ok=True)
+    out_folder(out_dir)  # a folder inside the shipped reference runs is refused before any work
     if not (torch.cuda.is_available() and torch.version.cuda):
         print("gpu-check: no NVIDIA GPU here (torch.cuda.is_available() is "
               f"{torch.cuda.is_available()}, CUDA build: {torch.version.cuda or 'no'}).")
         print("Running the CPU-safe part: the tiny bench plan on this CPU (not written to "
               "the package's reference runs). On an NVIDIA GPU this command runs bench "
-              "(full) and every lab, writes src/gpuinfer/data/reference/"
-              "<gpu>.csv, checks the targets and writes the dry-run report.")
+              f"(full) and every lab, writes {out_dir or DEFAULT_OUT_DIR}/<gpu>.csv (never "
+              "the shipped reference runs), checks the targets and writes the dry-run "
+              "report.")
         cpu = torch.device("cpu")
         stage_start = time.perf_counter()
         df = tidy_stages(measure_plan(bench_plan(cpu, "tiny"), cpu, progress=False),
@@ -393,11 +499,11 @@ def run(out_dir=None, labs=True, progress=True, report=None) -> int:
                 ok = False
             else:
                 print("labs on this CPU, for the report:")
-                lab_results = run_labs(sorted((root / "labs").glob("*.ipynb")), cwd=root / "labs")
+                lab_results = run_labs(lab_notebooks(root), cwd=root / "labs")
                 ok = all(r["passed"] for r in lab_results)
             _write_report(report, dry_run_report(
                 _bench.environment(cpu), lab_results, total_s=time.perf_counter() - start,
-                clocks_line="n/a (a CPU)"))
+                clocks_line="n/a (a CPU)", prov=provenance(root)))
         print(f"gpu-check: CPU-safe part done in {time.perf_counter() - start:.0f} s; "
               "no GPU was checked.")
         return 0 if ok else 1
@@ -408,12 +514,11 @@ def run(out_dir=None, labs=True, progress=True, report=None) -> int:
     with _bench.sample_clocks(device) as sampled:
         stages = measure_plan(plan, device, progress)
     df = tidy_stages(stages, env)
-    path = _reference.save(df, _reference.DIRECTORY / _reference.default_filename(env))
+    path = _reference.save(df, run_path(out_dir, env))
     print(summary(df))
-    print(f"bench: {len(df)} rows written to {path}; stage wall times: "
+    print(f"bench: {len(df)} rows written to {path} (to ship it as this card's reference "
+          f"run, copy it to {_reference.DIRECTORY} and commit it); stage wall times: "
           + ", ".join(f"{k} {s.seconds:.1f} s" for k, s in stages.items()))
-    if out_dir:
-        shutil.copy(path, out_dir / path.name)
     _bench.free_memory()
     lab_results, ok = [], True
     root, why = _labs_available(labs)
@@ -422,7 +527,7 @@ def run(out_dir=None, labs=True, progress=True, report=None) -> int:
         ok = not labs
     else:
         print("labs:")
-        lab_results = run_labs(sorted((root / "labs").glob("*.ipynb")), cwd=root / "labs")
+        lab_results = run_labs(lab_notebooks(root), cwd=root / "labs")
         ok = all(r["passed"] for r in lab_results)
         report = report or root / DRY_RUN_REPORT
     failures = getattr(stages.get("quantised"), "failures", None) or {}
@@ -432,8 +537,7 @@ def run(out_dir=None, labs=True, progress=True, report=None) -> int:
     print(text)
     clocks_line = _bench.describe_sampled(sampled.summary())
     print(clocks_line)
-    if out_dir:
-        (out_dir / "gpu-check-summary.txt").write_text(text + "\n")
+    (path.parent / "gpu-check-summary.txt").write_text(text + "\n")
     if report:
         bench_lab = {"lab": "bench (python -m gpuinfer bench, full)", "passed": not failures,
                      "seconds": sum(st.seconds for st in stages.values()),
@@ -441,5 +545,6 @@ def run(out_dir=None, labs=True, progress=True, report=None) -> int:
                      "failures": list(failures.values())}
         _write_report(report, dry_run_report(env, [bench_lab] + lab_results,
                                              total_s=time.perf_counter() - start,
-                                             targets=targets, clocks_line=clocks_line))
+                                             targets=targets, clocks_line=clocks_line,
+                                             prov=provenance(root)))
     return 0 if ok else 1

@@ -1,0 +1,88 @@
+"""Releases: the install line for a version, and a notebook's setup cell pinned to it
+(on a temporary notebook: the repository's notebooks are pinned at release time)."""
+
+import json
+import pathlib
+import re
+
+import pytest
+
+from gpuinfer import release
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SETUP = ("# Colab (or Kaggle) setup: install this course's package from the branch the website is\n"
+         "# built from (_config.yml: repository.branch). Nothing else: both already have torch.\n"
+         "import os, sys\n"
+         "if \"google.colab\" in sys.modules or \"KAGGLE_KERNEL_RUN_TYPE\" in os.environ:\n"
+         "    %pip install -q \"gpuinfer[serving] @ git+https://github.com/gpu-inference-course/"
+         "gpu-inference-course@main\"")
+
+
+def test_the_install_line_names_the_repository_and_the_tag():
+    url = "https://github.com/gpu-inference-course/gpu-inference-course"
+    assert release.tag("0.2.0") == release.tag("v0.2.0") == "v0.2.0"
+    assert release.requirement("0.2.0") == f"gpuinfer @ git+{url}@v0.2.0"
+    assert release.install_line("0.2.0", "serving") == (
+        f'%pip install -q "gpuinfer[serving] @ git+{url}@v0.2.0"')
+    assert release.wheel_url("0.2.0") == (
+        f"{url}/releases/download/v0.2.0/gpuinfer-0.2.0-py3-none-any.whl")
+    for bad in ("0.2", "main", "v1.2.3rc1", ""):
+        with pytest.raises(ValueError, match="version"):
+            release.tag(bad)
+    with pytest.raises(TypeError, match="version"):
+        release.tag(0.2)
+    with pytest.raises(ValueError, match="extra"):
+        release.requirement("0.2.0", "serving; rm -rf")
+
+
+def test_the_repository_is_the_one_config_names():
+    config = (ROOT / "_config.yml").read_text()
+    url = re.search(r"^\s+url:\s*(\S+)", config, re.M).group(1)
+    assert release.REPOSITORY_URL == url
+
+
+def test_the_version_is_the_checkouts_pyproject_else_the_installed_one(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "gpuinfer"\n'
+                                             'requires-python = ">=3.10"\nversion = "4.5.6"\n')
+    assert release.package_version(tmp_path) == "4.5.6"
+    import importlib.metadata
+
+    installed = importlib.metadata.version("gpuinfer")
+    assert release.package_version(tmp_path / "not-a-checkout") == installed
+
+
+def _notebook(folder, source):
+    cells = [{"cell_type": "code", "id": "c00", "metadata": {"tags": ["remove-cell"]},
+              "execution_count": None, "outputs": [], "source": source.splitlines(True)},
+             {"cell_type": "markdown", "id": "c01", "metadata": {}, "source": ["# Lab ü\n"]}]
+    nb = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = folder / "lab.ipynb"
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    return path
+
+
+def test_a_notebooks_setup_cell_is_pinned_to_the_release(tmp_path):
+    path = _notebook(tmp_path, SETUP)
+    assert release.pin_notebook(path, "0.2.0") is True
+    nb = json.loads(path.read_text())
+    source = "".join(nb["cells"][0]["source"])
+    url = "https://github.com/gpu-inference-course/gpu-inference-course"
+    assert f'"gpuinfer[serving] @ git+{url}@v0.2.0"' in source and "@main" not in source
+    assert "from release v0.2.0" in source and "repository.branch" not in source
+    # ids, tags, the other cells and the storage format kept
+    assert [c["id"] for c in nb["cells"]] == ["c00", "c01"]
+    assert nb["cells"][0]["metadata"] == {"tags": ["remove-cell"]}
+    assert "# Lab ü" in path.read_text()  # ensure_ascii=False, as the course stores them
+    assert path.read_text() == json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+    # pinned again to the same release: nothing changes; to the next: the tag moves
+    assert release.pin_notebook(path, "0.2.0") is False
+    assert release.pin_notebook(path, "v0.3.1") is True
+    assert "@v0.3.1\"" in "".join(json.loads(path.read_text())["cells"][0]["source"])
+
+
+def test_a_notebook_without_a_setup_cell_is_refused(tmp_path):
+    path = _notebook(tmp_path, "print('no install here')\n")
+    with pytest.raises(ValueError, match="no Colab/Kaggle setup cell"):
+        release.pin_notebook(path, "0.2.0")
+    with pytest.raises(FileNotFoundError, match="path"):
+        release.pin_notebook(tmp_path / "missing.ipynb", "0.2.0")

@@ -6,13 +6,15 @@
                     sweep, decode step at several batches, quantised weights) and write
                     one tidy CSV that `gpuinfer.reference.load` reads
     gpu-check [--out-dir DIR] [--no-labs] [--report [PATH]] [--estimate GPU]
-                    on a machine with an NVIDIA GPU: `bench` (full) written into the
-                    package's reference runs, every lab (each in a fresh kernel), the
-                    dry-run report (workshop/dry_run.md: each lab's wall time, key
-                    numbers and failures; `--report PATH` elsewhere), and one table of the
-                    targets (weight reads >= 85% of the datasheet bandwidth, large fp16
-                    matmuls >= 75% of the dense peak, batch-1 decode >= 65% of its
-                    weight-read ceiling) with each lab's wall time. Without one: the tiny
+                    on a machine with an NVIDIA GPU: `bench` (full) written to
+                    --out-dir (default gpu-check-out/; never over the shipped reference
+                    runs), every lab of the checkout (each in a fresh kernel, its
+                    Colab/Kaggle install cell skipped), the dry-run report
+                    (workshop/dry_run.md: the version and commit measured, each lab's wall
+                    time, key numbers and failures; `--report PATH` elsewhere), and one
+                    table of the targets, each derived from what the same card was
+                    published to reach (gpu_check.card_targets: reads, large fp16 matmuls,
+                    batch-1 decode), every miss explained. Without one: the tiny
                     plan on the CPU, and exit 0; with `--report` also every lab on the
                     CPU and the report, headed as a CPU run. `--estimate H200` prints the full plan's
                     estimated run time on a catalogue GPU and exits.

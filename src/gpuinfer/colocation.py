@@ -195,3 +195,22 @@ def max_instances(dep: Deployment, accelerator, *, others: Sequence[Deployment] 
         if room < 0:
             return 0
     return max(0, int(room // dep.per_instance_bytes))
+
+
+def engine_memory_fraction(dep: Deployment, accelerator, *, activation_bytes=None) -> float:
+    """Chapter *Serving systems and sharing a GPU*: the `gpu_memory_utilization` to start
+    one LLM-engine instance of `dep` with (vLLM's per-instance fraction of the whole
+    card), so that it claims what the memory plan gave it and no more: a copy of the
+    weights, its KV cache, its workspace and `activation_bytes` (the activations the
+    engine profiles at start; default `llm.DEFAULT_RESERVE_BYTES`), over the card's
+    memory. An engine sizes its cache from a fraction, not from a batch x context:
+    vLLM's default fraction (0.92, `paged_kv.VLLM_GPU_MEMORY_UTILIZATION`) is most of the
+    card for one instance, and TensorRT-LLM gives 0.9 of the memory free after its
+    weights to the cache, so a second engine started beside one with the defaults finds
+    no room; each instance's fraction must be lowered to its share of the plan."""
+    if not isinstance(dep, Deployment):
+        raise TypeError(f"dep must be a Deployment (see serving.deployment), got {dep!r}")
+    acc = _hardware.get(accelerator)
+    act = _llm.DEFAULT_RESERVE_BYTES if activation_bytes is None else _v.non_negative(
+        "activation_bytes", activation_bytes)
+    return (dep.weight_bytes + dep.kv_cache_bytes + dep.workspace_bytes + act) / acc.memory_bytes

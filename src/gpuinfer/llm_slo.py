@@ -22,7 +22,6 @@ import numpy as np
 from . import validate as _v
 from .batching import (
     MAX_SEARCH_STEPS,
-    bisect_rate,
     check_frame,
     check_rel_tol,
     check_trace_length,
@@ -80,8 +79,8 @@ def summarize_llm(df, *, ttft_slo=None, tpot_slo=None, itl_slo=None) -> dict:
     return out
 
 
-def goodput(serve, n, *, ttft_slo, tpot_slo, itl_slo=None, attainment=0.9, seed=0,
-            rel_tol=0.02, rate=None) -> float:
+def goodput_bracket(serve, n, *, ttft_slo, tpot_slo, itl_slo=None, attainment=0.9, seed=0,
+                    rel_tol=0.02, rate=None) -> tuple:
     """Goodput in DistServe's sense (Zhong et al. 2024): the highest Poisson request
     rate (requests/s) at which at least `attainment` of the requests (a fraction: 0.9
     for DistServe's 90%) meet both the TTFT and the TPOT SLO (s).
@@ -100,7 +99,16 @@ def goodput(serve, n, *, ttft_slo, tpot_slo, itl_slo=None, attainment=0.9, seed=
     saturation: a queue that would grow without bound has not grown far yet (chapter 9
     found 300 requests passing a rate above what its prefill GPU can serve at all).
     Check the answer against the server's capacity (the busiest GPU's share of time
-    busy should stay below 1), and pass a longer trace or other seeds when it is close."""
+    busy should stay below 1), and pass a longer trace or other seeds when it is close.
+
+    Returns the bracket the search ends with, (lo, hi): the trace met the goal at `lo`
+    and missed it at `hi`, hi / lo <= 1 + `rel_tol` ((0.0, lo) if even a light load
+    misses it). The search moves on a grid: from `rate` it multiplies by 4 and then by
+    square roots of the bracket, so every answer it can give is rate x 4^(j / 2^m), and
+    with `rel_tol` 0.05 the grid's step is 4^(1/32), 4.4%. Two goodputs from the same
+    start differ by a whole number of steps: their ratio is known only to within one
+    step either way, [lo1 / hi2, hi1 / lo2]. Print them at that resolution (`goodput`
+    is `lo`)."""
     serve = _v.callable_("serve", serve)
     n = check_trace_length("n", n)
     target = _v.fraction("attainment", attainment)
@@ -126,13 +134,13 @@ def goodput(serve, n, *, ttft_slo, tpot_slo, itl_slo=None, attainment=0.9, seed=
         lo = _v.positive("rate", rate)
     if not ok(lo):
         if rate is None:
-            return 0.0
+            return 0.0, lo
         for _ in range(MAX_SEARCH_STEPS):  # a given rate too high: come down
             lo /= 4
             if ok(lo):
                 break
         else:
-            return 0.0
+            return 0.0, lo
     hi = lo * 4
     for _ in range(MAX_SEARCH_STEPS):
         if not ok(hi):
@@ -141,5 +149,29 @@ def goodput(serve, n, *, ttft_slo, tpot_slo, itl_slo=None, attainment=0.9, seed=
     else:
         raise ValueError("attainment never failed: the server kept up at every rate "
                          "tried; check that serve uses the arrivals it is given")
-    return bisect_rate(ok, lo, hi, rel_tol)
+    return _bracket(ok, lo, hi, rel_tol)
+
+
+def _bracket(ok, lo, hi, rel_tol):
+    """`batching.bisect_rate`'s geometric bisection, keeping both ends: (lo, hi), lo met
+    and hi missed, until hi - lo <= rel_tol x lo."""
+    for _ in range(MAX_SEARCH_STEPS):
+        if hi - lo <= rel_tol * lo:
+            break
+        mid = math.sqrt(lo * hi)
+        if not lo < mid < hi:  # the floats cannot split the bracket further
+            break
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo, hi
+
+
+def goodput(serve, n, *, ttft_slo, tpot_slo, itl_slo=None, attainment=0.9, seed=0,
+            rel_tol=0.02, rate=None) -> float:
+    """Goodput in DistServe's sense (Zhong et al. 2024): the highest Poisson request
+    rate (requests/s) at which at least `attainment` of the requests meet both the TTFT
+    and the TPOT SLO (s), found to within `rel_tol`: the lower end of
+    `goodput_bracket` (which explains the arguments, and the grid the answer lies on).
+    0.0 if even a light load misses the target."""
+    return goodput_bracket(serve, n, ttft_slo=ttft_slo, tpot_slo=tpot_slo, itl_slo=itl_slo,
+                           attainment=attainment, seed=seed, rel_tol=rel_tol, rate=rate)[0]
 

@@ -30,7 +30,8 @@ def _flag(name, value) -> bool:
     return bool(value)
 
 
-def mig_options(model, gpu, batch, context, dtype="fp16", *, achievable=True):
+def mig_options(model, gpu, batch, context, dtype="fp16", *, compute_dtype=None,
+                achievable=True):
     """Chapter *Serving systems and sharing a GPU*: every MIG profile of `gpu` (the
     `+me` media variants left out), smallest first (fewest compute slices, then fewest
     memory slices), as a DataFrame indexed by profile, with columns:
@@ -44,8 +45,9 @@ def mig_options(model, gpu, batch, context, dtype="fp16", *, achievable=True):
         (`achievable.decode_step_s` on the slice), each sequence's time per output token;
       tpot_ceiling_s: the same on the roofline (`llm.decode_step_time`).
 
-    Both times are NaN where `batch` does not fit. `achievable=False`: `tpot_s` is the
-    ceiling too."""
+    Both times are NaN where `batch` does not fit. `compute_dtype`: the format the
+    matmuls run in (`"fp8"` with `dtype="fp8"`: FP8 W8A8; default the weights' own
+    arithmetic, `dtypes.formats`). `achievable=False`: `tpot_s` is the ceiling too."""
     import pandas as pd
 
     b = _v.count("batch", batch, maximum=1 << 30)
@@ -57,9 +59,11 @@ def mig_options(model, gpu, batch, context, dtype="fp16", *, achievable=True):
             continue
         part = _hardware.mig_slice(gpu, name)
         fits = _llm.max_batch(model, part, context, dtype)
-        ceiling = (float(_llm.decode_step_time(model, part, b, context, dtype))
+        ceiling = (float(_llm.decode_step_time(model, part, b, context, dtype,
+                                               compute_dtype=compute_dtype))
                    if fits >= b else math.nan)
-        tpot = (float(_achievable.decode_step_s(model, part, b, context, dtype))
+        tpot = (float(_achievable.decode_step_s(model, part, b, context, dtype,
+                                                compute_dtype=compute_dtype))
                 if use_achievable and fits >= b else ceiling)
         rows.append({"profile": name, "compute_fraction": p["compute_fraction"],
                      "memory_fraction": p["memory_fraction"],
@@ -70,11 +74,12 @@ def mig_options(model, gpu, batch, context, dtype="fp16", *, achievable=True):
 
 
 def smallest_mig_profile(model, gpu, batch, context, tpot_s, dtype="fp16", *,
-                         achievable=True):
+                         compute_dtype=None, achievable=True):
     """The first profile of `mig_options` that holds `batch` sequences and meets a time
     per output token of `tpot_s` seconds, on the achievable model (`achievable=False`:
     on the roofline); None if no profile does."""
     limit = _v.positive("tpot_s", tpot_s)
-    table = mig_options(model, gpu, batch, context, dtype, achievable=achievable)
+    table = mig_options(model, gpu, batch, context, dtype, compute_dtype=compute_dtype,
+                        achievable=achievable)
     ok = table[table["tpot_s"] <= limit]
     return ok.index[0] if len(ok) else None

@@ -180,3 +180,101 @@ def paging_gain(model, accelerator, lengths, *, max_len, block_size=DEFAULT_BLOC
     out["throughput_gain"] = out["tokens_per_s_paged"] / out["tokens_per_s_contiguous"]
     return out
 
+
+
+# --- Reusing the cache: prefix caching, routing, tiers, transfer ------------------------------
+
+def conversation_prefix_hits(turns, *, system_tokens, user_tokens, output_tokens,
+                             block_size=DEFAULT_BLOCK_SIZE, replicas=1, kv_aware=True) -> dict:
+    """Chapter *Serving LLMs*: how much of a multi-turn conversation's prompts a prefix
+    cache serves (vLLM's automatic prefix caching, SGLang's RadixAttention). Turn t
+    (1..`turns`) sends the system prompt, the t - 1 earlier exchanges (`user_tokens` in,
+    `output_tokens` out, each) and its new `user_tokens`; an agent's loop is the same
+    shape, its tool results the input and its actions the output. The server keeps every
+    block a conversation wrote (prompt and reply); a cached prefix counts in whole
+    blocks of `block_size` tokens (vLLM hashes full blocks).
+
+    The system prompt is cached on every replica (all conversations share it). The
+    history is cached where the conversation's last turns ran: with `kv_aware=True`
+    (a KV-aware router: Dynamo's, llm-d's, SGLang's; or session affinity) each turn goes
+    to the replica that holds its history; with `kv_aware=False` (round robin or random)
+    among `replicas`, turn t lands on the replica that served turn j last with
+    probability (1/R)(1 - 1/R)^(t-1-j), and that replica holds the history through turn
+    j. Returns the prompt tokens sent, the expected cached tokens, `hit_rate` (their
+    ratio) and `last_turn_hit_rate`. Eviction is not modelled: a cache too small for
+    the traffic's working set does worse."""
+    n = _v.count("turns", turns, maximum=1 << 20)
+    sys_t = _v.count("system_tokens", system_tokens, minimum=0, maximum=MAX_TOKENS)
+    u = _v.count("user_tokens", user_tokens, maximum=MAX_TOKENS)
+    o = _v.count("output_tokens", output_tokens, minimum=0, maximum=MAX_TOKENS)
+    block = _v.count("block_size", block_size, maximum=MAX_TOKENS)
+    r = _v.count("replicas", replicas, maximum=1 << 20)
+    if not isinstance(kv_aware, (bool, np.bool_)):
+        raise TypeError(f"kv_aware must be True or False, got {kv_aware!r}")
+
+    def whole(tokens):
+        return (tokens // block) * block
+
+    sent = cached = 0.0
+    for t in range(1, n + 1):
+        prompt = sys_t + (t - 1) * (u + o) + u
+        history = np.array([whole(sys_t + j * (u + o)) for j in range(1, t)], dtype=float)
+        if kv_aware or r == 1:
+            hit = history[-1] if t > 1 else whole(sys_t)
+        else:  # the replica's most recent turn of this conversation was j, or none
+            p = (1 / r) * (1 - 1 / r) ** (t - 1 - np.arange(1, t))
+            hit = float(p @ history) + (1 - p.sum()) * whole(sys_t)
+        sent += prompt
+        cached += hit
+    return {"prompt_tokens": sent, "cached_tokens": cached, "hit_rate": cached / sent,
+            "last_turn_hit_rate": hit / prompt}
+
+
+def prefix_ttft_s(model, accelerator, prompt_tokens, cached_tokens, *, dtype="fp16",
+                  kv_dtype=None, achievable=False) -> float:
+    """Seconds of the prefill step of a lone prompt of `prompt_tokens` tokens whose first
+    `cached_tokens` are in the prefix cache: the rest is computed on top of them
+    (`achievable.step_s`; `achievable=False` the ceiling). Its time to first token on
+    an idle server."""
+    p = _v.count("prompt_tokens", prompt_tokens, maximum=MAX_TOKENS)
+    c = _v.count("cached_tokens", cached_tokens, minimum=0, maximum=p - 1)
+    return float(_achievable.step_s(model, accelerator, [p - c], [c], dtype,
+                                    kv_dtype=kv_dtype, achievable=achievable))
+
+
+def kv_reload_or_recompute(model, accelerator, tokens, *, bandwidth_bytes_per_s,
+                           dtype="fp16", kv_dtype=None, achievable=False) -> dict:
+    """Chapter *Serving LLMs*: a prefix of `tokens` tokens left the GPU's memory (offloaded
+    to host memory or an SSD: vLLM's KV connectors, LMCache, Dynamo's KVBM, Mooncake's
+    store). Bring its cache back over a link of `bandwidth_bytes_per_s`, or recompute it?
+
+    - `reload_s`: its bytes (`llm.kv_cache_bytes_per_token` x tokens) over the link;
+    - `recompute_s`: a prefill of the tokens, no logits (`achievable.step_s`; the ceiling
+      with `achievable=False`);
+    - `breakeven_bytes_per_s`: the link bandwidth at which the two take as long: a
+      faster link reloads sooner (`reload_wins`).
+
+    Both are times of the fetch or the computation alone: an engine that overlaps the
+    reload with other work, or loads layer by layer while computing, hides part of it."""
+    t = _v.count("tokens", tokens, maximum=MAX_TOKENS)
+    bw = _v.positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
+    _, kv, _ = _dtypes.formats(dtype, kv_dtype)
+    nbytes = t * _llm.kv_cache_bytes_per_token(model, kv)
+    recompute = float(_achievable.step_s(model, accelerator, [t], [0], dtype, logits=[0],
+                                         kv_dtype=kv_dtype, achievable=achievable))
+    reload_s = nbytes / bw
+    return {"kv_bytes": float(nbytes), "reload_s": reload_s, "recompute_s": recompute,
+            "breakeven_bytes_per_s": nbytes / recompute, "reload_wins": reload_s < recompute}
+
+
+def kv_transfer_s(model, prompt_tokens, *, link_bytes_per_s, kv_dtype="fp16", links=1) -> float:
+    """Chapter *Serving LLMs*: seconds to send a prompt's KV cache from a prefill GPU to a
+    decode GPU (disaggregated serving: NIXL in Dynamo and llm-d, Mooncake's transfer
+    engine): bytes per token (`llm.kv_cache_bytes_per_token` in `kv_dtype`) x
+    `prompt_tokens`, over `links` links of `link_bytes_per_s` each (one NIC a GPU: a
+    tensor-parallel group of n sends its n shards over n links). No latency, no
+    protocol overhead: a lower bound."""
+    p = _v.count("prompt_tokens", prompt_tokens, maximum=MAX_TOKENS)
+    bw = _v.positive("link_bytes_per_s", link_bytes_per_s)
+    n = _v.count("links", links, maximum=1 << 16)
+    return p * _llm.kv_cache_bytes_per_token(model, kv_dtype) / (bw * n)

@@ -60,6 +60,39 @@ def expected_tokens(acceptance, k):
     return _v.scalar_or_array(e)
 
 
+def _widths(tree):
+    w = tuple(_v.count(f"tree[{i}]", x, maximum=MAX_DRAFT) for i, x in enumerate(tree))
+    if not w:
+        raise ValueError("tree needs at least one depth (a width per drafted position)")
+    if tree_nodes(w) > MAX_DRAFT:
+        raise ValueError(f"tree {w} has {tree_nodes(w):,} nodes; at most {MAX_DRAFT:,}")
+    return w
+
+
+def tree_nodes(tree) -> int:
+    """Draft tokens a tree of candidates holds: `tree[d]` candidates follow each node of
+    depth d (depth 0 is the last accepted token), so depth d + 1 holds
+    tree[0] x ... x tree[d] nodes; the verify step checks them all, plus the root."""
+    return int(sum(math.prod(tree[:d + 1]) for d in range(len(tree))))
+
+
+def tree_expected_tokens(acceptance, tree):
+    """Tokens one round of tree verification yields on average (Medusa, EAGLE): at depth
+    d the round goes on if one of the `tree[d]` candidates that follow the accepted path
+    is accepted, with probability p_d = 1 - (1 - alpha)^tree[d] when each is accepted
+    independently with probability `acceptance` (alpha), so
+
+        E = 1 + p_1 + p_1 p_2 + ... + p_1 ... p_k.
+
+    A chain (every width 1) gives `expected_tokens(alpha, k)`. Independence is the
+    optimistic case: siblings are the drafter's top guesses for one position, correlated,
+    and the second is accepted less often than the first."""
+    a = _v.fraction("acceptance", acceptance, zero_ok=True)
+    w = _widths(tree)
+    p = 1.0 - (1.0 - a) ** np.asarray(w, dtype=float)
+    return float(1.0 + np.cumprod(p).sum())
+
+
 def speedup(acceptance, k, cost_ratio, *, verify_cost=1.0):
     """Leviathan et al.'s expected wall-time improvement: expected_tokens / (k c + 1),
     with c = `cost_ratio`, the time of a draft step over a target step (>= 0). The 1 is
@@ -74,7 +107,7 @@ def speedup(acceptance, k, cost_ratio, *, verify_cost=1.0):
 
 
 def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, context=0,
-                    dtype="fp16", draft_dtype=None, achievable=False) -> dict:
+                    dtype="fp16", draft_dtype=None, achievable=False, tree=None) -> dict:
     """One speculative round for `batch` sequences at `context` cached tokens each, on
     the per-operation roofline, against plain decoding of the same batch:
 
@@ -94,6 +127,12 @@ def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, conte
 
     `dtype` is the target's format, `draft_dtype` the draft's (default the same).
 
+    `tree` (a width per depth, `tree_nodes`): verify a tree of candidates instead of a
+    chain (Medusa, EAGLE): k = len(tree) draft steps, the j-th over the batch x the
+    nodes of depth j; a verify step over batch x (nodes + 1) tokens, each sequence's
+    attention over its nodes + 1 on `context` cached (a tree mask costs no more than
+    the chain's causal one); `tree_expected_tokens` a round. `k` must equal len(tree).
+
     `achievable=True` (or an `achievable.Efficiency`) prices every step on the
     achievable model instead of the ceiling: derated rows, each step's kernel gaps, and
     the fixed per-step cost (`step_s`) once per round (the verify step, and the plain
@@ -108,17 +147,26 @@ def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, conte
     e = expected_tokens(acceptance, k)
     if np.ndim(e):
         raise TypeError(f"acceptance takes a single number here, got {acceptance!r}")
+    if tree is None:
+        nodes, width = k, [1] * k          # a chain: one candidate a depth
+    else:
+        w = _widths(tree)
+        if len(w) != k:
+            raise ValueError(f"k={k} must equal len(tree)={len(w)} (one depth a draft step)")
+        nodes, width = tree_nodes(w), [math.prod(w[:j]) for j in range(k)]
+        e = tree_expected_tokens(acceptance, w)
     b = _v.count("batch", batch, maximum=1 << 20)
     c = _v.count("context", context, minimum=0, maximum=1 << 24)
     ddt = dtype if draft_dtype is None else draft_dtype
-    wide = _llm.decode_step_breakdown(t, acc, b * (k + 1), c, dtype)
-    attention = _llm.forward_step_breakdown(t, acc, np.full(b, k + 1), np.full(b, c), dtype)
+    wide = _llm.decode_step_breakdown(t, acc, b * (nodes + 1), c, dtype)
+    attention = _llm.forward_step_breakdown(t, acc, np.full(b, nodes + 1), np.full(b, c),
+                                            dtype)
     if achievable is False:
         plain = _llm.decode_step_time(t, acc, b, c, dtype)
         verify = float(wide["seconds"].drop("attention").sum()
                        + attention.loc["attention", "seconds"])
-        steps = np.asarray(_llm.decode_step_time(d, acc, b, c + np.arange(k), ddt)) if k \
-            else np.zeros(0)
+        steps = np.array([float(_llm.decode_step_time(d, acc, b * width[j], c + j, ddt))
+                          for j in range(k)])
     else:
         eff = _ach.as_efficiency(achievable)
         w = _dtypes.formats(dtype)[0]
@@ -136,34 +184,37 @@ def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, conte
         draft_eff = dataclasses.replace(eff, step_s=0.0)  # scheduled once a round
         dw = _dtypes.formats(ddt)[0]
         steps = np.array([float(_ach.overheads(device(_llm.decode_step_breakdown(
-            d, acc, b, c + j, ddt), dw), d.n_layers, draft_eff)) for j in range(k)])
+            d, acc, b * width[j], c + j, ddt), dw), d.n_layers, draft_eff)) for j in range(k)])
     draft_s = float(steps.sum())
     if not (math.isfinite(plain) and math.isfinite(verify) and math.isfinite(draft_s)):
         raise ValueError(f"{acc.name} has no peak for these formats in the catalogue: "
                          f"no roofline time")
-    tokens = b * (c + k + 1)
+    tokens = b * (c + nodes + 1)
     need = (_llm.weight_bytes(t, dtype) + _llm.weight_bytes(d, ddt) + _llm.DEFAULT_RESERVE_BYTES
             + tokens * (_llm.kv_cache_bytes_per_token(t, _dtypes.formats(dtype)[1])
                         + _llm.kv_cache_bytes_per_token(d, _dtypes.formats(ddt)[1])))
     return {"plain_step_s": float(plain), "verify_s": verify, "draft_s": draft_s,
             "cost_ratio": float(steps.mean() / plain) if k else 0.0,
+            "verified_tokens": int(nodes + 1),
             "expected_tokens": float(e),
             "speedup": float(e) * float(plain) / (verify + draft_s),
             "memory_bytes": float(need), "fits": bool(need <= acc.memory_bytes)}
 
 
 def decode_speedup(target, draft, accelerator, *, acceptance, k, batch=1, context=0,
-                   dtype="fp16", draft_dtype=None, achievable=False) -> float:
+                   dtype="fp16", draft_dtype=None, achievable=False, tree=None) -> float:
     """Decode tokens/s with speculative decoding over tokens/s without, from the
     per-operation roofline (`round_breakdown`): expected tokens per round x a plain
     target step / (the verify step + k draft steps). Near Leviathan et al.'s `speedup`
     at batch 1; below 1 once the target's matmuls are compute-bound (verifying k + 1
     tokens then costs about k + 1 plain steps). It does not check memory: a batch too
     large for the device still gets its roofline ratio; `round_breakdown(...)["fits"]`
-    says whether both models and their caches fit. `achievable`: see `round_breakdown`."""
+    says whether both models and their caches fit. `achievable`, `tree`: see
+    `round_breakdown`."""
     return round_breakdown(target, draft, accelerator, acceptance=acceptance, k=k,
                            batch=batch, context=context, dtype=dtype,
-                           draft_dtype=draft_dtype, achievable=achievable)["speedup"]
+                           draft_dtype=draft_dtype, achievable=achievable,
+                           tree=tree)["speedup"]
 
 
 def best_k(target, draft, accelerator, *, acceptance, batch=1, context=0, dtype="fp16",
@@ -179,28 +230,73 @@ def best_k(target, draft, accelerator, *, acceptance, batch=1, context=0, dtype=
 
 
 def cutoff_batch(target, draft, accelerator, *, acceptance, k, context=0, dtype="fp16",
-                 draft_dtype=None, achievable=False, max_batch=4096) -> float:
+                 draft_dtype=None, achievable=False, max_batch=4096, tree=None) -> float:
     """The smallest batch at which speculation stops paying (`decode_speedup` <= 1),
     searched over 1..`max_batch` (`search.largest_meeting` finds the last batch at which
     it pays: the speed-up falls as the batch grows, the verify step turning
     compute-bound); math.inf if it still pays at `max_batch`, 1 if it never pays. Pass
     `max_batch=llm.max_batch(target, accelerator, context)` to search only the batches
-    that fit in memory (`decode_speedup` does not check it)."""
+    that fit in memory (`decode_speedup` does not check it); `tree`: a tree's round
+    (`round_breakdown`)."""
     top = _v.count("max_batch", max_batch, maximum=1 << 20)
 
     def pays(b):
         return decode_speedup(target, draft, accelerator, acceptance=acceptance, k=k,
                               batch=b, context=context, dtype=dtype,
-                              draft_dtype=draft_dtype, achievable=achievable) > 1.0
+                              draft_dtype=draft_dtype, achievable=achievable,
+                              tree=tree) > 1.0
     last = _search.largest_meeting(pays, 1, top)
     return math.inf if last == top else last + 1
+
+
+def speculation_schedule(target, draft, accelerator, *, acceptance, batches, context=0,
+                         dtype="fp16", draft_dtype=None, max_k=8, achievable=False) -> list:
+    """Speculation switched off under load, as engines do it: the drafted tokens k to use
+    at each batch size, as vLLM's dynamic speculative decoding takes them
+    (`num_speculative_tokens_per_batch_size`: a list of [first batch, last batch, k],
+    k = 0 for off; TensorRT-LLM's `max_concurrency` is the two-range case: k up to a
+    number of requests, 0 above). At each batch of `batches` (ascending, e.g. a geometric
+    grid) k is `best_k` (0..`max_k`, 0 where no k pays), and holds until the next grid
+    batch; equal neighbours merge. The last range ends at the last batch given."""
+    grid = np.atleast_1d(_v.positive("batches", batches, integer=True, array=True)).astype(int)
+    if np.any(np.diff(grid) <= 0):
+        raise ValueError("batches must be strictly ascending")
+    ranges = []
+    for i, b in enumerate(grid):
+        k = best_k(target, draft, accelerator, acceptance=acceptance, batch=int(b),
+                   context=context, dtype=dtype, draft_dtype=draft_dtype, max_k=max_k,
+                   achievable=achievable)
+        end = int(grid[i + 1]) - 1 if i + 1 < len(grid) else int(b)
+        if ranges and ranges[-1][2] == k:
+            ranges[-1][1] = end
+        else:
+            ranges.append([int(b), end, k])
+    return ranges
+
+
+def scheduled_speedup(target, draft, accelerator, *, acceptance, schedule, batch, context=0,
+                      dtype="fp16", draft_dtype=None, achievable=False) -> float:
+    """Decode speed-up at `batch` under a `speculation_schedule` (or a hand-written list of
+    [first batch, last batch, k]): `decode_speedup` with the range's k, exactly 1 where
+    the range says k = 0 (speculation off: plain decoding). A batch outside every range
+    is an error."""
+    b = _v.count("batch", batch, maximum=1 << 20)
+    for first, last, k in schedule:
+        if first <= b <= last:
+            if k == 0:
+                return 1.0
+            return decode_speedup(target, draft, accelerator, acceptance=acceptance, k=k,
+                                  batch=b, context=context, dtype=dtype,
+                                  draft_dtype=draft_dtype, achievable=achievable)
+    raise ValueError(f"batch={b} is in no range of the schedule {schedule}")
 
 
 #: The speculative-decoding variants engines ship: how each drafts, what a round costs
 #: beside the verify step, and what its authors published (the paper's own setting).
 #: `vllm_v1`: support in vLLM's docs as read (v0.19.0, docs.vllm.ai/en/v0.19.0/features/
 #: speculative_decoding/: EAGLE, MTP, draft model, PARD, MLP speculator, n-gram, suffix
-#: decoding; Medusa is not on that page's list).
+#: decoding; Medusa is not on that page's list, though V1 ships a Medusa proposer,
+#: vllm/v1/spec_decode/medusa.py, selected by method "medusa" in its SpeculativeConfig).
 VARIANTS = [
     {"variant": "draft model", "drafts_with": "a separate small LM of the same tokenizer",
      "draft_cost": "k full decode steps of the draft (its own KV cache); launch-bound "
@@ -212,7 +308,8 @@ VARIANTS = [
      "draft_cost": "a few MLP heads: well under one layer's cost; the verify step attends a "
                    "candidate tree", "published": "Medusa-1 over 2.2x, Medusa-2 2.3-3.6x "
                                                   "(Vicuna-7B/13B/33B, batch 1)",
-     "acceptance": "", "source": "cai2024medusa", "vllm_v1": "not listed (v0.19.0 docs)"},
+     "acceptance": "", "source": "cai2024medusa",
+     "vllm_v1": "in the code (vllm/v1/spec_decode/medusa.py), not in the v0.19.0 docs' list"},
     {"variant": "EAGLE", "drafts_with": "one transformer layer fed the target's features "
                                         "(second-top-layer hidden states) and tokens",
      "draft_cost": "k steps of one layer plus the LM head", "published":

@@ -4,7 +4,7 @@
 import functools
 import math
 
-from .. import hardware, llm, llm_serving, speculative
+from .. import hardware, llm, llm_serving, paged_kv, speculative
 from . import register
 
 WHERE = "chapters/09_llm_serving"
@@ -181,3 +181,113 @@ def _():
                  "turn compute-bound at a smaller batch. Pass achievable=True."})
 def _():
     return float(speculation_stops_paying())
+
+
+# --- The 2026 serving stack: prefix caching, routing, tiers, transfer ------------------------
+# A chat: a shared system prompt, then turns of a user message and a reply (tokens).
+CHAT = dict(turns=8, system_tokens=1000, user_tokens=200, output_tokens=300)
+ROUTING_REPLICAS = 4
+# A prefix evicted from HBM, and the link it could come back over (an NVMe SSD, ~7 GB/s).
+OFFLOAD_TOKENS, OFFLOAD_SSD_BYTES_PER_S = 32768, 7e9
+# Disaggregated serving: Llama-3-70B's prompt cache over one GPU's 400 Gb/s NIC.
+TRANSFER_MODEL, TRANSFER_PROMPT, TRANSFER_LINK = "llama-3-70b", 8000, "Ethernet 400GbE"
+
+
+def chat_hits(kv_aware=True, replicas=ROUTING_REPLICAS) -> dict:
+    """The chat's prefix-cache hits (`paged_kv.conversation_prefix_hits`)."""
+    return paged_kv.conversation_prefix_hits(**CHAT, replicas=replicas, kv_aware=kv_aware)
+
+
+def routing_prefill_ratio() -> float:
+    """Prompt tokens computed (not cached) under random routing over those under a
+    KV-aware router, for the chat."""
+    aware, blind = chat_hits(True), chat_hits(False)
+    return ((blind["prompt_tokens"] - blind["cached_tokens"])
+            / (aware["prompt_tokens"] - aware["cached_tokens"]))
+
+
+def offload_breakeven_gbs(achievable_=True) -> float:
+    """GB/s at which reloading the evicted prefix takes as long as recomputing it."""
+    r = paged_kv.kv_reload_or_recompute(MODEL, GPU, OFFLOAD_TOKENS,
+                                        bandwidth_bytes_per_s=OFFLOAD_SSD_BYTES_PER_S,
+                                        achievable=achievable_)
+    return r["breakeven_bytes_per_s"] / 1e9
+
+
+def transfer_link_bytes_per_s() -> float:
+    links = hardware.interconnects().set_index("name")
+    return float(links.loc[TRANSFER_LINK, "bandwidth_bytes_per_s_per_direction"])
+
+
+@register("llm-prefix-hit-rate", where=WHERE,
+          question=f"A chat with a {CHAT['system_tokens']:,}-token system prompt and "
+          f"{CHAT['turns']} turns of {CHAT['user_tokens']} user tokens and "
+          f"{CHAT['output_tokens']} reply tokens each: turn t sends the system prompt, "
+          "every earlier message and reply, and its new message. A KV-aware router sends "
+          "every turn to the replica holding the conversation's cache, which keeps every "
+          "block the conversation wrote; cached prefixes count in whole blocks of 16 tokens "
+          "and the system prompt is cached from the start. What fraction of all the prompt "
+          "tokens sent over the 8 turns are served from the prefix cache? A fraction, "
+          "3 significant figures.", unit="fraction",
+          hint="Turn t sends 1,000 + 500 (t - 1) + 200 tokens; the cache holds the whole "
+          "16-token blocks of 1,000 + 500 (t - 1) (turn 1: of the system prompt alone). Sum "
+          "both over the turns and divide.", rel_tol=0.005,
+          slips={23000 / 21952: "No block rounding: a prefix cache shares whole blocks "
+                 "only (1,000 tokens hold 62 blocks, 992 tokens).",
+                 (21952 - 992) / 21952: "Turn 1 hits too: the system prompt is cached (all "
+                 "conversations share it)."})
+def _():
+    return chat_hits()["hit_rate"]
+
+
+@register("llm-routing-prefill-ratio", where=WHERE,
+          question=f"The same chat served by {ROUTING_REPLICAS} replicas, each with its own "
+          "prefix cache (the system prompt cached on all), but routed at random: turn t "
+          "lands on the replica that served the conversation's turn j last with "
+          "probability (1/4)(3/4)^(t-1-j), and that replica holds the history through "
+          "turn j's reply (whole 16-token blocks); if it served none, only the system "
+          "prompt. How many times the prompt tokens computed under a KV-aware router does "
+          "random routing compute (the uncached tokens of all 8 turns, expected)?",
+          unit="ratio",
+          hint="Per turn, the expected cached tokens are a sum over j of the probability "
+          "times whole blocks of 1,000 + 500 j, plus the leftover probability times the "
+          "system prompt's 992. Uncached = sent - cached; divide the two totals.",
+          rel_tol=0.01,
+          slips={1 / routing_prefill_ratio(): "Upside down: random routing computes more, "
+                 "not less."})
+def _():
+    return routing_prefill_ratio()
+
+
+@register("llm-offload-breakeven", where=WHERE,
+          question=f"Decision. A {OFFLOAD_TOKENS:,}-token prefix of Llama-3-8B (fp16 cache, "
+          "H100 SXM) was evicted from GPU memory to an SSD. Reloading its KV cache takes its "
+          "bytes over the link; recomputing takes a prefill of the 32,768 tokens (no "
+          "logits) on the achievable model (achievable.step_s). At what link bandwidth, "
+          "in GB/s, do the two take as long (paged_kv.kv_reload_or_recompute)? Above it, "
+          "reload. 3 significant figures.", unit="GB/s",
+          hint="Bytes: 32,768 x 131,072 B. Recompute: achievable.step_s(MODEL, GPU, "
+          "[32768], [0], logits=[0]); the prompt's causal attention grows with its square. "
+          "Divide the bytes by the seconds.", rel_tol=0.01,
+          slips={offload_breakeven_gbs(False) / offload_breakeven_gbs():
+                 "That is the ceiling's recompute time: an engine's prefill is slower, so a "
+                 "slower link already wins. Decide on the achievable model.",
+                 8.0: "GB/s, not Gb/s."})
+def _():
+    return offload_breakeven_gbs()
+
+
+@register("llm-kv-transfer-ms", where=WHERE,
+          question=f"Disaggregated serving: Llama-3-70B (fp16 cache; 80 layers, 8 KV heads of "
+          f"128) prefills a {TRANSFER_PROMPT:,}-token prompt on one GPU and sends its KV cache "
+          "to a decode GPU over one 400 Gb/s NIC (50e9 B/s per direction, no latency). How "
+          "many milliseconds does the transfer take at least (paged_kv.kv_transfer_s)? "
+          "3 significant figures.", unit="ms",
+          hint="Bytes per token: 2 (K and V) x 80 layers x 8 KV heads x 128 x 2 bytes. Times "
+          "the prompt, over 50e9 B/s.", rel_tol=0.01,
+          slips={8.0: "Llama-3-70B caches 8 KV heads, not its 64 query heads.",
+                 1 / 8: "400 Gb/s is 50 GB/s: bits, not bytes.",
+                 1 / 1000: "Give milliseconds, not seconds."})
+def _():
+    return 1e3 * paged_kv.kv_transfer_s(TRANSFER_MODEL, TRANSFER_PROMPT,
+                                        link_bytes_per_s=transfer_link_bytes_per_s())

@@ -150,3 +150,58 @@ def test_knee_batch_where_batching_stops_being_free():
     assert verdicts.knee_batch("mistral-7b", "T4", 256) == 64
     # share 1.0: any slow-down stops it at batch 1
     assert verdicts.knee_batch("mistral-7b", "T4", 256, share=1.0) == 1
+
+
+# --- labs 1, 2 and 10: verdicts behind the noise gate (planted inconsistent inputs give
+# the inconclusive branch; each conclusion only where compare() orders the numbers) ------
+
+S = verdicts.Spread
+
+
+def test_gemv_ceiling_reads_the_spread():
+    # Lab 2 printed "served from a cache" for a CPU GEMV at 145% whose pool was 4x the L3:
+    # the CPU ceiling is one core's share, a convention.
+    above = verdicts.gemv_ceiling(S(1.45, 0.1), on_gpu=False)
+    assert "not from a cache" in above and "convention" in above
+    assert "served" in verdicts.gemv_ceiling(S(1.45, 0.1), on_gpu=False,
+                                             pool_beyond_cache=False)
+    assert "catalogue" in verdicts.gemv_ceiling(S(1.45, 0.1), on_gpu=True)
+    # 108% +- 10%: not beyond the ceiling's noise, but clearly above 60% (1.8 > 1.15).
+    assert "At or near" in verdicts.gemv_ceiling(S(1.08, 0.1), on_gpu=True)
+    assert "Well below" in verdicts.gemv_ceiling(S(0.3, 0.1), on_gpu=False)
+    # 65% +- 10%: within 1.15x of the 60% line: no verdict.
+    assert "Inconclusive" in verdicts.gemv_ceiling(S(0.65, 0.1), on_gpu=False)
+    # The 145% / 50% pair the issue saw on two runs: spread 0.95 / 0.975 > TOO_NOISY.
+    assert "Inconclusive" in verdicts.gemv_ceiling(S.of([1.45, 0.5]), on_gpu=False)
+
+
+def test_measured_ridge_moves_only_beyond_the_noise():
+    # Datasheet ridge 8: 7.1 is within 1.5x (7.1 / 5.33 = 1.33 > 1.15; 7.1 / 12 < 1/1.15).
+    assert "within 1.5x" in verdicts.measured_ridge(S(7.1, 0.1), 8.0)
+    assert "moved left" in verdicts.measured_ridge(S(2.6, 0.1), 8.0)     # 0.49 < 1/1.15
+    assert "moved right" in verdicts.measured_ridge(S(20.0, 0.1), 8.0)
+    # The issue's two runs, 2.6 and 7.1, as one measurement: spread 93%: inconclusive.
+    both = verdicts.measured_ridge(S.of([2.6, 7.1]), 8.0)
+    assert "Inconclusive" in both and "93%" in both
+    # 6.0 +- 0.1 is 1.125x the lower edge (5.33): inside the margin 1.15.
+    assert "Inconclusive" in verdicts.measured_ridge(S(6.0, 0.1), 8.0)
+
+
+def test_decode_view_says_flat_or_rising_only_beyond_the_noise():
+    ms = [1, 2, 4, 8, 16]
+    rise = [S(1.0, 0.05), S(1.1, 0.05), S(1.2, 0.05), S(3.0, 0.05), S(6.0, 0.05)]
+    text = verdicts.decode_view(ms, rise, ridge_rows=16)        # half the ridge: 8
+    assert "rose well before" in text and "batch 8 took 3.0x" in text
+    flat = [S(1.0, 0.05), S(1.0, 0.05), S(1.1, 0.05), S(1.2, 0.05), S(6.0, 0.05)]
+    text = verdicts.decode_view(ms, flat, ridge_rows=16)        # 1.2 / 1.5 < 1 / 1.15
+    assert "Flat about as far" in text and "batch 8 took 1.2x" in text
+    # A point inside the margin of 1.5x, or a noisy batch-1 time: no verdict.
+    edge = flat[:3] + [S(1.45, 0.05), flat[4]]
+    assert "Inconclusive" in verdicts.decode_view(ms, edge, ridge_rows=16)
+    noisy = [S(1.0, 0.6)] + rise[1:]
+    assert "Inconclusive" in verdicts.decode_view(ms, noisy, ridge_rows=16)
+    assert "cannot say" in verdicts.decode_view(ms, rise, ridge_rows=2)
+    with pytest.raises(ValueError, match="batches"):
+        verdicts.decode_view([2, 4], rise[:2], ridge_rows=16)
+    with pytest.raises(TypeError, match="times"):
+        verdicts.decode_view([1, 2], [1.0, 2.0], ridge_rows=16)

@@ -108,3 +108,37 @@ def test_inconclusive_names_what_and_the_largest_spread():
     # No spread given, or an infinite one (a single run): says so instead of a percentage.
     assert "too few runs to tell" in v.inconclusive("x")
     assert "too few runs to tell" in v.inconclusive("x", 0.1, math.inf)
+
+
+def _runs(*runs):
+    """A measure() that returns the given runs' rows in turn."""
+    it = iter(runs)
+    return lambda: next(it)
+
+
+def test_repeated_keeps_the_median_run_of_each_point_with_its_spread():
+    from gpuinfer.lab_measurements import repeated
+
+    run = lambda s0, s1, iqr0, tag: [{"seconds": s0, "iqr_s": iqr0, "run": tag},  # noqa: E731
+                                     {"seconds": s1, "iqr_s": 0.0, "run": tag}]
+    rows, runs = repeated(_runs(run(1.0, 4.0, 0.0, "a"), run(3.0, 4.0, 0.0, "b"),
+                                run(2.0, 4.0, 0.1, "c")), repeats=3)
+    assert len(runs) == 3
+    # Point 0: seconds 1, 3, 2: the median run is "c" (2 s). Spread: the seconds' range over
+    # their median, (3 - 1) / 2 = 1, or the rates' (1, 1/3, 1/2): (1 - 1/3) / (1/2) = 4/3.
+    assert rows.loc[0, "run"] == "c" and rows.loc[0, "seconds"] == 2.0
+    assert rows.loc[0, "spread"] == pytest.approx(4 / 3)
+    # Point 1: 4 s every run: no spread; the within-run IQR wins when larger than the range.
+    assert rows.loc[1, "seconds"] == 4.0 and rows.loc[1, "spread"] == 0.0
+    rows, _ = repeated(_runs(run(2.0, 1.0, 1.0, "a"), run(2.1, 1.0, 1.0, "b")), repeats=2)
+    # Range 0.1 s over 2.05 s (or 1/2 - 1/2.1 over their mean): both under IQR / median, 0.5.
+    assert rows.loc[0, "run"] == "a" and rows.loc[0, "spread"] == pytest.approx(0.5)
+    # One run: nothing to show a spread with.
+    rows, _ = repeated(_runs(run(1.0, 1.0, 0.0, "a")), repeats=1)
+    assert math.isinf(rows.loc[0, "spread"])
+    with pytest.raises(ValueError, match="same number"):
+        repeated(_runs(run(1.0, 1.0, 0.0, "a"), run(1.0, 1.0, 0.0, "b")[:1]), repeats=2)
+    with pytest.raises(ValueError, match="repeats"):
+        repeated(lambda: [], repeats=0)
+    with pytest.raises(TypeError, match="measure"):
+        repeated("sweep", repeats=2)

@@ -111,6 +111,42 @@ def decode_step(d_model, n_matrices, batch=1, dtype=None, device=None, *,
                         _llm.weight_read_ceiling, n_params, bpe, acc.bandwidth, batch))
 
 
+# --- repeated runs: what a verdict's noise gate reads ---------------------------------------
+
+def repeated(measure, repeats=3):
+    """Run `measure()` `repeats` times (each call returns rows, one per point, the same
+    points in the same order, with "seconds" and "iqr_s") and return (rows, runs): for each
+    point the row of the run with the median seconds (for an even count, the lower
+    middle), so its derived columns stay its own, plus "spread", the largest of (max - min)
+    / median over the runs of the seconds and of their inverse (so that it holds for any
+    rate derived from them: tokens/s, GB/s, a fraction of a ceiling) and of that row's
+    iqr_s / seconds (inf where a run gave no time); and the list of every run's rows. The verdicts of labs 1, 2 and 10
+    read "spread" (`lab_verdicts.Spread`). One run gives an infinite spread."""
+    import pandas as pd
+
+    _validate.callable_("measure", measure)
+    n = _validate.count("repeats", repeats, maximum=100)
+    runs = [pd.DataFrame(measure()).reset_index(drop=True) for _ in range(n)]
+    points = len(runs[0])
+    _validate.ensure(points > 0 and all(len(r) == points for r in runs),
+                     f"measure() must return the same number (> 0) of rows each run, got "
+                     f"{[len(r) for r in runs]}")
+    seconds = np.array([r["seconds"].to_numpy(float) for r in runs])    # [runs, points]
+    picked = np.argsort(np.nan_to_num(seconds, nan=np.inf), axis=0)[(n - 1) // 2]
+    rows = pd.DataFrame([runs[r].iloc[j] for j, r in enumerate(picked)]).reset_index(drop=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        med = np.median(seconds, axis=0)
+        rates = 1 / seconds
+        across = np.maximum(np.ptp(seconds, axis=0) / med,
+                            np.ptp(rates, axis=0) / np.median(rates, axis=0)) \
+            if n > 1 else np.inf
+        within = rows["iqr_s"].to_numpy(float) / rows["seconds"].to_numpy(float)
+    spread = np.maximum(across, within)
+    rows["spread"] = np.where(np.isfinite(spread) & np.all(seconds > 0, axis=0), spread,
+                              np.inf)
+    return rows, runs
+
+
 # --- the roofline a sweep measured, and ceilings for a GPU the catalogue lacks ---------------
 
 def measured_roofline(rows) -> dict:

@@ -96,6 +96,114 @@ def inconclusive(what, *spreads) -> str:
             "quiet GPU.")
 
 
+# --- labs 1, 2 and 10: verdicts behind the noise gate -----------------------------------------
+# Each takes `Spread`s (a median over repeated runs and its spread,
+# `lab_measurements.repeated`), states a conclusion only where `compare` orders the numbers
+# beyond their spreads, and otherwise returns `inconclusive(...)`.
+
+#: A memory-bound kernel at this fraction of its bandwidth ceiling or more streams well:
+#: large reads reach 60-90% of a datasheet bandwidth (STREAM sustains 75-85%; `read_share`).
+GOOD_STREAM = 0.6
+#: A measured ridge point within this factor of the datasheet's has not moved: it is the
+#: ratio of two bests over a dozen shapes (the best FLOP/s over the best bytes/s), each a
+#: few tens of percent off on a shared machine, so a smaller shift is not read as one.
+RIDGE_MOVED = 1.5
+#: A decode step is "flat" in the batch while it takes at most this multiple of the
+#: batch-1 step: the extra sequences then cost less than half a step between them.
+FLAT = 1.5
+
+
+def _spreads(name, values):
+    items = list(values)
+    for i, x in enumerate(items):
+        _v.ensure(isinstance(x, Spread), f"{name}[{i}] must be a Spread, got {x!r}",
+                  TypeError)
+    return items
+
+
+def gemv_ceiling(fraction, *, on_gpu, pool_beyond_cache=True) -> str:
+    """Lab 2: what the GEMV's fraction of its own ceiling (a `Spread`: its median over the
+    sweeps and their spread) says. `pool_beyond_cache`: the operands rotated through a
+    pool larger than the last-level cache (`matmul_tflops`' "fits_in_cache" is False)."""
+    (fraction,) = _spreads("fraction", [fraction])
+    if compare(fraction, Spread(1.0, 0.0)) == "larger":
+        if not pool_beyond_cache:
+            return ("Above its ceiling: the operands fit in the cache, so they were served "
+                    "from it, faster than\nmemory.")
+        if on_gpu:
+            return ("Above its ceiling, with a weight far larger than L2: the catalogue "
+                    "entry is not this GPU's\n(or its memory clock), since no cache held "
+                    "the weight.")
+        return ("Above its ceiling, and not from a cache: the operands rotated through a "
+                "pool larger than the\nlast-level cache. The CPU ceiling is a convention "
+                "(one core's share, an eighth, of a reference\ndesktop's bandwidth), not a "
+                "bound: one core here drew more than that share.")
+    good = compare(fraction, Spread(GOOD_STREAM, 0.0))
+    if good == "larger":
+        return ("At or near its ceiling: a good GEMV. A tiny share of the peak is all any "
+                "kernel can do\nat this intensity; grade each shape against its own ceiling.")
+    if good == "smaller":
+        return ("Well below even its memory ceiling: this GEMV does not stream the weight at "
+                "the\nbandwidth the ceiling assumes" + (
+                    " (check the clocks, and lab 1's measured bandwidth)." if on_gpu else
+                    " (one CPU core often does not: compare lab 1's read)."))
+    return inconclusive("the GEMV against its ceiling", fraction.spread)
+
+
+def measured_ridge(ridge, datasheet_ridge) -> str:
+    """Lab 2: the ridge point a sweep measured (a `Spread` over the sweeps) against the
+    datasheet's (FLOP/byte). Its direction follows from the ratio alone: a ridge to the
+    right means the bandwidth fell further short of its ceiling than the arithmetic did."""
+    (ridge,) = _spreads("ridge", [ridge])
+    sheet = _v.positive("datasheet_ridge", datasheet_ridge)
+    right = compare(ridge, Spread(RIDGE_MOVED * sheet, 0.0))
+    left = compare(ridge, Spread(sheet / RIDGE_MOVED, 0.0))
+    if right == "larger":
+        return ("The ridge moved right: this run's bandwidth fell further short of its "
+                "ceiling than its\narithmetic did.")
+    if left == "smaller":
+        return ("The ridge moved left: this run's arithmetic fell further short of its "
+                "ceiling than its\nbandwidth did.")
+    if right == "smaller" and left == "larger":
+        return (f"The two ridges are within {RIDGE_MOVED:g}x: both roofs fell short by "
+                "about as much.")
+    return inconclusive("the measured ridge against the datasheet's", ridge.spread)
+
+
+def decode_view(batches, times, ridge_rows) -> str:
+    """Lab 2: does the step through one weight stay flat (within `FLAT` x batch 1's time)
+    up to half the measured ridge? `batches`: the rows m, rising from 1; `times`: a
+    `Spread` of seconds for each; `ridge_rows`: the batch of the measured ridge."""
+    ms = [_v.count("batches", m) for m in batches]
+    ts = _spreads("times", times)
+    _v.ensure(len(ms) == len(ts) and bool(ms) and ms[0] == 1 and ms == sorted(set(ms)),
+              f"batches must rise from 1, one time each, got {ms} and {len(ts)} times")
+    half = max(1.0, _v.positive("ridge_rows", ridge_rows) / 2)
+    upto = [(m, t) for m, t in zip(ms, ts) if 1 < m <= half]
+    if not upto:
+        return (f"The measured ridge is at batch {ridge_rows:,.0f}: no batch above 1 and "
+                "below half of it was\nmeasured, so this sweep cannot say how flat the "
+                "step stays.")
+    bar = Spread(FLAT * ts[0].median, ts[0].spread)     # 1.5x batch 1, as steady as it
+    said = [compare(t, bar) for _, t in upto]
+    worst = max([ts[0].spread] + [t.spread for _, t in upto])
+    if "larger" in said:
+        m, t = upto[said.index("larger")]
+        return (f"The time rose well before the ridge: batch {m} took "
+                f"{t.median / ts[0].median:.1f}x batch 1's time, below half\nthe measured "
+                f"ridge ({half:,.0f}). At small m this device's matmul kernels do not reach "
+                "the\nroofline (per-row work or poor tiling at small shapes): batching is "
+                "less free here than\nthe roofline promises.")
+    if all(s == "smaller" for s in said):
+        m, t = upto[-1]
+        return (f"Flat about as far as the measured roofline says: batch {m} took "
+                f"{t.median / ts[0].median:.1f}x batch 1's time\n(within {FLAT:g}x) up to half "
+                "the measured ridge: up to there a bigger batch multiplies the\ntokens per "
+                "second at almost no cost in latency.")
+    return inconclusive(f"the step against {FLAT:g}x batch 1's, up to batch {half:,.0f}",
+                        worst)
+
+
 #: The achievable model for a lab's bare loop (`achievable.FITTED` less its fixed
 #: `step_s`): the fitted kernels' bandwidth and the gaps between them, but no scheduler,
 #: no sampling, no host bookkeeping, which an engine pays every step and a lab's loop

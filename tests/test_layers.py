@@ -28,7 +28,7 @@ PREDICTION = {
     "gpuinfer.calibration", "gpuinfer.search", "gpuinfer.collectives", "gpuinfer.expert_parallel",
     "gpuinfer.step_model", "gpuinfer.step_cost", "gpuinfer.paged_kv", "gpuinfer.engine_step",
     "gpuinfer.llm_simulator", "gpuinfer.llm_slo", "gpuinfer.fleet_sizing", "gpuinfer.quant_examples",
-    "gpuinfer.quant_inputs",
+    "gpuinfer.quant_inputs", "gpuinfer.validation",
     "gpuinfer.validate", "gpuinfer.colocation", "gpuinfer.mig_sizing",
     "gpuinfer.hardware", "gpuinfer.hardware.devices", "gpuinfer.hardware.links",
     "gpuinfer.hardware.lookup", "gpuinfer.hardware.measured", "gpuinfer.hardware.mig",
@@ -50,6 +50,7 @@ MEASURING = MEASUREMENT | {
 #: The pages' plumbing: glue, plots, verdict sentences, the exercises. A prediction module
 #: never imports one of these (a formula does not depend on how a page shows it).
 PRESENTATION = {"gpuinfer", "gpuinfer.book", "gpuinfer.plots", "gpuinfer.findings",
+                "gpuinfer.quality_findings",
                 "gpuinfer.exercises", "gpuinfer.release"}
 
 #: Known `module._private` uses in files whose owners are removing them now; each entry is

@@ -271,27 +271,35 @@ def _rope(x, base):
     import torch
 
     h, t, d = x.shape
-    inv = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)          # [d/2]
-    ang = torch.arange(t, dtype=torch.float32)[:, None] * inv[None, :]       # [T, d/2]
+    inv = base ** (-torch.arange(0, d, 2, dtype=x.dtype) / d)                # [d/2]
+    ang = torch.arange(t, dtype=x.dtype)[:, None] * inv[None, :]             # [T, d/2]
     cos, sin = ang.cos(), ang.sin()
     a, b = x[..., 0::2], x[..., 1::2]
     return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).reshape(h, t, d)
 
 
-def forward(model: Model, tokens, linear=None):
-    """Logits [T, vocab] for a sequence of token ids, causal attention, float32.
+def forward(model: Model, tokens, linear=None, *, dtype=None):
+    """Logits [T, vocab] for a sequence of token ids, causal attention, computed in
+    `dtype` (default torch.float64).
 
-    `linear(name, x, w)` computes each matmul (default x @ w.T): a format that also
-    quantises activations wraps it."""
+    float64 makes a perplexity a property of the model, the text and the format, not of
+    the machine: float32 matmuls sum in an order that depends on the CPU's BLAS kernels,
+    and a quantiser's rounding turns those last-bit differences into different integers
+    (the static W8A8 row's perplexity moved by 10% between two x86 CPUs in float32); in
+    float64 the differences are a million times smaller and no rounding lands on them.
+
+    `linear(name, x, w)` computes each matmul (default x @ w.T, w cast to x's dtype): a
+    format that also quantises activations wraps it."""
     import torch
     import torch.nn.functional as F
 
+    dtype = torch.float64 if dtype is None else dtype
     c, w = model.config, model.weights
-    linear = linear or (lambda name, x, weight: x @ weight.T)
+    linear = linear or (lambda name, x, weight: x @ weight.to(x.dtype).T)
     eps = c["attention.layer_norm_rms_epsilon"]
     n_h, n_kv = c["attention.head_count"], c["attention.head_count_kv"]
     ids = torch.as_tensor(tokens, dtype=torch.long)
-    x = w["token_embd.weight"][ids]                                          # [T, d]
+    x = w["token_embd.weight"][ids].to(dtype)                                # [T, d]
     t, d = x.shape
     hd = d // n_h
     with torch.no_grad():
@@ -299,7 +307,7 @@ def forward(model: Model, tokens, linear=None):
             def lin(part, inp, i=i):
                 name = f"blk.{i}.{part}.weight"
                 return linear(name, inp, w[name])
-            h = _rms_norm(x, w[f"blk.{i}.attn_norm.weight"], eps)
+            h = _rms_norm(x, w[f"blk.{i}.attn_norm.weight"].to(dtype), eps)
             q = lin("attn_q", h).reshape(t, n_h, hd).transpose(0, 1)         # [H, T, hd]
             k = lin("attn_k", h).reshape(t, n_kv, hd).transpose(0, 1)
             v = lin("attn_v", h).reshape(t, n_kv, hd).transpose(0, 1)
@@ -308,11 +316,11 @@ def forward(model: Model, tokens, linear=None):
             v = v.repeat_interleave(n_h // n_kv, dim=0)
             a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + lin("attn_output", a.transpose(0, 1).reshape(t, d))
-            h = _rms_norm(x, w[f"blk.{i}.ffn_norm.weight"], eps)
+            h = _rms_norm(x, w[f"blk.{i}.ffn_norm.weight"].to(dtype), eps)
             x = x + lin("ffn_down", F.silu(lin("ffn_gate", h)) * lin("ffn_up", h))
-        x = _rms_norm(x, w["output_norm.weight"], eps)
+        x = _rms_norm(x, w["output_norm.weight"].to(dtype), eps)
         head = w.get("output.weight", w["token_embd.weight"])                # tied
-        return x @ head.T
+        return x @ head.to(dtype).T
 
 
 def token_nll(logits, targets):
@@ -451,7 +459,7 @@ def _activation_maxima(model: Model, tokens) -> dict:
     def record(name, x, w):
         m = x.abs().amax(0)
         seen[name] = m if name not in seen else seen[name].maximum(m)
-        return x @ w.T
+        return x @ w.to(x.dtype).T
     forward(model, tokens, record)
     return seen
 
@@ -481,18 +489,18 @@ def _w8a8_linear(act_max: dict, smooth_parts, static: bool, tally: list, weights
                 s = torch.ones(w.shape[1])
             calib = (act_max[name] / s)[None, :].numpy() if static else None    # [1, in]
             ws = w * s
-            cache[name] = (s, quant.fake_quantize(ws, bits=8, axis=0), calib)
+            cache[name] = (s, quant.fake_quantize(ws, bits=8, axis=0).double(), calib)
             tally[2] += float(ws.double().pow(2).sum())
             tally[3] += float((ws - cache[name][1]).double().pow(2).sum())
         s, w8, calib = cache[name]
-        xs = x / s
+        xs = x / s.to(x.dtype)
         if static:       # one scale per tensor: the calibration's largest |x / s|
             x8 = quant.fake_quantize(xs, bits=8, calibration=calib)
         else:            # one scale per token, computed from the token itself
             x8 = quant.fake_quantize(xs, bits=8, axis=0)
         tally[0] += float(xs.double().pow(2).sum())
         tally[1] += float((xs - x8).double().pow(2).sum())
-        return x8 @ w8.T
+        return x8.to(x.dtype) @ w8.to(x.dtype).T
     linear.cache = cache          # name -> (factors [in], int8 weights, static scale)
     return linear
 
@@ -553,7 +561,8 @@ def _evaluate(model, tokens, calibration_tokens, formats, smooth_parts, boot):
             noise = sum(float((model.weights[n] - w).double().pow(2).sum())
                         for n, w in qw.items())
             w_sqnr = _pooled_sqnr_db(signal, noise) if qw else math.inf
-            linear = (lambda n, x, w, qw=qw: x @ qw.get(n, w).T)
+            qw = {n: w.double() for n, w in qw.items()}
+            linear = (lambda n, x, w, qw=qw: x @ qw.get(n, w).to(x.dtype).T)
         else:
             _v.ensure(calibration_tokens is not None,
                       f"formats={name!r} needs calibration_tokens, got None")

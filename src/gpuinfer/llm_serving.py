@@ -155,7 +155,9 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
     z = np.array([1.0, prefills * i + decodes, b,       # llm.STEP_AGGREGATES
                   prefills * i * (i + 1) / 2 + decodes * (context + 1), decodes * context,
                   prefills * i * i + decodes * (context + 1)])
-    step = float(timer.many(z[:, None])[0])
+    # The host's per-sequence cost (`achievable.Efficiency.sequence_s`; 0 in FITTED and
+    # the ceiling) for the B sequences of the step.
+    step = float(timer.many(z[:, None])[0]) + eff.sequence_s * b
     if not math.isfinite(step):
         raise ValueError(f"{acc.name} has no peak for {dtype} (compute "
                          f"{_dtypes.formats(dtype, kv_dtype, compute_dtype)[2]}) in the "

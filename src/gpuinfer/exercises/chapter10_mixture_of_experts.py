@@ -1,9 +1,13 @@
 """The exercises asked in `chapters/10_mixture_of_experts` (every registration here has
 `where="chapters/10_mixture_of_experts"`) and the helpers only they use."""
 
-from .. import cost, expert_parallel, llm
+import math
+
+from .. import cost, expert_parallel, hardware, llm
 from . import register
-from .common import DS
+from .common import MX
+
+QW235 = llm.get("qwen3-235b-a22b")
 
 WHERE = "chapters/10_mixture_of_experts"
 
@@ -27,65 +31,84 @@ DECISION_PRICES = {gpu: cost.price_per_gpu_hour(instance)
                    for gpu, instance in DECISION_INSTANCES.items()}
 
 
-@register("moe-active-fraction-deepseek", where=WHERE,
-          question="What fraction of DeepSeek-V3's parameters does one token use "
-          "(llm.get('deepseek-v3').n_active_params over n_params)? A fraction between 0 and "
-          "1, three significant figures.", unit="fraction",
-          hint="Active: every weight but the routed experts a token is not sent to; each of "
-          "the 58 MoE layers keeps its shared expert and 8 of its 256 routed experts "
-          "(3 x 7168 x 2048 weights each). The embedding and the LM head count in both.",
-          slips={(DS.experts_per_token / DS.n_experts)
-                 / (DS.n_active_params / DS.n_params): "That is k/E, the routed experts' share alone: "
-                 "attention, the dense layers, the shared expert and the embeddings are "
-                 "active for every token too."})
+# Each exercise asks for a step the page taught, on inputs the page does not print: the
+# page works DeepSeek-V3 and Mixtral on the H100 and H200; these ask the same reasoning of
+# another batch, another model or another GPU.
+
+#: Mixtral-8x7B in fp16: the bytes a batch-1 step reads (the active weights) and the bytes
+#: once every expert is touched (the page's table prints both), for the slips.
+_MX_B1 = llm.step_weight_bytes(MX, "fp16", 1)
+_MX_EVERY = llm.step_weight_bytes(MX, "fp16", 1 << 30)
+
+
+@register("moe-b1-step-ms-mixtral-h200", where=WHERE,
+          question="Mixtral-8x7B in fp16 decodes one sequence (batch 1) on an H200 "
+          "(4.8 TB/s). Counting only the weights the step reads (the KV cache left out), "
+          "what is the shortest its decode step can take at the datasheet bandwidth? "
+          "Milliseconds, three significant figures.", unit="ms",
+          hint="A batch-1 step reads the active weights, not every expert: the page's "
+          "batch-1 read for Mixtral in fp16 (llm.step_weight_bytes(model, 'fp16', 1)), "
+          "over 4.8e12 B/s.",
+          slips={_MX_EVERY / _MX_B1: "That reads every expert: one token runs through 2 "
+                 "of the 8 experts in each layer, and a step reads only those."})
 def _():
-    m = llm.get("deepseek-v3")
-    return m.n_active_params / m.n_params
+    return llm.step_weight_bytes("mixtral-8x7b", "fp16", 1) / hardware.get("H200").bandwidth * 1e3
 
 
-@register("moe-experts-touched-deepseek-64", where=WHERE,
+@register("moe-experts-touched-qwen3-235b-32", where=WHERE,
           question="Under uniform routing, how many distinct routed experts does one "
-          "DeepSeek-V3 MoE layer (256 experts, top-8) read for a decode batch of 64 "
-          "tokens? Expected value, one decimal.", unit="experts",
-          hint="A given expert is missed by one token with probability 1 - 8/256, by all 64 "
-          "with that to the 64th power: E (1 - (1 - k/E)^64).",
-          slips={min(256, 64 * 8) / llm.experts_touched(DS, 64):
-                 "That is 64 x 8 capped at E: tokens share experts; count each expert once.",
-                 8 / llm.experts_touched(DS, 64): "That is k, the batch-1 count."})
+          "Qwen3-235B-A22B MoE layer (128 experts, top-8) read for a decode batch of 32 "
+          "tokens? Expected value, one decimal.", unit="experts", rel_tol=0.005,
+          hint="A given expert is missed by one token with probability 1 - k/E, by all B "
+          "tokens with that to the B-th power: E (1 - (1 - k/E)^B).",
+          slips={128 / llm.experts_touched(QW235, 32): "That is 32 x 8 = 256 capped at E: "
+                 "tokens share experts; count each expert once, with the chance it is missed.",
+                 8 / llm.experts_touched(QW235, 32): "That is k, one token's count.",
+                 256 / llm.experts_touched(QW235, 32): "That is 32 x 8, every (token, "
+                 "expert) pair: a layer has only 128 experts, and tokens share them."})
 def _():
-    return llm.experts_touched("deepseek-v3", 64)
+    return llm.experts_touched("qwen3-235b-a22b", 32)
 
 
-@register("moe-step-gb-deepseek-64", where=WHERE,
-          question="How many GB of weights does one DeepSeek-V3 decode step of 64 tokens read "
-          "in fp8 (llm.step_weight_bytes(model, 'fp8', 64): the layers' matmul weights, the "
-          "touched experts, the routers in bf16, the LM head)? GB (1e9 bytes), three "
-          "significant figures.", unit="GB",
-          hint="Attention, the 3 dense MLPs, the 58 shared experts and the LM head are read "
-          "whatever the batch; add 58 layers x the experts touched at 64 tokens x 3 x 7168 "
-          "x 2048 bytes, and the routers (7168 x 256 a layer, 2 bytes).",
-          slips={llm.step_weight_bytes(DS, "fp8", 1 << 20)
-                 / llm.step_weight_bytes(DS, "fp8", 64): "That is every weight once: at 64 tokens a step has not "
-                 "yet touched every expert.",
-                 llm.step_weight_bytes(DS, "fp8", 1)
-                 / llm.step_weight_bytes(DS, "fp8", 64): "That is the batch-1 (active) read: 64 tokens touch far "
-                 "more than 8 experts a layer."})
+@register("moe-step-gb-mixtral-4", where=WHERE,
+          question="Mixtral-8x7B in fp16: the page's table gives the GB of weights a decode "
+          "step reads at batch 1 and once every expert is touched. Under uniform routing, "
+          "how many GB does a step of 4 tokens read? GB (1e9 bytes), three significant "
+          "figures.", unit="GB",
+          hint="Only the experts' bytes grow with the batch, in proportion to the experts "
+          "touched: k = 2 a layer at batch 1, all 8 for every weight, and 8 (1 - (6/8)^4) "
+          "for 4 tokens. Interpolate between the two printed reads.",
+          slips={_MX_B1 / llm.step_weight_bytes(MX, "fp16", 4): "That is the batch-1 read: "
+                 "4 tokens touch more than 2 experts a layer.",
+                 _MX_EVERY / llm.step_weight_bytes(MX, "fp16", 4): "That is every weight: 4 "
+                 "tokens share experts, so they touch fewer than 8 a layer on average.",
+                 4 * _MX_B1 / llm.step_weight_bytes(MX, "fp16", 4): "Four times the batch-1 "
+                 "read: attention and the LM head are read once a step, whatever the batch, "
+                 "and tokens share experts."})
 def _():
-    return llm.step_weight_bytes("deepseek-v3", "fp8", 64) / 1e9
+    return llm.step_weight_bytes("mixtral-8x7b", "fp16", 4) / 1e9
 
 
-@register("moe-compute-bound-mixtral-h100", where=WHERE,
-          question="From which batch are Mixtral-8x7B's expert matmuls compute-bound in an "
-          "fp16 decode step on an H100 SXM (llm.compute_bound_batch, datasheet peaks)? "
-          "Sequences, a whole number.", unit="sequences", abs_tol=1,
-          hint="Once a batch touches all 8 experts, their matmuls read all 8 experts to do "
-          "2 x k x B x expert weights FLOPs: intensity about B x k/E FLOP a byte of fp16 "
-          "weights, so about ridge x E/k; the activations each routed token reads and "
-          "writes push it a little higher.",
-          slips={0.25: "That is a dense model's: the ridge alone. Each expert sees only k/E "
-                 "of the batch."})
+@register("moe-rule-batch-mixtral-a100", where=WHERE,
+          question="By the page's rule of thumb (ridge x E/k), from which batch do "
+          "Mixtral-8x7B's expert matmuls turn compute-bound in fp16 on an A100 80GB (its "
+          "datasheet: 312 | 624* TFLOP/s of fp16, the asterisk with sparsity; 2,039 GB/s)? "
+          "Sequences, a whole number, rounded up.", unit="sequences (a whole number, "
+          "rounded up)", abs_tol=1,
+          hint="Ridge = dense peak / bandwidth; each expert sees only k/E = 2/8 of the "
+          "batch, so the experts need E/k = 4 times the dense threshold.",
+          slips={0.25: "That is a dense model's threshold, the ridge alone: each expert sees "
+                 "only k/E of the batch, so multiply by E/k.",
+                 2.0: "Twice the answer: that is the sparse (2:4) peak; ordinary matmuls get "
+                 "the dense 312 TFLOP/s.",
+                 llm.compute_bound_batch(MX, "A100 80GB", "fp16") / math.ceil(
+                     hardware.get("A100 80GB").ridge_point("fp16") * 4):
+                 "That is llm.compute_bound_batch's search, which also counts the routed "
+                 "tokens' activations: the question asks for the rule."})
 def _():
-    return llm.compute_bound_batch("mixtral-8x7b", "H100 SXM", "fp16")
+    a100 = hardware.get("A100 80GB")
+    m = llm.get("mixtral-8x7b")
+    return math.ceil(a100.ridge_point("fp16") * m.n_experts / m.experts_per_token)
 
 
 @register("moe-dispatch-bytes-ep32", where=WHERE,

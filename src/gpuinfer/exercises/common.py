@@ -22,7 +22,7 @@ def price(name):
 GPU_PRICES = {"T4": price("AWS g4dn.xlarge"), "A10G": price("AWS g5.xlarge"),
               "H100 SXM": price("AWS p5.48xlarge (Capacity Block)") / 8}
 
-DS, MX, QW = llm.get("deepseek-v3"), llm.get("mixtral-8x7b"), llm.get("qwen3-30b-a3b")
+MX, QW = llm.get("mixtral-8x7b"), llm.get("qwen3-30b-a3b")
 
 
 def costs(link):

@@ -4,6 +4,7 @@ text a page prints never contradicts the table beside it."""
 import pytest
 
 from gpuinfer import findings
+from gpuinfer.lab_verdicts import Spread as S
 
 MiB = 2**20
 
@@ -59,10 +60,68 @@ def test_mbu_comments_every_range(fraction, words):
     assert "reference CPU" not in findings.mbu(fraction, on_gpu=True)
 
 
-def test_more_work_that_ran_faster_is_noise():
-    assert "too noisy to tell" in findings.more_work("context 1024", 1.43)
-    assert "within noise" in findings.more_work("context 1024", 0.95)
-    assert "extra work shows" in findings.more_work("context 1024", 0.6)
+def test_mbu_credits_the_memory_when_the_measured_bandwidth_explains_the_step():
+    # Chapter 7's CPU run: MBU 4% of the reference desktop, but at the bandwidth the page
+    # measured the bytes took 11 of the 18 ms (61%): not "per-operation overhead".
+    text = findings.mbu(0.04, on_gpu=False, spread=0.1, bytes_share=S(11 / 18, 0.1))
+    assert "61% of its time" in text and "not per-operation overhead" in text
+    assert "bound by the cost of each operation" not in text
+    # Bytes that take a fifth of the step: then the per-operation cost is the story.
+    assert "far below" in findings.mbu(0.04, on_gpu=True, bytes_share=S(0.2, 0.1))
+    assert "the bytes take 20%" in findings.mbu(0.3, on_gpu=True, bytes_share=S(0.2, 0.1))
+    # Planted inconsistent inputs: an MBU whose timing spread over half its median, and a
+    # bytes share that straddles one half.
+    assert "Inconclusive" in findings.mbu(0.6, on_gpu=True, spread=0.8)
+    assert "Inconclusive" in findings.mbu(0.04, on_gpu=True, bytes_share=S(0.52, 0.1))
+    # 0.52 +- 0.1 against the 0.5 band: no "near the roof" (1.04 < 1.15).
+    assert "Inconclusive" in findings.mbu(0.52, on_gpu=True, spread=0.1)
+
+
+def test_more_work_states_only_what_the_spread_and_the_ceiling_allow():
+    base = S(18e-3, 0.05)
+    # The issue's case: 0.47x as fast for 5% more work, spread 5%: slower than the work
+    # explains (18 * 1.05 * 1.15 = 21.7 ms < 38.3 ms), not "the extra work shows".
+    text = findings.more_work("context 1024", base, S(18e-3 / 0.47, 0.05), 1.05)
+    assert "slower than its extra work explains" in text and "0.47x" in text
+    assert "extra work shows" not in text
+    # The reruns' 0.89x and 1.04x with 5% extra: inside the spread.
+    assert "within noise" in findings.more_work("context 1024", base, S(18e-3 / 0.89, 0.05),
+                                                1.05)
+    assert "Inconclusive" in findings.more_work("context 1024", base, S(18e-3 / 1.43, 0.05),
+                                                1.05)     # faster with more work
+    # Twice the work, measured 1.9x the time: as the ceiling predicts.
+    shows = findings.more_work("context 8192", base, S(1.9 * 18e-3, 0.05), 2.0)
+    assert "extra work shows, about as the ceiling predicts" in shows
+    assert "less than the ceiling" in findings.more_work("x", base, S(1.4 * 18e-3, 0.05), 2.0)
+    assert "cost less than its bytes" in findings.more_work("x", base, S(18e-3, 0.05), 2.0)
+    # A spread over TOO_NOISY: no verdict, whatever the ratio.
+    assert "Inconclusive" in findings.more_work("x", S(18e-3, 0.6), S(40e-3, 0.05), 1.05)
+
+
+def test_first_call_slow_calls_and_threads_are_gated():
+    # Later calls 1.0, 1.0, 1.2, 1.0 ms: IQR 0.05 / median 1.0: the first call's spread.
+    later = [1e-3, 1e-3, 1.2e-3, 1e-3]
+    assert "took 50 times" in findings.first_call([50e-3] + later, S(1e-3, 0.05))
+    assert "Inconclusive" in findings.first_call([1.1e-3] + later, S(1e-3, 0.05))
+    assert not findings.first_call([50e-3] + later, S(1e-3, 0.6)).endswith(".")
+    spiky = [1e-3] * 9 + [64e-3]
+    assert "pulled the mean to 7.3x the median" in findings.slow_calls(spiky)  # 73 / 10
+    assert "Inconclusive" in findings.slow_calls([1e-3, 1.01e-3, 0.99e-3, 1e-3])
+    assert "one thread was faster" in findings.threads(S(1e-3, 0.05), S(3e-3, 0.05), 2)
+    assert "1.8x as fast as one" in findings.threads(S(1.8e-3, 0.05), S(1e-3, 0.05), 2)
+    assert "Inconclusive" in findings.threads(S(1.1e-3, 0.05), S(1e-3, 0.05), 2)
+    assert "one thread" in findings.threads(S(1e-3, 0.05), S(3e-3, 0.05), 1)
+
+
+def test_cache_reads_each_rows_spread():
+    sizes = [MiB, 4 * MiB]
+    # 9.7x at 1 MiB, but both timings spread 60%: not a cache the run can show.
+    noisy = findings.cache(sizes, [97, 10], [10, 10], reread_spread=[0.6, 0.1],
+                           flushed_spread=[0.6, 0.1])
+    assert "too noisy to tell" in noisy and "served" not in noisy
+    steady = findings.cache(sizes, [22, 10], [10, 10], reread_spread=[0.1, 0.1],
+                            flushed_spread=[0.1, 0.1])
+    assert "re-reads of 1 MiB ran 2.2x" in steady
 
 
 @pytest.mark.parametrize("call, error, words", [
@@ -71,8 +130,16 @@ def test_more_work_that_ran_faster_is_noise():
     (lambda: findings.fusion(9, 2.0, tolerance=1.5), ValueError, "tolerance"),
     (lambda: findings.mbu(-0.1, on_gpu=True), ValueError, "fraction"),
     (lambda: findings.mbu(0.1, on_gpu="yes"), TypeError, "on_gpu"),
-    (lambda: findings.more_work("", 1.0), TypeError, "label"),
-    (lambda: findings.more_work("x", 0.0), ValueError, "speedup"),
+    (lambda: findings.more_work("", S(1, 0), S(1, 0), 1.0), TypeError, "label"),
+    (lambda: findings.more_work("x", 1.0, S(1, 0), 1.0), TypeError, "baseline"),
+    (lambda: findings.more_work("x", S(1, 0), S(1, 0), 0.9), ValueError, "predicted_ratio"),
+    (lambda: findings.mbu(0.1, on_gpu=True, spread=-1), ValueError, "spread"),
+    (lambda: findings.mbu(0.1, on_gpu=True, bytes_share=0.5), TypeError, "bytes_share"),
+    (lambda: findings.slow_calls([1.0, 2.0]), ValueError, "calls_s"),
+    (lambda: findings.first_call([1.0, -2.0, 1, 1], S(1, 0)), ValueError, "calls_s"),
+    (lambda: findings.threads(S(1, 0), S(1, 0), 0), ValueError, "n_threads"),
+    (lambda: findings.cache([MiB], [1.0], [1.0], reread_spread=[-1]), ValueError,
+     "reread_spread"),
     (lambda: findings.cache([1.0], [1.0], [1.0], gap=1.0), ValueError, "gap"),
 ])
 def test_bad_input_is_named(call, error, words):

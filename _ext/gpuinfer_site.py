@@ -1,5 +1,7 @@
 """Sphinx extension of the course website: the calculator's catalogue, the workshop's links
-and agendas, and exercises numbered per page.
+and agendas, exercises numbered per page, and every notebook page's reader's copy (the
+notebook as Jupyter and Colab show it: numbers in the text, solutions folded) behind its
+download and Colab buttons.
 
 1. Appendix *Calculator*. At the end of every HTML build it writes
 `_static/gpuinfer-catalogue.js` (and the same data as `_static/gpuinfer-catalogue.json`)
@@ -18,6 +20,7 @@ import pathlib
 import re
 
 from docutils import nodes
+from sphinx.util import logging
 from docutils.parsers.rst import Directive, directives
 
 GLOBAL_NAME = "GPUINFER_CATALOGUE"
@@ -100,6 +103,75 @@ def write_catalogue(outdir) -> pathlib.Path:
 def _on_build_finished(app, exception):
     if exception is None and app.builder.format == "html":
         write_catalogue(app.outdir)
+        write_reader_copies(app)
+
+
+# --- the reader's copy of every notebook page (gpuinfer.book.reader_copy) -----------------
+#
+# Jupyter and Colab show MyST raw: a chapter's {glue:text} roles instead of numbers, its
+# solutions unfolded. After the HTML is written, each notebook page gets its reader's copy,
+# with the numbers this build glued: into _build/reader/<page>.ipynb (the tree the pages
+# workflow publishes on the branch `gpuinfer_reader_branch`, which the Colab buttons open)
+# and over _build/html/_sources/<page>.ipynb (what the download button serves).
+
+READER_DIR = "reader"
+logger = logging.getLogger(__name__)
+
+
+def site_url(config) -> str:
+    """Where GitHub Pages serves this book: https://OWNER.github.io/NAME/ from the
+    repository URL in _config.yml (html_theme_options.repository_url)."""
+    url = (config.html_theme_options or {}).get("repository_url", "").rstrip("/")
+    match = re.fullmatch(r"https://github\.com/([^/]+)/([^/]+)", url)
+    return f"https://{match[1].lower()}.github.io/{match[2]}/" if match else ""
+
+
+def write_reader_copies(app) -> list[pathlib.Path]:
+    from gpuinfer import book
+
+    out = pathlib.Path(app.outdir)
+    executed = out.parent / "jupyter_execute"
+    reader = out.parent / READER_DIR
+    src = pathlib.Path(app.srcdir)
+    pages = sorted(d for d in app.env.found_docs
+                   if str(app.env.doc2path(d, base=False)).endswith(".ipynb"))
+    bib = src / "references.bib"
+    references = book.bib_labels(bib.read_text()) if bib.exists() else {}
+    titles = book.page_titles(src / f"{d}.ipynb" for d in pages)
+    written = []
+    for docname in pages:
+        glue_file = executed / f"{docname}.glue.json"
+        glue = ({key: value["data"]["text/plain"]
+                 for key, value in json.loads(glue_file.read_text()).items()
+                 if "text/plain" in value.get("data", {})} if glue_file.exists() else {})
+        notebook = json.loads((src / f"{docname}.ipynb").read_text())
+        if not glue_file.exists() and "{glue" in json.dumps(notebook):
+            logger.info(f"reader's copy of {docname}: no {glue_file.name} from this build; "
+                        "skipped")
+            continue
+        copy = book.reader_copy(notebook, glue, references=references, titles=titles,
+                                docname=docname, site_url=site_url(app.config))
+        text = json.dumps(copy, indent=1, ensure_ascii=False) + "\n"
+        for target in (reader / f"{docname}.ipynb", out / "_sources" / f"{docname}.ipynb"):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        written.append(reader / f"{docname}.ipynb")
+    return written
+
+
+def launch_reader_copies_on_colab(app, pagename, templatename, context, doctree):
+    """The Colab button opens the page's reader's copy: the same notebook on the branch
+    `gpuinfer_reader_branch` (published by .github/workflows/pages.yml) instead of the
+    source on repository.branch. Empty: the buttons open the source."""
+    branch = app.config.gpuinfer_reader_branch
+    if not branch:
+        return
+    source = (app.config.html_theme_options or {}).get("repository_branch", "main")
+    for group in context.get("header_buttons") or []:
+        for button in group.get("buttons", []) if isinstance(group, dict) else []:
+            url = button.get("url", "")
+            if url.startswith("https://colab.research.google.com/github/"):
+                button["url"] = url.replace(f"/blob/{source}/", f"/blob/{branch}/", 1)
 
 
 # --- workshop: links to pages that may not exist yet, and agendas that add up ---------
@@ -251,6 +323,8 @@ def setup(app):
     app.connect("html-page-context", drop_duplicate_scripts)
     # After sphinx-book-theme's add_launch_buttons (priority 501).
     app.connect("html-page-context", drop_launch_buttons_of_text_pages, priority=600)
+    app.add_config_value("gpuinfer_reader_branch", "", "html", types=[str])
+    app.connect("html-page-context", launch_reader_copies_on_colab, priority=600)
     app.add_role("page", page_role)
     app.add_directive("agenda", Agenda)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -168,7 +168,11 @@ def test_sweep_estimates_by_hand():
     # = 5 blocks = 25 calls. Total 29 calls = 0.258 s.
     call = 2 * 16384**3 / 989e12
     assert bench.matmul_estimate_s([(16384, 16384, 16384)], "fp16", "H200",
-                                   min_run_time=0.2) == pytest.approx(29 * call)
+                                   min_run_time=0.2, sustain_s=0) == pytest.approx(29 * call)
+    # Sustained (a GPU's default, 1 s of back-to-back calls), then timed again without
+    # warm-up: 1 sizing call + 25 = 26 calls more.
+    assert bench.matmul_estimate_s([(16384, 16384, 16384)], "fp16", "H200",
+                                   min_run_time=0.2) == pytest.approx(29 * call + 1.0 + 26 * call)
     # A 1 GiB fp16 read on an H200 (60 MiB L2: pool of 2 slices, 2 reads a replay) at
     # 4.8e12 B/s: 2 x 2^30 / 4.8e12 = 0.4474 ms a call; blocks of ceil(40 / 0.4474) = 90
     # calls, max(5, ceil(0.2 / 0.04027)) = 5 blocks: 4 + 450 calls = 0.2031 s.

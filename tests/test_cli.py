@@ -114,6 +114,10 @@ def test_the_targets_from_hand_rows():
     env = {"device_type": "cuda", "device": "Tesla T4", "catalogue_entry": "T4"}
     report = gpu_check.dry_run_report(env, [], total_s=600, targets=t4)
     assert "| missed: a 70 W card cannot hold its boost clock" in report
+    # the sustained figure beside the burst, where the run measured one
+    stages["matmul"].rows["sustained_fraction_of_peak"] = [0.01, 0.41]
+    assert gpu_check.check_targets(stages, "T4")[1]["row"] == (
+        "8192^3, sustained 41% after running back to back")
     # every miss explained, on every card
     for card in ("T4", "H100 SXM", "H100 PCIe", "A100 80GB", None):
         assert all(t["why"] for t in gpu_check.check_targets(stages, card) if t["met"] is False)

@@ -152,7 +152,9 @@ def test_flush_pool_sized_against_the_l2_torch_reports(fake_gpus):
     assert bench._pool_slices(MiB // 2, bench.cache_bytes("cuda:1"), 2, True) == 16
     sizes = bench.default_read_sizes("cuda:1")
     assert sizes[0] == 4 * MiB // 16                              # 256 KiB
-    assert sizes[-1] == int(15_843_721_216 / 8) // 4096 * 4096    # memory / 8, 4 KiB aligned
+    # an eighth of what is free for a measurement (the driver cannot say here: the total
+    # less the 0.5 GB margin), 4 KiB aligned
+    assert sizes[-1] == int((15_843_721_216 - 0.5e9) / 8) // 4096 * 4096
 
 
 def test_an_unknown_gpu_has_no_ceilings_but_its_rows_tidy_and_summarise(monkeypatch, capsys):
@@ -683,3 +685,119 @@ def test_kernel_available_says_no_when_torch_lacks_the_int8_pack_kernel(monkeypa
     monkeypatch.setattr(torch, "_weight_int8pack_mm", missing, raising=False)
     assert decoding.kernel_available("int8-pack", "cpu") is False
     assert decoding.kernel_available("dense", "cpu") is True     # the others are untouched
+
+
+# --- sizes that fit, formats the card has, small shapes not host-bound, sustained clocks -----
+
+def test_default_read_sizes_follow_the_free_memory(fake_gpus, monkeypatch):
+    # A T4 with 4.0e9 B free (another process holds the rest): the largest default read
+    # is (4.0e9 - 0.5e9 margin) / 8 = 437.5e6 B, 4 KiB aligned, not 15.84e9 / 8 = 1.98e9 B,
+    # which refuse_beyond_memory would refuse (its pool is 4x the L2 or more).
+    fake_gpus(T4)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i=None: (4.0e9, T4["total_memory"]))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda i=None: 0)
+    sizes = bench.default_read_sizes("cuda")
+    assert sizes[-1] == int(437.5e6) // 4096 * 4096
+    for size in sizes:  # every default size's pool fits what is free
+        dev.refuse_beyond_memory(size, torch.device("cuda"), "a read")
+
+
+def test_a_size_refused_before_allocating_steps_down(fake_gpus, monkeypatch, capsys):
+    # A T4 with 6e9 B free: a 12 GB stack is refused before any allocation (a ValueError
+    # that is also a MemoryError), so first_that_fits tries the next size down instead of
+    # stopping the cell.
+    fake_gpus(T4)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i=None: (6.0e9, T4["total_memory"]))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda i=None: 0)
+    cuda = torch.device("cuda")
+
+    def build(gb):
+        dev.refuse_beyond_memory(gb * 1e9, cuda, f"a {gb} GB stack")
+        return f"{gb} GB"
+
+    assert bench.first_that_fits([12, 8, 4], build) == ("4 GB", 4)
+    out = capsys.readouterr().out
+    assert "refused before allocating) at 12; trying the next size down" in out
+    with pytest.raises(ValueError, match="a 12 GB stack needs 12 GB, more than the 5.5 GB free"):
+        build(12)   # still a ValueError for a caller that asked for that size
+    # ... and a sweep stops at a refused size, keeping what it measured
+    with pytest.warns(UserWarning, match="out of memory at 12"):
+        df = bench.sweep([2, 4, 12, 16], lambda gb: {"gb": build(gb)}, "stacks", progress=False)
+    assert list(df["gb"]) == ["2 GB", "4 GB"]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "tf32"])
+def test_bf16_and_tf32_are_refused_on_a_t4_and_allowed_on_an_h100(fake_gpus, dtype):
+    fake_gpus(T4, H100)
+    with pytest.raises(ValueError, match=r"compute capability 8.0 or newer; Tesla T4 is sm_75"):
+        bench.matmul_tflops([(8, 8, 8)], dtype, "cuda:0", progress=False)
+    with pytest.raises(ValueError, match="sm_75"):
+        bench.weight_read_bandwidth([MiB], dtype, "cuda:0", progress=False)
+    assert dev.target("cuda:1", dtype).dtype == dtype        # an H100 (sm_90) has both
+    assert dev.target("cuda:0", "fp16").dtype == "fp16"       # the T4's own format
+
+
+def test_a_matmul_call_is_one_dispatch_not_three(monkeypatch):
+    # The timed call used to index the operand pool (a[i], b[i], c[i]): three tensor
+    # dispatches before the matmul, which bound small shapes on an H100. The views are
+    # sliced once now: timing indexes no tensor.
+    indexed = []
+    real_getitem = torch.Tensor.__getitem__
+
+    def fake_time_fn(fn, **kwargs):
+        def counting(self, key):
+            indexed.append(key)
+            return real_getitem(self, key)
+
+        monkeypatch.setattr(torch.Tensor, "__getitem__", counting)
+        for _ in range(5):
+            fn()
+        monkeypatch.setattr(torch.Tensor, "__getitem__", real_getitem)
+        return bench.Timing(1e-3, 0.0, 5, 1)
+
+    monkeypatch.setattr(bench, "time_fn", fake_time_fn)
+    rows = bench.matmul_tflops([(8, 8, 8), (16, 16, 16)], "fp32", "cpu", progress=False)
+    assert indexed == [] and len(rows) == 2
+
+
+def test_sustained_is_timed_after_running_back_to_back_and_reported_beside_the_burst(
+        monkeypatch):
+    # A power-capped card: the first (burst) timing finds 1.0 ms a call; after the shape
+    # ran back to back its clock settles and the second timing finds 1.6 ms.
+    timings = iter([bench.Timing(1.0e-3, 0.0, 5, 1), bench.Timing(1.6e-3, 0.0, 5, 1)])
+    sustained = []
+    monkeypatch.setattr(bench, "time_fn", lambda fn, **kwargs: next(timings))
+    monkeypatch.setattr(bench, "sustain", lambda fn, seconds, device, call_s:
+                        sustained.append((seconds, call_s)))
+    row = bench.matmul_tflops([(64, 64, 64)], "fp32", "cpu", sustain_s=0.5,
+                              progress=False).iloc[0]
+    flops = 2 * 64**3
+    assert sustained == [(0.5, 1.0e-3)]      # ran 0.5 s after the burst, sized by it
+    assert row["achieved_tflops"] == pytest.approx(flops / 1.0e-3 / 1e12)
+    assert row["sustained_tflops"] == pytest.approx(flops / 1.6e-3 / 1e12)
+    assert row["sustained_fraction_of_peak"] == pytest.approx(
+        row["fraction_of_peak"] / 1.6)
+    # on a CPU by default: no sustained run, the column NaN
+    monkeypatch.undo()
+    cpu = bench.matmul_tflops([(8, 8, 8)], "fp32", "cpu", min_run_time=0.001, progress=False)
+    assert math.isnan(cpu["sustained_tflops"].iloc[0])
+    assert bench.default_sustain_s("cuda", None) == bench.GPU_SUSTAIN_S
+    with pytest.raises(ValueError, match="sustain_s"):
+        bench.matmul_tflops([(8, 8, 8)], "fp32", "cpu", sustain_s=-1, progress=False)
+
+
+def test_sustain_runs_for_its_seconds_and_waits_for_the_device(fake_gpus, monkeypatch):
+    log = fake_gpus(T4)
+    clock = {"now": 0.0}
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: clock["now"])
+    calls = []
+
+    def fn():  # 1/64 s a call (exact in binary, as every sum below is)
+        calls.append(1)
+        clock["now"] += 1 / 64
+
+    bench.sustain(fn, 0.75, torch.device("cuda"), 1 / 64)
+    # int(0.05 x 64) = 3 calls between waits (3/64 s); 0.75 s is 16 such rounds: 48 calls.
+    # The clock (which waits for the GPU) is read once to start and before each round,
+    # and once more to stop: 1 + 16 + 1 = 18 waits.
+    assert len(calls) == 48 and len(log["synchronize"]) == 18

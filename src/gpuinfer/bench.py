@@ -391,10 +391,13 @@ SMALLEST_READ_BYTES = 64 * 1024
 
 def default_read_sizes(device=None) -> list[int]:
     """Buffer sizes in bytes: from 1/16 of the cache to beyond it (GPU: up to 2 GiB or
-    an eighth of memory; CPU: up to 256 MiB or twice the cache, within an eighth of
-    memory)."""
+    an eighth of the memory free for a measurement, `device.available_bytes`, so that
+    `refuse_beyond_memory` never refuses a default size; CPU: up to 256 MiB or twice the
+    cache, within an eighth of memory)."""
     device = _dev.resolve(device)
-    return read_sizes_for(_dev.cache_bytes(device), _dev.memory_bytes(device), device.type)
+    memory = (_dev.available_bytes(device) if device.type == "cuda"
+              else _dev.memory_bytes(device))
+    return read_sizes_for(_dev.cache_bytes(device), memory, device.type)
 
 
 def read_sizes_for(cache, memory, device_type="cuda") -> list[int]:
@@ -548,17 +551,46 @@ def _shape(value):
     return tuple(_validate.count(f"shape {d}", v) for d, v in zip("mnk", value))
 
 
+#: Seconds of back-to-back matmuls before the sustained timing, on a GPU: a power-capped
+#: card (a 70 W T4, a 72 W L4) boosts for its first fraction of a second under load, then
+#: settles at the clock its power limit holds; a 0.2 s timing after an idle gap catches the
+#: boost.
+GPU_SUSTAIN_S = 1.0
+
+
+def sustain(fn, seconds, device, call_s):
+    """Run `fn` back to back for about `seconds` (a call takes about `call_s`), waiting for
+    `device` every ~50 ms so the queue stays short: brings a GPU to the clock its power and
+    temperature hold under this work."""
+    clock = _clock(device)
+    per_wait = max(1, min(MAX_CALLS_PER_BLOCK, int(0.05 / max(call_s, 1e-9))))
+    end = clock() + seconds
+    while clock() < end:
+        for _ in range(per_wait):
+            fn()
+
+
 def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
-                  min_run_time=None, progress=True, accelerator=None):
+                  min_run_time=None, progress=True, accelerator=None, sustain_s=None):
     """Time [m, k] @ [k, n] for each (m, n, k) and return one row per shape: seconds,
     achieved TFLOP/s, arithmetic intensity, and the fraction of the dense datasheet peak
     (of `accelerator`, default the device's catalogue entry). Operands rotate through a
     pool larger than the cache (for shapes whose operands are smaller than it) so that
-    small shapes are not timed from cache. dtype "tf32" turns TF32 on for the sweep and
-    "fp32" turns it off (`device.fp32_matmul_mode`), so the peak divided by matches the kernel."""
+    small shapes are not timed from cache; each operand set is sliced once, before the
+    timing, so a call is one dispatch (torch.mm) and small shapes are not host-bound.
+    dtype "tf32" turns TF32 on for the sweep and "fp32" turns it off
+    (`device.fp32_matmul_mode`), so the peak divided by matches the kernel; bf16 and tf32
+    are refused on a GPU older than Ampere (`device.check_capability`).
+
+    The first timing is a burst (`seconds`, `achieved_tflops`): `time_fn`'s 0.2 s, the
+    clock as it was. Then, with `sustain_s` > 0 (default `GPU_SUSTAIN_S` on a GPU, 0 on a
+    CPU), the shape runs back to back for `sustain_s` seconds (`sustain`) and is timed again:
+    `sustained_seconds`, `sustained_tflops`, `sustained_fraction_of_peak` (NaN when not
+    measured), the figure a power-capped card holds."""
     import torch
 
     device, dtype, tdtype, bpe, acc, cache = _dev.target(device, dtype, accelerator)
+    sustain_s = default_sustain_s(device, sustain_s)
     peak = _peak(acc, dtype)
     shapes = (default_matmul_shapes(device) if shapes is None
               else [_shape(s) for s in _sizes("shapes", shapes)])
@@ -582,14 +614,20 @@ def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
         a = _dev.random_tensor((sets, m, k), tdtype, device)  # [sets, m, k]
         b = _dev.random_tensor((sets, k, n), tdtype, device, scale=k**-0.5)  # [sets, k, n]
         c = torch.empty(sets, m, n, device=device, dtype=tdtype)  # [sets, m, n]
+        views = [(a[i], b[i], c[i]) for i in range(sets)]  # sliced once, not once a call
         state = {"i": 0}
 
         def mm():
-            i = state["i"] = (state["i"] + 1) % sets
-            return torch.mm(a[i], b[i], out=c[i])
+            state["i"] = (state["i"] + 1) % sets
+            x, w, out = views[state["i"]]
+            return torch.mm(x, w, out=out)
 
         t = time_fn(mm, min_run_time=min_run_time, device=device)
-        a = b = c = None  # free this shape's operands before the next shape's
+        held = math.nan
+        if sustain_s > 0:
+            sustain(mm, sustain_s, device, t.median_s)
+            held = time_fn(mm, warmup=0, min_run_time=min_run_time, device=device).median_s
+        a = b = c = views = None  # free this shape's operands before the next shape's
         achieved = flops / t.median_s
         roof = _roof_flops(flops, nbytes, acc, dtype)
         return {"device": acc.name, "dtype": dtype, "m": m, "n": n, "k": k,
@@ -598,23 +636,43 @@ def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
                 "iqr_s": t.iqr_s, "achieved_tflops": achieved / 1e12,
                 "achieved_gb_per_s": nbytes / t.median_s / 1e9,
                 "fraction_of_peak": fraction(achieved, peak),
+                "sustained_seconds": held, "sustained_tflops": flops / held / 1e12,
+                "sustained_fraction_of_peak": fraction(flops / held, peak),
                 "roofline_tflops": roof / 1e12,
                 "fraction_of_roofline": fraction(achieved, roof)}
 
     estimate = matmul_estimate_s(shapes, dtype, acc,
-                                 min_run_time=default_min_run_time(device, min_run_time))
+                                 min_run_time=default_min_run_time(device, min_run_time),
+                                 sustain_s=sustain_s)
     with _dev.fp32_matmul_mode(dtype):
         return sweep(shapes, measure, "matmuls", progress,
                       estimate if math.isfinite(estimate) else None)
 
 
-def matmul_estimate_s(shapes, dtype, accelerator, *, min_run_time) -> float:
+def matmul_estimate_s(shapes, dtype, accelerator, *, min_run_time, sustain_s=None) -> float:
     """Seconds of timing a `matmul_tflops` sweep of `shapes` takes on `accelerator`, each
-    shape at its roofline time (NaN if a peak is unknown). Set-up not included."""
+    shape at its roofline time (NaN if a peak is unknown), with its sustained run and
+    second timing (`sustain_s`, default `GPU_SUSTAIN_S` for a GPU). Set-up not included."""
     acc = _hardware.get(accelerator)
-    return sum(timing_estimate_s(_roofline.op_time_s(
-        _roofline.matmul_flops(*s), _roofline.matmul_bytes(*s, dtype), _peak(acc, dtype),
-        _roofline.bandwidth_or_nan(acc)), min_run_time) for s in shapes)
+    if sustain_s is None:
+        sustain_s = 0.0 if acc.kind == "cpu" else GPU_SUSTAIN_S
+    total = 0.0
+    for s in shapes:
+        call_s = _roofline.op_time_s(_roofline.matmul_flops(*s),
+                                     _roofline.matmul_bytes(*s, dtype), _peak(acc, dtype),
+                                     _roofline.bandwidth_or_nan(acc))
+        total += timing_estimate_s(call_s, min_run_time)
+        if sustain_s > 0:
+            total += sustain_s + timing_estimate_s(call_s, min_run_time, warmup=0)
+    return total
+
+
+def default_sustain_s(device, sustain_s):
+    """`sustain_s` checked (seconds >= 0), or `GPU_SUSTAIN_S` on a GPU and 0 on a CPU when
+    it is None."""
+    if sustain_s is None:
+        return GPU_SUSTAIN_S if _dev.kind(device) == "cuda" else 0.0
+    return _validate.number("sustain_s", sustain_s, lo=0, hi=MAX_RUN_TIME_S)
 
 
 def call_or_nan(fn, *args, **kwargs) -> float:

@@ -10,7 +10,9 @@ The measurement layer's devices, shared by `bench` (the timer and its sweeps),
 - `random_tensor`: random values (never zeros, which some kernels shortcut) made in the
   dtype itself; `graphed` captures a function in a CUDA graph and returns its replay.
 - `refuse_beyond_memory` refuses a size beyond the device's free memory
-  (`available_bytes`) before allocating;
+  (`available_bytes`) before allocating, with `BeyondMemory` (a ValueError and a
+  MemoryError, so `first_that_fits` steps down from it); `check_capability` refuses bf16
+  and TF32 on a GPU older than Ampere (a T4);
   `is_oom` says whether a failure was out of memory (a failed CUDA-graph capture counts
   only when the GPU's memory is nearly full); `free_memory`, `first_that_fits`.
 """
@@ -162,17 +164,23 @@ def available_bytes(device=None) -> float:
     return max(min(have, total) - GPU_MEMORY_MARGIN_BYTES, 0.0)
 
 
+class BeyondMemory(ValueError, MemoryError):
+    """A size refused before allocating (`refuse_beyond_memory`): a ValueError (the size
+    asked for is wrong for this device) and a MemoryError, so `first_that_fits` and a
+    sweep step down from it as they do from an allocation that failed."""
+
+
 def refuse_beyond_memory(nbytes, device, what):
-    """Raise ValueError, naming `what`, when `nbytes` exceed what `device` has free for
-    it (`available_bytes`: on a GPU the free memory plus torch's own pool, less a
-    margin): refused before any allocation, so a size that cannot fit fails at once and
-    says why."""
+    """Raise `BeyondMemory` (a ValueError and a MemoryError), naming `what`, when `nbytes`
+    exceed what `device` has free for it (`available_bytes`: on a GPU the free memory plus
+    torch's own pool, less a margin): refused before any allocation, so a size that cannot
+    fit fails at once and says why, and `first_that_fits` tries the next size down."""
     have = available_bytes(device)
     if nbytes > have:
         where = (f"free (of {memory_bytes(device) / 1e9:,.3g} GB)" if device.type == "cuda"
                  else "this cpu has")
-        raise ValueError(f"{what} needs {nbytes / 1e9:,.3g} GB, more than the "
-                         f"{have / 1e9:,.3g} GB {where}: choose smaller sizes")
+        raise BeyondMemory(f"{what} needs {nbytes / 1e9:,.3g} GB, more than the "
+                           f"{have / 1e9:,.3g} GB {where}: choose smaller sizes")
 
 
 def torch_dtype(dtype):
@@ -197,11 +205,34 @@ class Target(NamedTuple):
     cache: float            # bytes
 
 
+#: The compute capability a format needs on an NVIDIA GPU: bf16 and TF32 tensor cores came
+#: with Ampere (sm_80). A T4 (sm_75) emulates bf16 (~2.5 TFLOP/s measured) and has no TF32.
+MIN_CAPABILITY = {"bf16": (8, 0), "tf32": (8, 0)}
+
+
+def check_capability(device, dtype):
+    """ValueError when `dtype` needs a newer GPU than `device` (`MIN_CAPABILITY`): a bf16
+    or TF32 sweep on a T4 would time an emulation against a peak the card does not have."""
+    import torch
+
+    need = MIN_CAPABILITY.get(_dtypes.canonical(dtype))
+    if need is None or device.type != "cuda":
+        return
+    props = torch.cuda.get_device_properties(gpu_index(device))
+    have = (int(props.major), int(props.minor))
+    if have < need:
+        raise ValueError(f"dtype={dtype!r} needs a GPU of compute capability {need[0]}.{need[1]} "
+                         f"or newer; {props.name} is sm_{have[0]}{have[1]}, where bf16 is "
+                         "emulated and TF32 does not exist: use 'fp16'")
+
+
 def target(device, dtype, accelerator=None) -> Target:
-    """`device` resolved, `dtype` canonical (default: `default_dtype`), the catalogue entry
-    (`accelerator`, default the device's) and its cache: what every sweep resolves first."""
+    """`device` resolved, `dtype` canonical (default: `default_dtype`; a format the GPU
+    lacks refused, `check_capability`), the catalogue entry (`accelerator`, default the
+    device's) and its cache: what every sweep resolves first."""
     device = resolve(device)
     dtype = _dtypes.canonical(dtype or default_dtype(device))
+    check_capability(device, dtype)
     acc = accelerator_for(device) if accelerator is None else _hardware.get(accelerator)
     return Target(device, dtype, torch_dtype(dtype), _dtypes.bytes_per_element(dtype),
                    acc, acc.cache_bytes or FALLBACK_CACHE_BYTES)
@@ -335,7 +366,8 @@ def free_memory():
 
 def first_that_fits(candidates, build, *, describe=str):
     """`(build(c), c)` for the first of `candidates` (largest first) that fits in memory:
-    on out of memory, the memory is freed and the next candidate tried, with a line
+    on out of memory (an allocation that failed, or a size `refuse_beyond_memory` refused
+    before allocating), the memory is freed and the next candidate tried, with a line
     saying so. The labs' "a smaller stack if the GPU is short of memory"."""
     _validate.callable_("build", build)
     tried = []
@@ -346,7 +378,8 @@ def first_that_fits(candidates, build, *, describe=str):
         except (RuntimeError, MemoryError) as exc:
             if not is_oom(exc):
                 raise
-            failed = f"{type(exc).__name__}"
+            failed = ("refused before allocating" if isinstance(exc, BeyondMemory)
+                      else f"{type(exc).__name__}")
         # Outside the except block: the traceback and the tensors it held are gone.
         free_memory()
         tried.append(describe(c))
@@ -378,7 +411,3 @@ def graphed(fn, device=None):
             fn()
     return graph.replay
 
-
-# --- weight reads -------------------------------------------------------------------------
-
-#: Largest read of the default sweep on a GPU: 2 GiB, or an eighth of its memory. On a

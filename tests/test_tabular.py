@@ -155,3 +155,62 @@ def test_predicted_latency_checks_its_arguments_outside_the_displayed_body():
         args = {"batch": 1, "accelerator": "T4", "overhead_per_kernel_s": 1e-5, **kw}
         with pytest.raises(err, match=name):
             tabular.predicted_latency_s(**args)
+
+
+# --- the CPU paths chapter 6 compares (tabular_model) ---------------------------------------
+
+def test_numpy_forward_is_the_torch_models_pass():
+    # Same weights, same arithmetic in fp32: relu(relu(relu(x W1 + b1) W2 + b2) W3 + b3) W4 + b4.
+    import torch
+
+    model = tabular_model.mlp(hidden=(32, 16))
+    x = tabular_model.synthetic_batch(5)
+    with torch.inference_mode():
+        want = model(x).numpy()
+    got = tabular_model.numpy_forward(model)(x.numpy().copy())
+    assert got.shape == (5, 1)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_numpy_forward_refuses_a_model_without_linear_layers():
+    import torch
+
+    with pytest.raises(ValueError, match="torch.nn.Linear"):
+        tabular_model.numpy_forward(torch.nn.Sequential(torch.nn.ReLU()))
+
+
+def test_blas_threads_sets_openblas_where_it_can_and_nests():
+    # numpy's wheels bundle OpenBLAS: the count in force is the one asked for; another BLAS
+    # yields None. Nested, the inner block restores the outer count on leaving.
+    with tabular_model.blas_threads(2) as outer:
+        with tabular_model.blas_threads(1) as inner:
+            assert inner in (1, None) and (inner is None) == (outer is None)
+        with tabular_model.blas_threads(2) as again:
+            assert again == outer
+    with pytest.raises(ValueError):
+        with tabular_model.blas_threads(0):
+            pass
+
+
+def test_cpu_paths_times_each_path_it_is_asked_for():
+    model = tabular_model.mlp(hidden=(8,))
+    runs = tabular_model.cpu_paths(model, 2, repeats=2, paths=("eager PyTorch", "numpy"))
+    assert set(runs) == {"eager PyTorch", "numpy"}
+    assert all(r.shape == (2,) and (r > 0).all() for r in runs.values())
+    with pytest.raises(ValueError, match="paths must be among"):
+        tabular_model.cpu_paths(model, 2, paths=("cuBLAS",))
+
+
+def test_cpu_path_verdict_branches_on_the_spread():
+    # numpy's best run is 1.00 against eager's 2.00: twice the throughput, each within 5%.
+    clear = tabular_model.cpu_path_verdict(
+        {"eager PyTorch": np.array([2.0, 2.05, 2.1]), "numpy": np.array([1.0, 1.01, 1.02])}, 256)
+    assert clear.startswith("On this run numpy was the fastest") and "2.00 times" in clear
+    # 1.9 against 2.0: a 5% difference inside spreads of 5% and 6% plus the 5% margin.
+    close = tabular_model.cpu_path_verdict(
+        {"eager PyTorch": np.array([2.0, 2.05, 2.1]), "numpy": np.array([1.9, 2.0, 2.01])}, 256)
+    assert close.startswith("Inconclusive") and "numpy's" in close
+    alone = tabular_model.cpu_path_verdict({"numpy": np.array([1.0])}, 1)
+    assert alone.startswith("Only numpy")
+    with pytest.raises(TypeError, match="runs must be a dict"):
+        tabular_model.cpu_path_verdict([], 1)

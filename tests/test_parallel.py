@@ -591,3 +591,65 @@ def test_tp_options_cost_by_the_formula_and_sort_cheapest_first():
 def test_tp_decision_bad_inputs(call, err, words):
     with pytest.raises(err, match=words):
         call()
+
+
+# --- the engines' one-shot/two-shot all-reduce (collectives.custom_allreduce_parts) -------
+
+def test_custom_allreduce_by_hand_on_eight_h100s():
+    # vLLM's kernels on NVLink 4 with NCCL's constants: a barrier is one LL step on NVLink,
+    # 0.6 us; bytes move at NCCL's 370.8 GB/s (18 links x 20.6 GB/s).
+    # Batch 1 of Llama-2-70B: 16,384 B < 256 KiB, one stage: 2 barriers + 7 x 16,384 B read.
+    one = parallel.custom_allreduce_parts(16_384, 8, "NVLink 4")
+    assert one["kind"] == "one-shot"
+    assert one["seconds"] == pytest.approx(2 * 0.6e-6 + 7 * 16_384 / 370.8e9, rel=1e-12)
+    # 2 MiB: two stages, 3 barriers + 2 x 7/8 x 2 MiB read.
+    two = parallel.custom_allreduce_parts(2 * 2**20, 8, "NVLink 4")
+    assert two["kind"] == "two-shot"
+    assert two["seconds"] == pytest.approx(3 * 0.6e-6 + 1.75 * 2**21 / 370.8e9, rel=1e-12)
+    # On 4 GPUs one stage runs up to 512 KiB; on 2 always.
+    assert parallel.custom_allreduce_parts(400 * 1024, 4, "NVLink 4")["kind"] == "one-shot"
+    assert parallel.custom_allreduce_parts(400 * 1024, 8, "NVLink 4")["kind"] == "two-shot"
+    assert parallel.custom_allreduce_parts(2**26, 2, "NVLink 4")["kind"] == "one-shot"
+    # Against NCCL's ring at batch 1: 6.6 + 14 x 0.6 us + the bytes, ten times the custom.
+    assert parallel.fastest_allreduce(16_384, 8, "NVLink 4")["seconds"] > 9 * one["seconds"]
+
+
+def test_custom_allreduce_refuses_where_vllm_does_not_run_it():
+    with pytest.raises(ValueError, match="groups of"):
+        parallel.custom_allreduce_parts(16_384, 3, "NVLink 4")
+    with pytest.raises(ValueError, match="NVLink domain"):
+        parallel.custom_allreduce_parts(16_384, 8, "PCIe Gen5 x16")
+    # engine_allreduce falls back to NCCL past the domain, as vLLM does across nodes.
+    nccl16 = parallel.fastest_allreduce(16_384, 16, "NVLink 4")
+    assert parallel.engine_allreduce(16_384, 16, "NVLink 4", allreduce="custom") == nccl16
+    with pytest.raises(ValueError, match="allreduce"):
+        parallel.engine_allreduce(16_384, 8, "NVLink 4", allreduce="ring")
+
+
+def test_tp8_step_with_custom_allreduce_saves_the_difference_161_times():
+    nccl = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, 1, 4096)
+    custom = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, 1, 4096,
+                                          allreduce="custom")
+    assert custom["shard_s"] == nccl["shard_s"] and custom["algorithm"] == "one-shot"
+    one = 2 * 0.6e-6 + 7 * 16_384 / 370.8e9
+    assert custom["total_s"] == pytest.approx(nccl["shard_s"] + 161 * one, rel=1e-12)
+    assert custom["ceiling_s"] == nccl["ceiling_s"]    # the bound does not move
+    assert parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", 8, 1, 4096,
+                                     allreduce="custom") < parallel.tp_decode_step_s(
+        "llama-2-70b", "H100 SXM", 8, 1, 4096)
+
+
+def test_tp_prefill_is_the_shards_forward_step_plus_prompt_sized_allreduces():
+    # A 4,096-token prompt on TP8: the shard's forward step over [4096] new tokens, and 161
+    # all-reduces of 4,096 x 8,192 x 2 B = 64 MiB each, NCCL's fastest for that size
+    # (bandwidth-bound: the Simple protocol).
+    pre = parallel.tp_prefill_breakdown("llama-2-70b", "H100 SXM", 8, 4096)
+    part = parallel.shard(llm.get("llama-2-70b"), 8)
+    shard = llm.forward_step_breakdown(part, "H100 SXM", [4096], [0])["seconds"].sum()
+    assert pre["shard_s"] == pytest.approx(shard, rel=1e-12)
+    assert pre["allreduce_bytes"] == 4096 * 8192 * 2 == 2**26
+    one = parallel.fastest_allreduce(2**26, 8, "NVLink 4")["seconds"]
+    assert pre["total_s"] == pytest.approx(shard + 161 * one, rel=1e-12)
+    assert pre["protocol"] == "Simple"
+    with pytest.raises(ValueError, match="prompt_tokens"):
+        parallel.tp_prefill_breakdown("llama-2-70b", "H100 SXM", 8, 0)

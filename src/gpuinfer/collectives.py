@@ -13,10 +13,11 @@ its llMaxBw), Simple has the full bandwidth at a higher latency per step
 (`allreduce_protocols`). A ring that spans more GPUs than a link's domain (8 on an HGX
 board's NVLink) crosses the network for 2(n-1) of its steps, n nodes, at up to the node's
 network bandwidth (NCCL runs a channel through each NIC); across nodes NCCL's tree
-competes too. NVLink SHARP (NVLS, in-switch reduction) and custom one-shot all-reduces
-(vLLM, TensorRT-LLM) are not modelled: on NVSwitch systems they beat the ring for large
-and small messages, so this model's communication time is an upper bound there
-(`gpuinfer.multinode` prices NVLS_TREE across servers).
+competes too. NVLink SHARP (NVLS, in-switch reduction) is not modelled: on NVSwitch
+systems it beats the ring for large messages (`gpuinfer.multinode` prices NVLS_TREE
+across servers). The engines' own one-shot and two-shot all-reduces, which replace NCCL's
+ring for decode's small messages inside an NVLink domain, are `custom_allreduce_s` (vLLM's
+custom all-reduce kernels, with NCCL's NVLink constants).
 
 Two prices, as everywhere in the course: `allreduce_floor_s`, a lower bound (the bytes
 at NCCL's bus bandwidth, no latency), and `interconnect_allreduce_time` /
@@ -312,3 +313,77 @@ def fit_allreduce(n_bytes, seconds, n_devices) -> dict:
         raise ValueError("the measured times do not grow with the message size, so they "
                          "give no bandwidth; measure larger messages")
     return {"bandwidth_bytes_per_s": 1.0 / slope, "latency_s": max(0.0, float(intercept))}
+
+
+# --- the engines' own all-reduce: one-shot and two-shot inside an NVLink domain -----------
+
+#: vLLM's custom all-reduce (csrc/custom_all_reduce.cuh, `CustomAllreduce::allreduce`;
+#: vllm-project/vllm pull request 2192, references.bib: vllm_pr2192_allreduce), which
+#: SGLang and TensorRT-LLM's ONESHOT/TWOSHOT strategies follow: a group of 2, 4, 6 or 8
+#: GPUs with peer access over full NVLink. One stage (`cross_device_reduce_1stage`): after
+#: a start barrier every rank reads each peer's whole buffer over NVLink and sums, then an
+#: end barrier: (N-1) x S bytes in a rank, 2 barriers. Two stages
+#: (`cross_device_reduce_2stage`): a reduce-scatter (each rank sums its 1/N slice from every
+#: peer), a barrier, an all-gather of the slices: 2 (N-1)/N x S bytes in, 3 barriers. vLLM
+#: takes one stage on 2 GPUs always, and below 512 KiB on up to 4 and below 256 KiB on up
+#: to 8; two stages above. vLLM turns it off for a group that spans nodes.
+CUSTOM_ALLREDUCE = {
+    "world_sizes": (2, 4, 6, 8),
+    "one_stage_below_bytes": {2: math.inf, 4: 512 * 1024, 6: 256 * 1024, 8: 256 * 1024},
+    "barriers": {"one-shot": 2, "two-shot": 3},
+    "source": "https://github.com/vllm-project/vllm/blob/036bb685581dbedcd6cf7fc845fe87268c7d1191/"
+              "csrc/custom_all_reduce.cuh",
+}
+
+
+def custom_allreduce_parts(n_bytes, n_devices, interconnect) -> dict:
+    """An engine's custom all-reduce of `n_bytes` on `n_devices` inside one NVLink domain
+    (`CUSTOM_ALLREDUCE`: vLLM's kernels), modelled with NCCL's own NVLink constants: a
+    barrier costs one NVLink step of NCCL's LL protocol (a flag written to each peer and
+    waited for: `interconnect.nccl("LL").step_latency_s`, 0.6 us on NVLink), and the bytes
+    a rank reads from its peers move at NCCL's bus bandwidth for the link
+    (`nccl_bus_bandwidth_bytes_per_s`, 370.8 GB/s a direction on an H100). No kernel
+    launch: under CUDA graphs that is the step's gap between kernels. Returns `kind`
+    ("one-shot" or "two-shot", vLLM's choice for the size), `seconds`, `latency_s`,
+    `bandwidth_s` and `bytes_in` (per rank); ValueError where vLLM would not run it (a
+    group size other than 2, 4, 6, 8, or past the link's domain)."""
+    s = _v.non_negative("n_bytes", n_bytes)
+    n = check_devices(n_devices)
+    ic = _hardware.get_interconnect(interconnect)
+    _v.ensure(n in CUSTOM_ALLREDUCE["world_sizes"],
+              f"n_devices={n}: the custom all-reduce runs on groups of "
+              f"{CUSTOM_ALLREDUCE['world_sizes']} GPUs")
+    _v.ensure(n <= ic.domain_gpus and ic.kind == "nvlink",
+              f"n_devices={n} on {ic.name}: the custom all-reduce needs every GPU on one "
+              f"NVLink domain ({ic.domain_gpus:g} GPUs here)")
+    kind = "one-shot" if s < CUSTOM_ALLREDUCE["one_stage_below_bytes"][n] else "two-shot"
+    bytes_in = (n - 1) * s if kind == "one-shot" else 2.0 * (n - 1) / n * s
+    latency = CUSTOM_ALLREDUCE["barriers"][kind] * ic.nccl("LL").step_latency_s
+    bandwidth = bytes_in / ic.nccl_bus_bandwidth_bytes_per_s
+    return {"kind": kind, "seconds": latency + bandwidth, "latency_s": latency,
+            "bandwidth_s": bandwidth, "bytes_in": bytes_in}
+
+
+def custom_allreduce_s(n_bytes, n_devices, interconnect) -> float:
+    """Seconds of an engine's custom all-reduce (`custom_allreduce_parts`' `seconds`)."""
+    return custom_allreduce_parts(n_bytes, n_devices, interconnect)["seconds"]
+
+
+def engine_allreduce(n_bytes, n_devices, interconnect, *, network=None,
+                     allreduce="nccl") -> dict:
+    """The all-reduce a tensor-parallel step pays: `allreduce="nccl"`, NCCL's fastest ring
+    or tree (`fastest_allreduce`); "custom", the engines' one-shot/two-shot kernel
+    (`custom_allreduce_parts`) where vLLM would run it (2, 4, 6 or 8 GPUs on one NVLink
+    domain) and NCCL's otherwise, as vLLM falls back. A dict with `seconds`, `algorithm`
+    ("one-shot", "two-shot" or NCCL's), `protocol` (None for the custom kernel) and the
+    route."""
+    choice = _v.choice("allreduce", allreduce, ("nccl", "custom"))
+    best = fastest_allreduce(n_bytes, n_devices, interconnect, network=network)
+    n = check_devices(n_devices)
+    ic = _hardware.get_interconnect(interconnect)
+    if (choice == "custom" and n in CUSTOM_ALLREDUCE["world_sizes"]
+            and n <= ic.domain_gpus and ic.kind == "nvlink"):
+        parts = custom_allreduce_parts(n_bytes, n, ic)
+        return {**best, "seconds": parts["seconds"], "algorithm": parts["kind"],
+                "protocol": None}
+    return best

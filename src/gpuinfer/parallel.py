@@ -63,8 +63,8 @@ from . import validate as _v
 from .collectives import (  # noqa: F401  (re-exported)
     ALGORITHMS, DEFAULT_NETWORK, allreduce_bus_bandwidth, allreduce_bytes_sent,
     allreduce_crossover_bytes, allreduce_floor_s, allreduce_protocols, allreduce_time,
-    check_devices, fastest_allreduce, fit_allreduce, interconnect_allreduce_time,
-    ring_route,
+    check_devices, custom_allreduce_parts, custom_allreduce_s, engine_allreduce,
+    fastest_allreduce, fit_allreduce, interconnect_allreduce_time, ring_route,
 )
 
 # --- sharding a decoder ------------------------------------------------------------------
@@ -213,15 +213,16 @@ def tp_message_bytes_per_value(compute_dtype, achievable=False) -> float:
     return act if _achievable.as_efficiency(achievable).is_ceiling else max(act, 2.0)
 
 
-def _shard_step(part, acc, b, c, dtype, kv_dtype, compute_dtype, achievable):
-    """(ops table, seconds) of one device's decode step: the roofline's (`achievable`
-    False) or the achievable model's rows plus its step overheads."""
+def _shard_step(part, acc, new_tokens, context, dtype, kv_dtype, compute_dtype, achievable):
+    """(ops table, seconds) of one device's step, sequence i bringing `new_tokens[i]`
+    tokens on `context[i]` cached ones: the roofline's (`achievable` False) or the
+    achievable model's rows plus its step overheads."""
     eff = _achievable.as_efficiency(achievable)
     if eff.is_ceiling:
-        ops = _llm.decode_step_breakdown(part, acc, b, c, dtype, kv_dtype=kv_dtype,
-                                         compute_dtype=compute_dtype)
+        ops = _llm.forward_step_breakdown(part, acc, new_tokens, context, dtype,
+                                          kv_dtype=kv_dtype, compute_dtype=compute_dtype)
         return ops, float(ops["seconds"].sum())
-    ops = _achievable.step_breakdown(part, acc, np.ones(b, dtype=int), np.full(b, c), dtype,
+    ops = _achievable.step_breakdown(part, acc, new_tokens, context, dtype,
                                      kv_dtype=kv_dtype, compute_dtype=compute_dtype,
                                      achievable=eff)
     return ops, float(_achievable.overheads(ops["seconds"].sum(), part.n_layers, eff))
@@ -229,7 +230,7 @@ def _shard_step(part, acc, b, c, dtype, kv_dtype, compute_dtype, achievable):
 
 def tp_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
                         interconnect=None, *, network=None, kv_dtype=None,
-                        compute_dtype=None, achievable=False) -> dict:
+                        compute_dtype=None, achievable=False, allreduce="nccl") -> dict:
     """The parts of one tensor-parallel decode step on N devices. Returns a dict:
     `ops` (one device's shard as `llm.decode_step_breakdown`'s table; with `achievable`,
     `achievable.step_breakdown`'s, `ceiling_s` beside `seconds`), `shard_s` (the step's
@@ -247,28 +248,40 @@ def tp_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     step), or pass an `achievable.Efficiency`. The all-reduces are priced the same way
     in both (NCCL's cost model). `interconnect`: a name ("NVLink 4", "PCIe Gen5 x16")
     or `hardware.Interconnect`; default: the accelerator's NVLink generation. Past the
-    link's domain the ring takes `network` (default `DEFAULT_NETWORK`)."""
+    link's domain the ring takes `network` (default `DEFAULT_NETWORK`). `allreduce`:
+    "nccl" (default) prices each all-reduce with NCCL's cost model; "custom" with the
+    engines' one-shot/two-shot kernel where it runs (`collectives.engine_allreduce`)."""
     m, acc = _llm.get(model), _hardware.get(accelerator)
     n = check_tp_degree(m, n_devices)
     b = _v.count("batch", batch, maximum=1 << 30)
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
     part = shard(m, n)
-    ops, shard_s = _shard_step(part, acc, b, c, dtype, kv_dtype, compute_dtype, achievable)
+    ops, shard_s = _shard_step(part, acc, np.ones(b, dtype=int), np.full(b, c), dtype,
+                               kv_dtype, compute_dtype, achievable)
+    return _with_allreduces(m, acc, n, b, b, c, ops, shard_s, dtype, kv_dtype, compute_dtype,
+                            interconnect, network, achievable, allreduce)
+
+
+def _with_allreduces(m, acc, n, b, tokens, c, ops, shard_s, dtype, kv_dtype, compute_dtype,
+                     interconnect, network, achievable, allreduce) -> dict:
+    """`tp_decode_breakdown`'s dict for a shard's step of `tokens` tokens: its 2L + 1
+    all-reduces of [tokens, d_model] added to `shard_s`."""
     roofline_s = float(ops["ceiling_s" if "ceiling_s" in ops else "seconds"].sum())
     _, kv, compute = _dtypes.formats(dtype, kv_dtype, compute_dtype)
-    message = b * m.d_model * tp_message_bytes_per_value(compute, achievable)
+    message = tokens * m.d_model * tp_message_bytes_per_value(compute, achievable)
     n_allreduces = 2 * m.n_layers + 1
     route = {"interconnect": None, "network": None, "nodes": 1}
     one, protocol, algorithm, floor = 0.0, None, None, 0.0
     if n > 1:
         ic = link_for(interconnect, acc)
-        best = fastest_allreduce(float(message), n, ic, network=network)
+        best = engine_allreduce(float(message), n, ic, network=network, allreduce=allreduce)
         one, algorithm, protocol = best["seconds"], best["algorithm"], best["protocol"]
         route = {k: best[k] for k in ("interconnect", "network", "nodes")}
         # The bound all-reduces the smallest message: the compute format's.
-        floor = allreduce_floor_s(b * m.d_model * tp_message_bytes_per_value(compute), n, ic,
-                                  network=network)
+        floor = allreduce_floor_s(tokens * m.d_model * tp_message_bytes_per_value(compute), n,
+                                  ic, network=network)
     comm_s = n_allreduces * one
+    part = shard(m, n)
     return {"model": m.name, "accelerator": acc.name, "n_devices": n, "batch": b,
             "context": c, "ops": ops,
             "weight_bytes_per_device": _llm.weight_bytes(part, dtype),
@@ -279,9 +292,28 @@ def tp_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
             "ceiling_s": roofline_s + n_allreduces * floor, **route}
 
 
+def tp_prefill_breakdown(model, accelerator, n_devices, prompt_tokens, dtype="fp16",
+                         interconnect=None, *, network=None, kv_dtype=None,
+                         compute_dtype=None, achievable=False, allreduce="nccl") -> dict:
+    """One prompt of `prompt_tokens` tokens prefilled in one step by a tensor-parallel group
+    of N devices: the time to first token's compute part (no queueing). The same dict as
+    `tp_decode_breakdown` (batch 1, context 0): the shard's forward step over the prompt
+    (`llm.forward_step_breakdown`, one LM-head row; with `achievable`, the achievable
+    model's), plus 2 x layers + 1 all-reduces of [prompt_tokens, d_model]: messages of
+    megabytes, priced by NCCL's model (bandwidth-bound: LL128 or Simple) or, with
+    `allreduce="custom"`, the engines' two-shot kernel."""
+    m, acc = _llm.get(model), _hardware.get(accelerator)
+    n = check_tp_degree(m, n_devices)
+    p = _v.count("prompt_tokens", prompt_tokens, maximum=1 << 24)
+    part = shard(m, n)
+    ops, shard_s = _shard_step(part, acc, [p], [0], dtype, kv_dtype, compute_dtype, achievable)
+    return _with_allreduces(m, acc, n, 1, p, 0, ops, shard_s, dtype, kv_dtype, compute_dtype,
+                            interconnect, network, achievable, allreduce)
+
+
 def tp_decode_step_time(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
                         interconnect=None, *, network=None, kv_dtype=None,
-                        compute_dtype=None, achievable=False) -> float:
+                        compute_dtype=None, achievable=False, allreduce="nccl") -> float:
     """Seconds for one tensor-parallel decode step on N devices: the shard's step (on
     the roofline, or with `achievable` the achievable model's) plus 2 x layers + 1
     all-reduces at NCCL's modelled cost, latency included (the module's *roofline
@@ -290,7 +322,8 @@ def tp_decode_step_time(model, accelerator, n_devices, batch=1, context=0, dtype
     (`engine_step.tp_step_s` with `achievable=False`) also gives."""
     return tp_decode_breakdown(model, accelerator, n_devices, batch, context, dtype,
                                interconnect, network=network, kv_dtype=kv_dtype,
-                               compute_dtype=compute_dtype, achievable=achievable)["total_s"]
+                               compute_dtype=compute_dtype, achievable=achievable,
+                               allreduce=allreduce)["total_s"]
 
 
 def tp_tradeoff(model, accelerator, batch=1, context=0, dtype="fp16", interconnect=None, *,
@@ -367,7 +400,8 @@ def pp_decode_breakdown(model, accelerator, n_stages, batch=1, context=0, dtype=
     b = _v.count("batch", batch, maximum=1 << 30)
     _, _, compute = _dtypes.formats(dtype)
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
-    whole_s = _shard_step(m, acc, b, c, dtype, None, None, achievable)[1]
+    whole_s = _shard_step(m, acc, np.ones(b, dtype=int), np.full(b, c), dtype, None, None,
+                          achievable)[1]
     stage_s = whole_s / s
     send_bytes = float(b) * m.d_model * _dtypes.bytes_per_element(compute)
     sends = []  # the (s - 1) hand-offs: inside a domain over the link, between domains over the network
@@ -410,7 +444,8 @@ def launch_floor_s(model, per_kernel_s, kernels_per_layer=KERNELS_PER_LAYER) -> 
 # --- what a tensor-parallel group serves within an objective -------------------------------
 
 def tp_decode_step_s(model, accelerator, n_devices, batch=1, context=0, *, dtype="fp16",
-                     kv_dtype=None, interconnect=None, network=None, achievable=True) -> float:
+                     kv_dtype=None, interconnect=None, network=None, achievable=True,
+                     allreduce="nccl") -> float:
     """Seconds of one tensor-parallel decode step on `n_devices` (every sequence at
     `context` cached tokens), for decisions: by default on the achievable model, the
     shard's operations at `achievable.FITTED`'s derated rates, plus the 2 x layers + 1
@@ -426,13 +461,16 @@ def tp_decode_step_s(model, accelerator, n_devices, batch=1, context=0, *, dtype
     with NCCL's latency too). With `achievable=False` they differ: the simulator's
     ceiling charges each all-reduce its bytes at NCCL's bus bandwidth and no latency (a
     lower bound, `allreduce_floor_s`), while this keeps NCCL's latencies, so it is the
-    longer of the two at decode sizes; that bound is `tp_decode_breakdown`'s `ceiling_s`."""
+    longer of the two at decode sizes; that bound is `tp_decode_breakdown`'s `ceiling_s`.
+    `allreduce="custom"` prices the all-reduces with the engines' one-shot/two-shot kernel
+    where it runs (`collectives.engine_allreduce`) instead of NCCL's."""
     m = _llm.get(model)
     n = check_tp_degree(m, n_devices)
     b = _v.count("batch", batch, maximum=1 << 30)
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
     eff = _achievable.as_efficiency(achievable)
-    key = (m, n, b, c, dtype, kv_dtype, interconnect, network, eff)
+    ar = _v.choice("allreduce", allreduce, ("nccl", "custom"))
+    key = (m, n, b, c, dtype, kv_dtype, interconnect, network, eff, ar)
     if isinstance(accelerator, str) and _hashable(key):
         return _tp_step_cached(_hardware.get(accelerator).name, *key)
     return _tp_step(accelerator, *key)
@@ -446,9 +484,9 @@ def _hashable(key) -> bool:
     return True
 
 
-def _tp_step(acc, m, n, b, c, dtype, kv_dtype, interconnect, network, eff) -> float:
+def _tp_step(acc, m, n, b, c, dtype, kv_dtype, interconnect, network, eff, ar) -> float:
     return tp_decode_breakdown(m, acc, n, b, c, dtype, interconnect, network=network,
-                               kv_dtype=kv_dtype, achievable=eff)["total_s"]
+                               kv_dtype=kv_dtype, achievable=eff, allreduce=ar)["total_s"]
 
 
 _tp_step_cached = functools.lru_cache(maxsize=65536)(_tp_step)
@@ -456,7 +494,7 @@ _tp_step_cached = functools.lru_cache(maxsize=65536)(_tp_step)
 
 def tp_max_batch_within(model, accelerator, n_devices, context, tpot_s, *, dtype="fp16",
                         kv_dtype=None, interconnect=None, network=None,
-                        achievable=True) -> int:
+                        achievable=True, allreduce="nccl") -> int:
     """The largest batch whose tensor-parallel decode step on `n_devices` (every sequence
     at `context` cached tokens; `tp_decode_step_s`, achievable by default, the roofline
     model with `achievable=False`) takes at most `tpot_s` seconds and fits in each
@@ -471,7 +509,8 @@ def tp_max_batch_within(model, accelerator, n_devices, context, tpot_s, *, dtype
     return _search.largest_meeting(
         lambda b: tp_decode_step_s(m, accelerator, n, b, c, dtype=dtype, kv_dtype=kv_dtype,
                                    interconnect=interconnect, network=network,
-                                   achievable=achievable) <= limit, 1, top)
+                                   achievable=achievable, allreduce=allreduce) <= limit,
+        1, top)
 
 
 def check_gpu_prices(prices) -> dict:
@@ -489,7 +528,7 @@ def check_gpu_prices(prices) -> dict:
 
 
 def tp_options(model, prices, context, tpot_s, *, degrees=(1, 2, 4, 8), dtype="fp16",
-               achievable=True):
+               achievable=True, allreduce="nccl"):
     """Every (GPU, TP degree) for serving `model` with every sequence at `context` cached
     tokens and each decode step within `tpot_s` seconds, cheapest first: a DataFrame with
     `GPU`, `N`, `batch` (the largest that fits and meets the objective,
@@ -503,14 +542,17 @@ def tp_options(model, prices, context, tpot_s, *, degrees=(1, 2, 4, 8), dtype="f
     `degrees`: the TP degrees to try (each must shard the model, `check_tp_degree`);
     `achievable`: the steps on the achievable model (default) or, with False, on the
     roofline model (`tp_decode_step_time`: the roofline and NCCL's all-reduces, no
-    overheads; optimistic beside an engine, though not a strict bound)."""
+    overheads; optimistic beside an engine, though not a strict bound); `allreduce`:
+    "nccl" (default) or "custom", the engines' one-shot/two-shot all-reduce
+    (`tp_decode_step_s`)."""
     import pandas as pd
 
     m = _llm.get(model)
     prices = check_gpu_prices(prices)
     degrees = _v.each("degrees", degrees, lambda name, n: check_tp_degree(m, n, name))
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
-    kw = dict(dtype=dtype, achievable=achievable)
+    kw = dict(dtype=dtype, achievable=achievable,
+              allreduce=_v.choice("allreduce", allreduce, ("nccl", "custom")))
 
     def usd(acc, price, n, batch):
         step = tp_decode_step_s(m, acc, n, batch, c, **kw)

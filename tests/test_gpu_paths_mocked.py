@@ -801,3 +801,59 @@ def test_sustain_runs_for_its_seconds_and_waits_for_the_device(fake_gpus, monkey
     # The clock (which waits for the GPU) is read once to start and before each round,
     # and once more to stop: 1 + 16 + 1 = 18 waits.
     assert len(calls) == 48 and len(log["synchronize"]) == 18
+
+
+# --- lab 9: TensorRT and eager torch on one side stream; a failing engine is reported -------
+
+def _lab9_tensorrt_cell():
+    import json
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "labs" / "09_compile_fuse_calibrate.ipynb"
+    cells = json.loads(path.read_text())["cells"]
+    return "".join(next(c for c in cells if c.get("id") == "c18")["source"])
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_lab9_times_tensorrt_and_eager_on_one_side_stream_and_reports_a_failure(
+        monkeypatch, capsys, fails):
+    import contextlib
+
+    import pandas as pd
+
+    from gpuinfer import onnx_runtime
+
+    active = []
+
+    class Stream:  # a non-default stream (torch's legacy default stream is never made so)
+        pass
+
+    @contextlib.contextmanager
+    def on(stream):
+        active.append(stream)
+        yield
+        active.pop()
+
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "stream", on)
+    seen = []
+
+    def comparison(*args):
+        seen.append(list(active))   # where eager torch and TensorRT both run
+        if fails:
+            raise RuntimeError("engine build failed: no tactic")
+        return pd.DataFrame({"engine": ["eager PyTorch fp32", "TensorRT fp16, strongly typed"],
+                             "seconds": [2e-3, 5e-4], "speedup_vs_eager_fp32": [1.0, 4.0]})
+
+    fake = SimpleNamespace(tensorrt_status=lambda: (True, "10.9"), tensorrt_comparison=comparison,
+                           TENSORRT_PUBLISHED=onnx_runtime.TENSORRT_PUBLISHED)
+    exec(_lab9_tensorrt_cell(), {"onnx_runtime": fake, "torch": torch, "pd": pd,
+                                  "env": {"device": "Tesla T4"}, "mlp": None,
+                                  "calibration": None, "work": "/tmp"})
+    out = capsys.readouterr().out
+    assert len(seen) == 1 and len(seen[0]) == 1 and isinstance(seen[0][0], Stream)
+    if fails:
+        assert "TensorRT skipped: it failed here (RuntimeError: engine build failed" in out
+        assert "Published measurements instead" in out and "Sources:" in out
+    else:
+        assert "TensorRT fp16, strongly typed" in out and "skipped" not in out

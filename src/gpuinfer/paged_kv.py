@@ -12,6 +12,12 @@ cache the way vLLM (`gpu_memory_utilization`) and TensorRT-LLM
 sequences they hold; `kv_memory_use` compares the two allocators; `paging_gain` prices
 the larger batch paging fits on the engine's step (`engine_step.EngineStep`).
 
+Reusing the cache: `conversation_prefix_hits` counts what a prefix cache serves of a
+multi-turn or agentic conversation, routed to the replica holding its history or at
+random; `prefix_ttft_s` prices a hit's TTFT; `kv_reload_or_recompute` compares bringing an
+offloaded prefix back over a link with recomputing it; `kv_transfer_s` is the KV transfer
+of disaggregated serving.
+
 Prediction layer: no torch, no measurement.
 """
 

@@ -18,6 +18,10 @@ decode step while the weight matmuls are memory-bound and about k + 1 of them on
 are compute-bound. `decode_speedup` times each part with the per-operation roofline
 (`gpuinfer.llm`), so the gain shrinks as the batch grows and vanishes once the target is
 compute-bound.
+
+Trees of candidates (Medusa, EAGLE) verify more tokens a round for more accepted ones
+(`tree_nodes`, `tree_expected_tokens`, `round_breakdown(..., tree=...)`); engines switch
+speculation down and off as the batch grows (`speculation_schedule`, `scheduled_speedup`).
 """
 
 from __future__ import annotations

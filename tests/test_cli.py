@@ -308,6 +308,9 @@ def test_the_setup_cell_is_recognised_in_every_lab():
     # a cell that only mentions Colab, or only pip, is not an install cell
     assert not release.is_setup_cell("import sys\nprint('google.colab' in sys.modules)")
     assert not release.is_setup_cell("%pip install -q tqdm")
+    # another package installed on Colab only (lab 11's optional larger model) is not one
+    assert not release.is_setup_cell('if "google.colab" in sys.modules:\n'
+                                     '    %pip install -q gguf huggingface_hub\n')
 
 
 def _git_checkout(folder, version="9.8.7"):

@@ -82,11 +82,12 @@ def package_version(root=None) -> str:
 
 
 def is_setup_cell(source) -> bool:
-    """Whether a code cell's source is a Colab/Kaggle install cell: it names a Colab or
-    Kaggle marker and runs pip install."""
+    """Whether a code cell's source is a Colab/Kaggle install cell of this package: it
+    names a Colab or Kaggle marker and pip-installs gpuinfer (a cell that installs other
+    packages on Colab, such as lab 11's optional larger model, is not one)."""
     text = "".join(source) if isinstance(source, list) else str(source)
     return (any(m in text for m in SETUP_MARKERS)
-            and re.search(r"pip\W+install", text) is not None)
+            and re.search(r"pip\W+install[^\n]*gpuinfer", text) is not None)
 
 
 def pin_source(source, version) -> str:

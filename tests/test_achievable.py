@@ -267,3 +267,30 @@ def test_max_batch_within_is_the_last_batch_a_scan_finds():
 def test_max_batch_within_bad_input(args, kw, error, words):
     with pytest.raises(error, match=words):
         A.max_batch_within("llama-3-8b", "A100 80GB", *args, **kw)
+
+
+def test_measured_all_to_all_divides_the_ceiling_by_deepeps_fraction():
+    from gpuinfer import expert_parallel as E
+
+    # DeepEP's EP8 low-latency dispatch: 77 us for DeepSeek-V3's 128 tokens a GPU; the
+    # ceiling moves its bytes over NVLink 4 (all_to_all_time), so the fraction is the
+    # ceiling over 77 us (the chapter's table: 0.28).
+    a2a = E.moe_all_to_all_bytes("deepseek-v3", 128, 8)
+    ceil = E.all_to_all_time(a2a["dispatch_sent_bytes"], 8, hardware.get_interconnect("NVLink 4"))
+    d, c = E.deepep_fraction(8)
+    assert d == pytest.approx(ceil / 77e-6, rel=1e-12) and 0.27 < d < 0.29
+    assert E.deepep_fraction(4) == E.deepep_fraction(8)  # EP8 stands in below 8
+    assert E.deepep_fraction(100) == E.deepep_fraction(64)
+    # The step: the same rows, each all-to-all over its fraction; the default keeps the
+    # ceiling, and an Efficiency at the ceiling with "measured" is no longer the ceiling.
+    measured = dataclasses.replace(A.FITTED, all_to_all="measured")
+    kw = dict(batch=256, context=4096, dtype="fp8", attention="dp")
+    r0 = E.ep_decode_breakdown("qwen3-235b-a22b", "H200", 8, achievable=A.FITTED, **kw)
+    r1 = E.ep_decode_breakdown("qwen3-235b-a22b", "H200", 8, achievable=measured, **kw)
+    assert r1["dispatch_s"] == pytest.approx(r0["dispatch_s"] / d, rel=1e-12)
+    assert r1["combine_s"] == pytest.approx(r0["combine_s"] / c, rel=1e-12)
+    assert r1["attention_s"] == r0["attention_s"] and r1["experts_s"] == r0["experts_s"]
+    assert A.FITTED.all_to_all == "ceiling"
+    assert not dataclasses.replace(A.CEILING, all_to_all="measured").is_ceiling
+    with pytest.raises(ValueError, match="all_to_all"):
+        dataclasses.replace(A.FITTED, all_to_all="fast")

@@ -88,6 +88,10 @@ def model(name) -> _llm.ModelSpec:
     return _llm.get(name)
 
 
+#: How `Efficiency.all_to_all` prices an expert-parallel all-to-all.
+ALL_TO_ALL = ("ceiling", "measured")
+
+
 @dataclasses.dataclass(frozen=True)
 class Efficiency:
     """The constants of the achievable model (see the module's docstring).
@@ -99,7 +103,10 @@ class Efficiency:
     `attention`: of the peak, for attention's arithmetic; `step_s`: fixed seconds a
     step; `kernel_gap_s`: seconds between kernels on the device; `cuda_graphs`: False
     adds the host's eager launches (`launch_s` each, chapter 6's overlap model);
-    `sequence_s`: seconds a step per sequence it runs."""
+    `sequence_s`: seconds a step per sequence it runs; `all_to_all`: how an expert-parallel
+    step's all-to-alls are priced, "ceiling" (the link's bandwidth,
+    `expert_parallel.all_to_all_time`) or "measured" (that ceiling over the fraction of
+    it DeepEP's kernels reach at the EP degree, `expert_parallel.deepep_fraction`)."""
 
     matmul: float | None = None
     matmul_scale: float = 1.0
@@ -113,6 +120,7 @@ class Efficiency:
     kernels_per_layer: int = KERNELS_PER_LAYER
     attention_dtype: str | None = "fp16"
     sequence_s: float = 0.0
+    all_to_all: str = "ceiling"
 
     def __post_init__(self):
         if self.matmul is not None:
@@ -127,6 +135,7 @@ class Efficiency:
         _v.non_negative("kernel_gap_s", self.kernel_gap_s)
         _v.non_negative("launch_s", self.launch_s)
         _v.non_negative("sequence_s", self.sequence_s)
+        _v.choice("all_to_all", self.all_to_all, list(ALL_TO_ALL))
         _v.count("kernels_per_layer", self.kernels_per_layer, minimum=0, maximum=10_000)
         if self.attention_dtype is not None:
             _dtypes.get(self.attention_dtype)
@@ -142,7 +151,8 @@ class Efficiency:
         return (self.matmul == 1.0 and self.matmul_scale == 1.0 and self.bandwidth == 1.0 and self.attention == 1.0
                 and all(x == 1.0 for _, x in self.weight_only) and self.step_s == 0.0
                 and self.kernel_gap_s == 0.0 and (self.cuda_graphs or self.launch_s == 0.0)
-                and self.attention_dtype is None and self.sequence_s == 0.0)
+                and self.attention_dtype is None and self.sequence_s == 0.0
+                and self.all_to_all == "ceiling")
 
 
 #: The roofline: every efficiency 1, every overhead 0.
@@ -168,7 +178,9 @@ FITTED = Efficiency(matmul=None, matmul_scale=0.70, bandwidth=0.85,
 #: vLLM 0.6 offline, vLLM on 8 x MI300X), offline rows under their engines' default caps
 #: (`validation.engine_caps`), with the host's per-sequence cost free: bytes at 0.63 of
 #: the datasheet bandwidth, matmuls at 0.66 of the MAMF fraction, 1.3 ms a step and 10 us
-#: a sequence, int8/int4 weight-only at 0.78/0.84. On the 346 independent rows
+#: a sequence, int8/int4 weight-only at 0.78/0.84; expert-parallel all-to-alls at DeepEP's
+#: measured fraction of their ceiling (`all_to_all="measured"`, cited, not fitted: no row
+#: of the data set runs EP through the model). On the 346 independent rows
 #: (TensorRT-LLM v0.17, never fitted on) its median |error| is 13.6% (p90 35%; MoE 10.9%)
 #: against `FITTED`'s 21.1% (p90 60%; MoE 37.5%); left-one-source-out it is no better
 #: than FITTED on the fit pool (median 37% vs 24%: the constants do not carry from one
@@ -176,7 +188,8 @@ FITTED = Efficiency(matmul=None, matmul_scale=0.70, bandwidth=0.85,
 #: `FITTED`.
 REFIT = Efficiency(matmul=None, matmul_scale=0.66, bandwidth=0.63,
                    weight_only=(("int4", 0.84), ("int8", 0.78)),
-                   attention=ATTENTION_FRACTION, step_s=1.3e-3, sequence_s=1.0e-5)
+                   attention=ATTENTION_FRACTION, step_s=1.3e-3, sequence_s=1.0e-5,
+                   all_to_all="measured")
 
 #: The matmul fraction for a GPU and format with no MAMF-style measurement: the median of
 #: the measured ones of that class (`matmul_fractions()`), 16-bit and 8-bit-or-narrower.

@@ -25,10 +25,12 @@ TP attention use) and `gpuinfer.collectives` (NCCL's all-reduce, the ring's rout
 Every step here is the per-operation roofline with NCCL's all-reduces or the all-to-all
 ceiling unless asked for `achievable=True`: then each GPU's operations run on the
 achievable model (`gpuinfer.achievable`: derated rates, kernel gaps, a fixed cost a step),
-the all-reduces as `parallel.tp_decode_breakdown` prices them, and the all-to-alls stay at
-their ceiling (no fitted efficiency exists for them; DeepEP's measured kernels reach most of
-it across servers, the chapter shows). Decisions (`moe_options`) take `achievable=True` with
-the ceiling's columns beside.
+the all-reduces as `parallel.tp_decode_breakdown` prices them, and the all-to-alls at their
+ceiling, or with an `achievable.Efficiency` whose `all_to_all` is "measured" (as in
+`achievable.REFIT`) at the ceiling over the fraction of it DeepEP's low-latency kernels
+reach at that EP degree (`deepep_fraction`: 0.28 at EP8, where its measured kernels went
+over RDMA inside the server; most of the ceiling across servers). Decisions
+(`moe_options`) take `achievable=True` with the ceiling's columns beside.
 
 Prediction layer: no torch, no measurement.
 """
@@ -122,6 +124,30 @@ def all_to_all_time(sent_bytes, n_devices, interconnect, *, network=None) -> flo
             + max(intra / ic.bandwidth_bytes_per_s, inter / per_gpu))
 
 
+#: DeepEP's low-latency kernels (deepseek-ai/DeepEP, docs/legacy.md; H800s with CX7
+#: 400 Gb/s RDMA, 128 tokens a GPU, hidden 7168, top-8, fp8 dispatch, bf16 combine):
+#: (dispatch, combine) microseconds by EP degree.
+DEEPEP_LOW_LATENCY_US = {8: (77, 114), 16: (118, 195), 32: (155, 273), 64: (173, 314),
+                         128: (192, 369), 256: (194, 360)}
+
+
+@functools.lru_cache(maxsize=64)
+def deepep_fraction(n_devices, interconnect="NVLink 4") -> tuple:
+    """(dispatch, combine): the fraction of the all-to-all ceiling (`all_to_all_time` on
+    `interconnect`, 8 GPUs a domain, the network past it) that DeepEP's low-latency
+    kernels reach (`DEEPEP_LOW_LATENCY_US`, DeepSeek-V3's 128 tokens a GPU) at the
+    largest measured EP degree at most `n_devices` (EP8's below 8): ceiling / measured.
+    An expert-parallel step on an `Efficiency` with `all_to_all="measured"` divides each
+    all-to-all's ceiling by it."""
+    n = check_devices(n_devices)
+    key = max([k for k in DEEPEP_LOW_LATENCY_US if k <= n], default=8)
+    d_us, c_us = DEEPEP_LOW_LATENCY_US[key]
+    a2a = moe_all_to_all_bytes(_llm.get("deepseek-v3"), 128, key)
+    ic = _hardware.get_interconnect(interconnect)
+    return (all_to_all_time(a2a["dispatch_sent_bytes"], key, ic) / (d_us * 1e-6),
+            all_to_all_time(a2a["combine_sent_bytes"], key, ic) / (c_us * 1e-6))
+
+
 def uniform_routing_imbalance(tokens, n_devices, experts_per_token=1, local_experts=None) -> float:
     """The busiest device's routed (token, expert) pairs over the mean, expected under
     uniform routing: each of the tokens x k pairs lands on one of N devices at random, so
@@ -179,7 +205,9 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     `achievable`: False (default) times the busiest device's rows on the roofline; True
     (or an `achievable.Efficiency`) on the achievable model, its step overheads counted in
     `attention_s` and the ceiling's row times kept in `ops["ceiling_s"]`; the all-to-alls
-    stay at their ceiling, the all-reduces are priced as `parallel.tp_decode_breakdown`'s.
+    at their ceiling, or, where the Efficiency's `all_to_all` is "measured", at that
+    ceiling over `deepep_fraction(n_devices)`; the all-reduces are priced as
+    `parallel.tp_decode_breakdown`'s.
 
     Returns a dict: `ops` (the busiest device's operations table), `attention_s` (its
     non-expert rows), `experts_s`, `comm_s`, `total_s`, `tokens_per_s` (all devices),
@@ -249,6 +277,10 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
                                                  network=network)
             comm["combine_s"] = all_to_all_time(a2a["combine_sent_bytes"], n, ic,
                                                 network=network)
+            if eff.all_to_all == "measured":
+                f_d, f_c = deepep_fraction(n)
+                comm["dispatch_s"] /= f_d
+                comm["combine_s"] /= f_c
             comm["n_all_to_alls"] = 2 * m.n_moe_layers
         else:
             message = tokens * m.d_model * tp_message_bytes_per_value(compute, eff)

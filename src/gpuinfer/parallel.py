@@ -445,7 +445,7 @@ def launch_floor_s(model, per_kernel_s, kernels_per_layer=KERNELS_PER_LAYER) -> 
 
 def tp_decode_step_s(model, accelerator, n_devices, batch=1, context=0, *, dtype="fp16",
                      kv_dtype=None, interconnect=None, network=None, achievable=True,
-                     allreduce="nccl") -> float:
+                     allreduce="nccl", compute_dtype=None) -> float:
     """Seconds of one tensor-parallel decode step on `n_devices` (every sequence at
     `context` cached tokens), for decisions: by default on the achievable model, the
     shard's operations at `achievable.FITTED`'s derated rates, plus the 2 x layers + 1
@@ -463,14 +463,16 @@ def tp_decode_step_s(model, accelerator, n_devices, batch=1, context=0, *, dtype
     lower bound, `allreduce_floor_s`), while this keeps NCCL's latencies, so it is the
     longer of the two at decode sizes; that bound is `tp_decode_breakdown`'s `ceiling_s`.
     `allreduce="custom"` prices the all-reduces with the engines' one-shot/two-shot kernel
-    where it runs (`collectives.engine_allreduce`) instead of NCCL's."""
+    where it runs (`collectives.engine_allreduce`) instead of NCCL's. `compute_dtype`:
+    the matmuls' format (default: `dtypes.formats`' for `dtype`, weight-only for fp8
+    weights; "fp8_e4m3" for FP8 W8A8)."""
     m = _llm.get(model)
     n = check_tp_degree(m, n_devices)
     b = _v.count("batch", batch, maximum=1 << 30)
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
     eff = _achievable.as_efficiency(achievable)
     ar = _v.choice("allreduce", allreduce, ("nccl", "custom"))
-    key = (m, n, b, c, dtype, kv_dtype, interconnect, network, eff, ar)
+    key = (m, n, b, c, dtype, kv_dtype, interconnect, network, eff, ar, compute_dtype)
     if isinstance(accelerator, str) and _hashable(key):
         return _tp_step_cached(_hardware.get(accelerator).name, *key)
     return _tp_step(accelerator, *key)
@@ -484,9 +486,11 @@ def _hashable(key) -> bool:
     return True
 
 
-def _tp_step(acc, m, n, b, c, dtype, kv_dtype, interconnect, network, eff, ar) -> float:
+def _tp_step(acc, m, n, b, c, dtype, kv_dtype, interconnect, network, eff, ar,
+             compute_dtype) -> float:
     return tp_decode_breakdown(m, acc, n, b, c, dtype, interconnect, network=network,
-                               kv_dtype=kv_dtype, achievable=eff, allreduce=ar)["total_s"]
+                               kv_dtype=kv_dtype, compute_dtype=compute_dtype, achievable=eff,
+                               allreduce=ar)["total_s"]
 
 
 _tp_step_cached = functools.lru_cache(maxsize=65536)(_tp_step)
@@ -494,7 +498,7 @@ _tp_step_cached = functools.lru_cache(maxsize=65536)(_tp_step)
 
 def tp_max_batch_within(model, accelerator, n_devices, context, tpot_s, *, dtype="fp16",
                         kv_dtype=None, interconnect=None, network=None,
-                        achievable=True, allreduce="nccl") -> int:
+                        achievable=True, allreduce="nccl", compute_dtype=None) -> int:
     """The largest batch whose tensor-parallel decode step on `n_devices` (every sequence
     at `context` cached tokens; `tp_decode_step_s`, achievable by default, the roofline
     model with `achievable=False`) takes at most `tpot_s` seconds and fits in each
@@ -509,8 +513,8 @@ def tp_max_batch_within(model, accelerator, n_devices, context, tpot_s, *, dtype
     return _search.largest_meeting(
         lambda b: tp_decode_step_s(m, accelerator, n, b, c, dtype=dtype, kv_dtype=kv_dtype,
                                    interconnect=interconnect, network=network,
-                                   achievable=achievable, allreduce=allreduce) <= limit,
-        1, top)
+                                   achievable=achievable, allreduce=allreduce,
+                                   compute_dtype=compute_dtype) <= limit, 1, top)
 
 
 def check_gpu_prices(prices) -> dict:
@@ -528,7 +532,7 @@ def check_gpu_prices(prices) -> dict:
 
 
 def tp_options(model, prices, context, tpot_s, *, degrees=(1, 2, 4, 8), dtype="fp16",
-               achievable=True, allreduce="nccl"):
+               achievable=True, allreduce="nccl", kv_dtype=None, compute_dtype=None):
     """Every (GPU, TP degree) for serving `model` with every sequence at `context` cached
     tokens and each decode step within `tpot_s` seconds, cheapest first: a DataFrame with
     `GPU`, `N`, `batch` (the largest that fits and meets the objective,
@@ -544,14 +548,16 @@ def tp_options(model, prices, context, tpot_s, *, degrees=(1, 2, 4, 8), dtype="f
     roofline model (`tp_decode_step_time`: the roofline and NCCL's all-reduces, no
     overheads; optimistic beside an engine, though not a strict bound); `allreduce`:
     "nccl" (default) or "custom", the engines' one-shot/two-shot all-reduce
-    (`tp_decode_step_s`)."""
+    (`tp_decode_step_s`); `kv_dtype`, `compute_dtype`: the cache's and the matmuls'
+    formats (FP8 W8A8: dtype and compute_dtype "fp8_e4m3")."""
     import pandas as pd
 
     m = _llm.get(model)
     prices = check_gpu_prices(prices)
     degrees = _v.each("degrees", degrees, lambda name, n: check_tp_degree(m, n, name))
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
-    kw = dict(dtype=dtype, achievable=achievable,
+    kw = dict(dtype=dtype, achievable=achievable, kv_dtype=kv_dtype,
+              compute_dtype=compute_dtype,
               allreduce=_v.choice("allreduce", allreduce, ("nccl", "custom")))
 
     def usd(acc, price, n, batch):
@@ -561,7 +567,7 @@ def tp_options(model, prices, context, tpot_s, *, degrees=(1, 2, 4, 8), dtype="f
     for acc, price in prices.items():
         for n in degrees:
             b = tp_max_batch_within(m, acc, n, c, tpot_s, **kw)
-            fits = tp_max_batch(m, acc, n, max(c, 1), dtype)
+            fits = tp_max_batch(m, acc, n, max(c, 1), dtype, kv_dtype=kv_dtype)
             nan = float("nan")
             rows.append({
                 "GPU": _hardware.get(acc).name, "N": n, "batch": b,

@@ -438,3 +438,19 @@ def test_t4_clocks_are_in_the_table_and_give_its_datasheet_peak():
     assert math.isnan(df.loc["H100 SXM", "base_clock_hz"])
     with pytest.raises(ValueError, match="base_clock_hz"):
         hardware.Accelerator("x", 1e9, 1e9, base_clock_hz=2e9, boost_clock_hz=1e9)
+
+
+def test_blackwell_and_amd_ridges_per_format_by_hand():
+    # Dense peak / bandwidth. B200: 2,250 / 7.7 = 292.2, 4,500 / 7.7 = 584.4, 9,000 / 7.7 =
+    # 1,168.8 FLOP/B. B300 (DGX B300 / 8): 2,250 / 8 = 281.25, 4,500 / 8 = 562.5, 13,500 / 8
+    # = 1,687.5. GB300 (NVL72 / 72): 2,500 / 8 = 312.5, 5,000 / 8 = 625, 15,000 / 8 = 1,875.
+    # MI355X: 256 CUs x 8,192 FP8 FLOP a clock x 2.4 GHz = 5,033.2 TFLOP/s, / 8 = 629.1.
+    want = {"B200": (292.2, 584.4, 1168.8), "B300": (281.25, 562.5, 1687.5),
+            "GB300": (312.5, 625.0, 1875.0), "MI355X": (314.6, 629.1, 1258.3)}
+    for name, ridges in want.items():
+        acc = hardware.get(name)
+        for fmt, r in zip(("fp16", "fp8", "fp4"), ridges):
+            assert acc.ridge_point(fmt) == pytest.approx(r, rel=1e-3), (name, fmt)
+    assert hardware.get("MI355X").peak_flops("fp8") == pytest.approx(256 * 8192 * 2.4e9, rel=1e-4)
+    # Blackwell Ultra cut int8: no peak is stored, so nothing can use a wrong one.
+    assert "int8" not in hardware.get("B300").peaks and "int8" not in hardware.get("GB300").peaks

@@ -457,6 +457,40 @@ _ENTRIES = [
          tdp_w=1200, marketing_gb=186, aliases=("nvidia gb200",),
          memory_source=_UNSOURCED_MEMORY, source=BLACKWELL_DATASHEET,
          note="One Blackwell GPU of a GB200 superchip (NVL72 rack), per GPU. " + NVIDIA_SPARSITY),
+    _gpu("B300", 288 * GB, 8000,
+         _peaks(fp16=2250, bf16=2250, fp8=4500, fp4=13500, tf32=1100, fp32=75),
+         tdp_w=1100, marketing_gb=288, aliases=("nvidia b300",),
+         memory_source=_UNSOURCED_MEMORY,
+         source="NVIDIA DGX B300 (8 GPUs): FP4 Tensor Core 144 PFLOPS sparse | 108 dense, "
+                "FP8 72 PFLOPS sparse, 2.3 TB HBM3e, https://www.nvidia.com/en-us/data-center/"
+                "dgx-b300/ (per GPU: /8); 8 TB/s and fp16/bf16 2,250 dense: "
+                "https://glennklockwood.com/garden/processors/B300",
+         note="HGX/DGX B300 (Blackwell Ultra), per GPU. " + NVIDIA_SPARSITY + " fp4 is dense "
+              "NVFP4 (108 PFLOPS / 8 GPUs = 13.5; sources differ: 13.1 to 14 PFLOPS). INT8 "
+              "tensor throughput was cut on Blackwell Ultra (about 0.15 POPS dense, "
+              "https://verda.com/blog/gb300-nvl72-architecture), so no int8 peak is stored. "
+              "One source gives 7.7 TB/s."),
+    _gpu("GB300", 279 * GB, 8000,
+         _peaks(fp16=2500, bf16=2500, fp8=5000, fp4=15000, tf32=1250, fp32=80),
+         tdp_w=1400, marketing_gb=288, aliases=("nvidia gb300",),
+         memory_source=_UNSOURCED_MEMORY + " (20 TB HBM3e over 72 GPUs: about 279 GB each)",
+         source="NVIDIA GB300 NVL72 (72 GPUs): FP4 1,080 PFLOPS dense, FP8 360 PFLOPS dense, "
+                "FP16/BF16 180 PFLOPS dense, 20 TB HBM3e at 576 TB/s, "
+                "https://www.nvidia.com/en-us/data-center/gb300-nvl72/ (per GPU: /72; the "
+                "same per-GPU table in https://verda.com/blog/gb300-nvl72-architecture)",
+         note="One Blackwell Ultra GPU of a GB300 superchip (NVL72 rack), per GPU. "
+              + NVIDIA_SPARSITY + " fp4 is dense NVFP4. No int8 peak stored (cut on "
+              "Blackwell Ultra: about 0.165 POPS dense, verda.com)."),
+    _gpu("MI355X", 288 * GB, 8000,
+         _peaks(fp16=2516.6, bf16=2516.6, fp8=5033.2, int8=5033.2, fp4=10066.3, fp32=157.3),
+         tdp_w=1400, marketing_gb=288, aliases=("amd instinct mi355x",),
+         memory_source=_UNSOURCED_MEMORY,
+         source="https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html "
+                "(288 GB HBM3E, 8 TB/s, FP16 2.5 PF, FP8 5.0 PF, MXFP4 10 PF dense, 1,400 W)",
+         note="AMD, CDNA 4. Dense figures: 256 CUs x 8,192 FP8 FLOP a clock x 2.4 GHz = "
+              "5,033 TFLOP/s (ISSCC 2026: 32 CUs an XCD, 8,192 FP8 FLOP a clock a CU), fp16 "
+              "half, MXFP4 (stored as fp4) twice; AMD quotes sparse figures at twice these. "
+              "fp32 is the vector rate AMD lists."),
     _gpu("MI300X", 196592 * MiB, 5300,
          _peaks(fp16=1307, bf16=1307, fp8=2615, int8=2615, fp32=163.4), tdp_w=750,
          cache_bytes=None, marketing_gb=192, aliases=("amd instinct mi300x",),

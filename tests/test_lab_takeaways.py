@@ -205,3 +205,99 @@ def test_decode_view_says_flat_or_rising_only_beyond_the_noise():
         verdicts.decode_view([2, 4], rise[:2], ridge_rows=16)
     with pytest.raises(TypeError, match="times"):
         verdicts.decode_view([1, 2], [1.0, 2.0], ridge_rows=16)
+
+
+def test_largest_read_names_the_threads_and_the_convention():
+    # Lab 1 with two threads printed "one CPU core drew more than its eighth".
+    two = verdicts.largest_read(S(1.05 * 1.3, 0.1), on_gpu=False, threads=2)
+    assert "2 cores drew more" in two and "2 of the reference desktop's 8 cores'" in two
+    assert "convention" in two and "one CPU core" not in two
+    assert "1 core drew" in verdicts.largest_read(S(1.45, 0.1), on_gpu=False)
+    assert "catalogue entry" in verdicts.largest_read(S(1.45, 0.1), on_gpu=True)
+    assert "STREAM" in verdicts.largest_read(S(0.85, 0.1), on_gpu=True)     # 0.85/0.6 > 1.15
+    low = verdicts.largest_read(S(0.38, 0.1), on_gpu=False, threads=2)
+    assert "Well below" in low and "2 cores keep too few" in low
+    # 105% +- 10% (the issue's run): not beyond the ceiling; clearly above 60%.
+    assert "STREAM" in verdicts.largest_read(S(1.05, 0.1), on_gpu=False)
+    assert "Inconclusive" in verdicts.largest_read(S(0.66, 0.1), on_gpu=False)
+    assert "Inconclusive" in verdicts.largest_read(S(2.0, 0.6), on_gpu=False)
+
+
+def test_cache_flattery_only_beyond_the_noise():
+    # The issue's two runs: 2.2x and 9.7x. Steady, both are the cache's speed.
+    assert "up to 9.7x" in verdicts.cache_flattery([S(2.2, 0.1), S(9.7, 0.1)])
+    assert "up to 2.2x" in verdicts.cache_flattery([S(2.2, 0.1), S(9.7, 0.7)])
+    # 1.6x +- 20%: within the margin of 1.5x (1.6 / 1.5 = 1.07 < 1.25).
+    assert "Inconclusive" in verdicts.cache_flattery([S(1.6, 0.2), S(1.1, 0.05)])
+    assert "barely flattered" in verdicts.cache_flattery([S(1.1, 0.1), S(1.0, 0.05)])
+    assert "No buffer" in verdicts.cache_flattery([])
+
+
+def test_step_vs_read_and_batch_growth_are_gated():
+    assert "not from a cache" in verdicts.step_vs_read(S(1.4, 0.1), on_gpu=False)
+    assert "A weight read" in verdicts.step_vs_read(S(1.0, 0.05), on_gpu=False)
+    assert "launching" in verdicts.step_vs_read(S(0.3, 0.05), on_gpu=True)
+    assert "Inconclusive" in verdicts.step_vs_read(S(0.75, 0.1), on_gpu=False)
+    # The issue's batch 16 at 3.1x: not flat; well under 16 / 2: batching paid.
+    assert "Not flat" in verdicts.batch_growth(S(3.1, 0.2), 16, 24)
+    assert "A flat line" in verdicts.batch_growth(S(1.02, 0.1), 16, 24)   # 1.3/1.02 > 1.15
+    assert "grew about as fast" in verdicts.batch_growth(S(14.0, 0.1), 16, 24)
+    assert "Inconclusive" in verdicts.batch_growth(S(1.35, 0.1), 16, 24)
+    assert "Inconclusive" in verdicts.batch_growth(S(3.1, 0.9), 16, 24)
+
+
+def test_against_achievable_with_a_spread_is_gated():
+    assert "as well as an engine" in verdicts.against_achievable(0.8, 0.95, on_gpu=True,
+                                                                 spread=0.0)
+    assert "Inconclusive" in verdicts.against_achievable(0.8, 0.92, on_gpu=True, spread=0.1)
+    assert "Above the ceiling" in verdicts.against_achievable(1.3, 1.5, on_gpu=True,
+                                                              spread=0.1)
+    assert "Inconclusive" in verdicts.against_achievable(0.3, 0.4, on_gpu=True, spread=0.7)
+    assert "for its shape" in verdicts.against_achievable(0.3, 0.4, on_gpu=False, spread=0.7)
+
+
+def test_moe_growth_reads_both_layers_beyond_the_noise():
+    steady = dict(predicted=3.6, predicted_dense=1.0, on_gpu=False)
+    # 3.0x against the bytes' 3.6x, twin 1.1x (1.82 > 1.25 x its 1.5x), at 50% of the roof.
+    text = verdicts.moe_growth((S(1, 0.05), S(3.0, 0.05)), (S(1, 0.05), S(1.1, 0.05)),
+                               of_ceiling=S(0.5, 0.05), **steady)
+    assert "As predicted" in text and "stayed flat (1.1x)" in text
+    more = verdicts.moe_growth((S(1, 0.05), S(20, 0.05)), (S(1, 0.05), S(1.1, 0.05)),
+                               of_ceiling=S(0.5, 0.05), **steady)
+    assert "Grown more" in more and "20.0x against the bytes' 3.6x" in more
+    flat = verdicts.moe_growth((S(1, 0.05), S(1.2, 0.05)), (S(1, 0.05), S(1.1, 0.05)),
+                               of_ceiling=S(0.5, 0.05), **steady)
+    assert "Not the predicted shape" in flat
+    # The issue's Qwen layer, 6.2x on one run and 23.9x on the next, as one measurement.
+    swung = verdicts.moe_growth((S(1, 0.05), S.of([6.2, 23.9])), (S(1, 0.05), S(1.1, 0.05)),
+                                of_ceiling=S(0.5, 0.05), **steady)
+    assert swung.startswith("Inconclusive")
+    # The dense twin at 4.4x while reading the same bytes: arithmetic, said so.
+    twin = verdicts.moe_growth((S(1, 0.05), S(3.0, 0.05)), (S(1, 0.05), S(4.4, 0.05)),
+                               of_ceiling=S(0.5, 0.05), predicted=3.6, predicted_dense=1.9,
+                               on_gpu=False)
+    assert "4.4x is the cost of\ncomputing more rows" in twin and "grows it 1.9x" in twin
+    assert "Inconclusive on this run (the dense twin" in verdicts.moe_growth(
+        (S(1, 0.05), S(3.0, 0.05)), (S(1, 0.05), S(1.35, 0.05)), of_ceiling=S(0.5, 0.05),
+        **steady)
+
+
+def test_above_roofline_only_when_clearly_above():
+    assert "convention" in verdicts.above_roofline(S(1.5, 0.1), on_gpu=False)
+    assert "catalogue" in verdicts.above_roofline(S(1.5, 0.1), on_gpu=True)
+    assert "Inconclusive" in verdicts.above_roofline(S(1.05, 0.1), on_gpu=False)
+    assert verdicts.above_roofline(S(0.8, 0.1), on_gpu=False) == ""
+
+
+def test_copies_beyond_cache_fill_four_caches():
+    from gpuinfer import bench, device
+    from gpuinfer.lab_measurements import copies_beyond_cache
+
+    cache = device.cache_bytes("cpu")
+    assert bench.CACHE_FLUSH_FACTOR == 4
+    assert copies_beyond_cache(cache, "cpu") == 4               # 4 x cache / cache
+    assert copies_beyond_cache(0.3 * cache, "cpu") == 14        # ceil(4 / 0.3) = 14
+    assert copies_beyond_cache(10 * cache, "cpu") == 1
+    assert copies_beyond_cache(1.0, "cpu") == 64                # capped
+    with pytest.raises(ValueError, match="nbytes"):
+        copies_beyond_cache(0, "cpu")

@@ -142,3 +142,13 @@ def test_repeated_keeps_the_median_run_of_each_point_with_its_spread():
         repeated(lambda: [], repeats=0)
     with pytest.raises(TypeError, match="measure"):
         repeated("sweep", repeats=2)
+
+
+def test_time_repeated_returns_the_median_run_and_its_spread():
+    from gpuinfer.lab_measurements import time_repeated
+
+    row = time_repeated(lambda: sum(range(100)), 3, device="cpu", min_run_time=0.001)
+    assert row["seconds"] > 0 and row["iqr_s"] >= 0
+    assert row["iqr_s"] / row["seconds"] <= row["spread"] < math.inf
+    with pytest.raises(ValueError, match="repeats"):
+        time_repeated(lambda: None, 0, device="cpu")

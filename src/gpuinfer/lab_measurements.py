@@ -147,6 +147,29 @@ def repeated(measure, repeats=3):
     return rows, runs
 
 
+def time_repeated(fn, repeats=3, **time_fn_kwargs) -> dict:
+    """`bench.time_fn(fn, **time_fn_kwargs)` run `repeats` times, as `repeated` reads it:
+    {"seconds": the median run's median, "iqr_s": its IQR, "spread": the wider of the
+    range over runs and the IQR, as a fraction of the median}."""
+    def once():
+        t = _bench.time_fn(fn, **time_fn_kwargs)
+        return [{"seconds": t.median_s, "iqr_s": t.iqr_s}]
+
+    return repeated(once, repeats)[0].iloc[0].to_dict()
+
+
+def copies_beyond_cache(nbytes, device=None, *, max_copies=64) -> int:
+    """How many copies of a working set of `nbytes` make a pool at least
+    `bench.CACHE_FLUSH_FACTOR` times the last-level cache `device` reports
+    (`device.cache_bytes`): a timed call that reads the next copy each time then reads
+    memory, not the cache. 1 where one copy is already that large; at most `max_copies`.
+    Lab: *An MoE layer's experts* (its narrowed CPU layers are smaller than an L3)."""
+    n = _validate.positive("nbytes", nbytes)
+    top = _validate.count("max_copies", max_copies, maximum=4096)
+    pool = _bench.CACHE_FLUSH_FACTOR * _dev.cache_bytes(device)
+    return int(min(top, max(1, math.ceil(pool / n))))
+
+
 # --- the roofline a sweep measured, and ceilings for a GPU the catalogue lacks ---------------
 
 def measured_roofline(rows) -> dict:

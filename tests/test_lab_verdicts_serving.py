@@ -236,6 +236,16 @@ def test_tp_split_and_accounting():
 
 # --- lab 8 -------------------------------------------------------------------------------
 
+def test_run_quantile_spread_widens_to_the_halves():
+    steady = np.tile([1.0, 2.0, 3.0, 4.0], 75)                 # both halves alike
+    assert v.run_quantile_spread(steady, 50).spread == pytest.approx(
+        v.quantile_spread(steady, 50).spread)
+    stalled = np.concatenate([np.full(150, 1.0), np.full(150, 3.0)])
+    # halves' medians 1 and 3 around a whole median of 2: (3 - 1) / 2
+    s = v.run_quantile_spread(stalled, 50)
+    assert s.median == pytest.approx(2.0) and s.spread >= 1.0
+
+
 def test_kept_up():
     text = v.kept_up(quiet(0.05), quiet(0.30), 1500)           # 50 ms -> 300 ms
     assert "fell behind" in text and "50.0 ms in the first third, 300.0 ms" in text
@@ -317,3 +327,30 @@ def test_capacity_with_handoff():
     assert v.capacity_with_handoff(quiet(4100), [0, 150, 300]).startswith(INCONCLUSIVE)
     # 4,100 against 1.5 x 2,900 = 4,350 +- the spread: too close
     assert v.capacity_with_handoff(quiet(4100), [2800, 2900, 3000]).startswith(INCONCLUSIVE)
+
+
+# --- lab 7's NCCL preflight (gpuinfer.distributed) ---------------------------------------
+
+def test_preflight_passes_gloo_and_fails_nccl_without_gpus():
+    from gpuinfer import distributed
+
+    # gloo on two CPU processes: one all-reduce of [1] and [2] sums to 3
+    assert distributed.preflight("gloo", 2, timeout_s=300) == (True, "")
+    # NCCL here (no GPU, a CPU build of torch): a rank raises, the reason comes back
+    ok, why = distributed.preflight("nccl", 2, timeout_s=300)
+    assert not ok and why
+    with pytest.raises(ValueError, match="backend"):
+        distributed.preflight("mpi")
+
+
+def test_lab_backend_falls_back_to_gloo_when_nccl_fails(monkeypatch):
+    from gpuinfer import distributed
+
+    monkeypatch.setattr(distributed, "default_backend", lambda: "gloo")
+    assert distributed.lab_backend() == ("gloo", "")
+    monkeypatch.setattr(distributed, "default_backend", lambda: "nccl")
+    monkeypatch.setattr(distributed, "preflight", lambda *a, **k: (False, "unhandled error"))
+    backend, note = distributed.lab_backend()
+    assert backend == "gloo" and "unhandled error" in note and "Falling back to gloo" in note
+    monkeypatch.setattr(distributed, "preflight", lambda *a, **k: (True, ""))
+    assert distributed.lab_backend()[0] == "nccl"

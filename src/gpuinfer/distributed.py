@@ -238,13 +238,15 @@ def _worker(rank, world_size, port, config, results):
                                  "d_model": d_model, "d_ff": d_ff,
                                  "message_bytes": batch * d_model * bpe,
                                  "max_abs_error": err, "compute_s": compute.median_s,
-                                 "seconds": step.median_s})
+                                 "compute_iqr_s": compute.iqr_s,
+                                 "seconds": step.median_s, "iqr_s": step.iqr_s})
                 for n_bytes in (config["message_bytes"] if n > 1 else []):
                     n_elems = max(1, int(n_bytes // bpe))
                     t = _timed_allreduce(n_elems, group, rank == 0, device, tdtype, min_t)
                     if rank == 0:
                         rows.append({"kind": "allreduce", "n_devices": n,
-                                     "message_bytes": n_elems * bpe, "seconds": t.median_s})
+                                     "message_bytes": n_elems * bpe, "seconds": t.median_s,
+                                     "iqr_s": t.iqr_s})
             dist.barrier()  # ranks outside this group wait here
         if rank == 0:
             results.put(rows)
@@ -260,6 +262,87 @@ def default_backend() -> str:
     if torch.cuda.is_available() and torch.cuda.device_count() >= 2 and dist.is_nccl_available():
         return "nccl"
     return "gloo"
+
+
+#: Seconds `preflight` gives its ranks to join and all-reduce once: NCCL's first call
+#: builds its communicator (a second or two on two GPUs); a pair that cannot reach each
+#: other hangs instead, and is stopped after this.
+PREFLIGHT_TIMEOUT_S = 60.0
+
+
+def _preflight_worker(rank, world_size, port, backend, timeout_s, results):
+    """One rank of `preflight`: join the group, all-reduce [rank + 1] * 4, and rank 0
+    reports the first element (1 + 2 + ... + world_size when the backend works)."""
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+        device = torch.device("cuda", rank)
+    else:
+        device = torch.device("cpu")
+    _join_group(backend, rank, world_size, device, timeout_s)
+    try:
+        t = torch.full((4,), float(rank + 1), device=device)
+        dist.all_reduce(t)
+        if rank == 0:
+            results.put(float(t[0].item()))
+    finally:
+        dist.destroy_process_group()
+
+
+def preflight(backend, world_size=2, timeout_s=PREFLIGHT_TIMEOUT_S):
+    """Can `world_size` ranks on `backend` ("nccl" or "gloo") all-reduce at all? Spawns
+    them for one small all-reduce and checks its sum, within `timeout_s` seconds.
+    Returns (True, "") or (False, why): a rank that raised (NCCL built without, a GPU
+    that refuses), a sum that is wrong, or ranks that hung (stopped). Two GPUs in a VM
+    (Kaggle's T4 pair) can fail NCCL's transports where gloo still works."""
+    import time
+
+    import torch.multiprocessing as mp
+
+    if backend not in ("gloo", "nccl"):
+        raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
+    world_size = _parallel.check_devices(world_size, "world_size")
+    timeout_s = _validate.positive("timeout_s", timeout_s)
+    results = mp.get_context("spawn").SimpleQueue()
+    try:
+        context = mp.start_processes(_preflight_worker, nprocs=int(world_size),
+                                     args=(int(world_size), _free_port(), backend,
+                                           timeout_s, results),
+                                     join=False, start_method="spawn")
+        deadline = time.monotonic() + timeout_s
+        while not context.join(timeout=0.1):
+            if time.monotonic() > deadline:
+                for process in context.processes:
+                    if process.is_alive():
+                        process.terminate()
+                return False, f"the ranks did not finish one all-reduce in {timeout_s:g} s"
+    except Exception as error:  # a rank raised: torch reports its traceback here
+        lines = [line for line in str(error).strip().splitlines() if line.strip()]
+        return False, (lines[-1] if lines else type(error).__name__)[:300]
+    want = world_size * (world_size + 1) / 2
+    got = results.get() if not results.empty() else None
+    if got != want:
+        return False, f"the all-reduce summed to {got}, not {want:g}"
+    return True, ""
+
+
+def lab_backend(timeout_s=PREFLIGHT_TIMEOUT_S):
+    """The lab's backend and a line saying why: "nccl" when two or more GPUs are visible
+    and NCCL passes `preflight`; "gloo" (2 ranks as CPU processes) otherwise, with the
+    reason NCCL failed where it was tried. Returns (backend, note)."""
+    backend = default_backend()
+    if backend != "nccl":
+        return "gloo", ""
+    ok, why = preflight("nccl", 2, timeout_s)
+    if ok:
+        return "nccl", "NCCL passed a 2-rank all-reduce: the lab measures the GPUs."
+    return "gloo", (f"NCCL failed a 2-rank all-reduce ({why}).\nFalling back to gloo: 2 "
+                    "ranks as CPU processes, as on a machine without GPUs.")
 
 
 def _free_port() -> int:

@@ -422,7 +422,8 @@ def simulate_like(requests, service_time, server_models: Mapping[str, ServedMode
 def service_times(module, batches: Sequence[int], n_features: int, *, min_run_time=None):
     """Seconds the torch `module` takes per batch size, timed with `bench.time_fn` on the
     module's device (what the inference function runs, without the copies in and out):
-    a DataFrame `batch`, `seconds`, ready for `batching.service_table`."""
+    a DataFrame `batch`, `seconds` (the median), `iqr_s` (their interquartile range),
+    ready for `batching.service_table`."""
     import pandas as pd
     import torch
 
@@ -436,7 +437,7 @@ def service_times(module, batches: Sequence[int], n_features: int, *, min_run_ti
         x = torch.randn(b, _v.count("n_features", n_features), device=device)  # [batch, n_features]
         with torch.inference_mode():
             t = _bench.time_fn(lambda x=x: module(x), device=device, min_run_time=min_run_time)
-        rows.append({"batch": b, "seconds": t.median_s})
+        rows.append({"batch": b, "seconds": t.median_s, "iqr_s": t.iqr_s})
     return pd.DataFrame(rows)
 
 

@@ -140,7 +140,7 @@ def test_int8_and_int4_match_fake_quantisation_by_another_route(tiny):
     got4 = int4.forward([ids], [0])[0].double()
     assert float((got4 - ref4).abs().max()) < 1e-4
     # the dequantised copy multiplies by the same numbers as the kernel
-    same = dense.quantised("int4-unpack", dequantised=True).forward([ids], [0])[0].double()
+    same = int4.dequantised().forward([ids], [0])[0].double()
     assert float((same - got4).abs().max()) < 1e-4
     assert float((got4 - reference_logits(tiny, ids)).abs().max()) > 1e-3  # it did quantise
 
@@ -267,6 +267,25 @@ def test_batch_verdict_branches():
     assert "Inconclusive" in rm.batch_verdict(S(10.0, 0.6), S(40.0, 0.05), 8)
 
 
+def test_agreement_branches():
+    # A reference of 3 positions: its argmax tokens 1, 2, 3 and its top-two margins.
+    ref_logits = torch.zeros(3, 5, dtype=torch.float64)
+    ref_logits[0, 1], ref_logits[1, 2], ref_logits[2, 3] = 5.0, 0.1, 5.0
+    ref = {"logits": ref_logits, "tokens": [1, 2, 3], "margin": np.array([5.0, 0.1, 5.0])}
+    assert "All 3 greedy tokens match" in rm.agreement([1, 2, 3], ref, ref_logits, "fp32")
+    moved = ref_logits + 0.01
+    assert "look for a bug" in rm.agreement([1, 2, 3], ref, moved, "fp32")  # 0.01 > 2e-3
+    # fp16 flips the near tie at token 2 (margin 0.1, logits 0.3 off): rounding
+    tie = ref_logits.clone()
+    tie[1, 4] = 0.3
+    said = rm.agreement([1, 4, 0], ref, tie, "fp16")
+    assert "The first 1 of 3 tokens match" in said and "near tie" in said
+    # the same disagreement where the reference was sure (token 1, margin 5): a bug
+    sure = ref_logits.clone()
+    sure[0, 0] = 0.4
+    assert "look for a bug" in rm.agreement([0, 2, 3], ref, sure, "fp16")
+
+
 def test_spread_of_a_timing_or_of_repeats():
     from gpuinfer.bench import Timing
 
@@ -303,6 +322,7 @@ def test_prompt_lookup_speedup_by_hand():
 
 @pytest.mark.parametrize("name, given, words", [
     ("lab-real-weight-read-us-t4", 2 * 106_168_320 / 320e9 * 1e6, "LM head"),
+    ("lab-real-weight-read-us-t4", 2 * STEP_BYTES / 320e9 * 1e6, "fp32"),
     ("lab-real-weight-read-us-t4", (STEP_BYTES + 2 * 28_311_552) / 320e9 * 1e6, "twice"),
     ("lab-real-launches-per-read-h100", STEP_BYTES / 320e9 / 3.8e-6, "T4"),
     ("lab-real-spec-speedup", (1 - 0.7**5) / 0.3, "one plain step"),

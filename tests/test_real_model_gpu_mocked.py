@@ -76,3 +76,7 @@ def test_a_gpu_decode_step_is_captured_once_and_replayed(monkeypatch, tiny):
     eager = rm.time_decode(m, 1, min_run_time=0.001, warmup=1)
     assert len(captured) == 1 and eager.median_s > 0                  # eager: no capture
     assert rm.time_prefill(m, [1, 2, 3], min_run_time=0.001, warmup=1).median_s > 0
+    before = [c.clone() for c in m.cache()[0]]
+    assert rm.time_verify(m, 4, min_run_time=0.001, warmup=1).median_s > 0
+    # the verify step writes beyond row 0's length only: the cached prompt is untouched
+    assert all(torch.equal(a[0, :, :3], b[0, :, :3]) for a, b in zip(before, m.cache()[0]))

@@ -162,27 +162,30 @@ class TorchLlama:
         linear = sum(w.stored_bytes for layer in self.layers for w in layer.values())
         return float(linear + self.head.numel() * self.head.element_size())
 
-    def quantised(self, kernel, *, dequantised=False) -> "TorchLlama":
+    def quantised(self, kernel) -> "TorchLlama":
         """The same model with its linear layers in `kernel` ("int8-dequant", "int8-pack":
         int8 per output channel; "int4-unpack": int4 in groups of 32), quantised from this
         model's weights with `gpuinfer.quant`; the embedding, the tied LM head and the
-        norms stay in the activation dtype. Its own, empty, KV cache.
-
-        `dequantised=True`: the weights the kernel multiplies by (its output for an
-        identity input), stored dense: the format's numbers at dense speed, for a
-        perplexity where the format's own kernel is slow (int4 unpacked on a CPU)."""
+        norms stay in the activation dtype. Its own, empty, KV cache."""
         fmt = _decoding.FORMATS[_v.choice("kernel", kernel, KERNELS)]
         _v.ensure(self.kernel == "dense", f"kernel={kernel!r}: quantise a dense model, "
                   f"not a {self.kernel} one")
         layers = [{p: fmt.from_dense(w.weight) for p, w in layer.items()}
                   for layer in self.layers]
-        if dequantised:
-            layers = [{p: _decoding.DenseWeight(_as_dense(w, self.layers[0][p].weight))
-                       for p, w in layer.items()} for layer in layers]
-        name = f"{fmt.kernel}, dequantised" if dequantised else fmt.kernel
+        return self._with(layers, fmt.kernel)
+
+    def dequantised(self) -> "TorchLlama":
+        """This model's weights as its kernels multiply by them (each kernel's output for
+        an identity input), stored dense: a format's numbers at dense speed, for a
+        perplexity where the format's own kernel is slow (int4 unpacked on a CPU)."""
+        layers = [{p: _decoding.DenseWeight(_as_dense(w, self.spec, p))
+                   for p, w in layer.items()} for layer in self.layers]
+        return self._with(layers, f"{self.kernel}, dequantised")
+
+    def _with(self, layers, kernel):
         return TorchLlama(self.source, self.device, self.dtype, max_batch=self.max_batch,
                           max_len=self.max_len,
-                          _shared=(self.embedding, self.head, self.norms, layers, name))
+                          _shared=(self.embedding, self.head, self.norms, layers, kernel))
 
     # -- the cache and the step ----------------------------------------------------------
     def cache(self):
@@ -366,12 +369,14 @@ class TorchLlama:
         return step
 
 
-def _as_dense(weight, like):
+def _as_dense(weight, spec, part):
     """The [out, in] matrix a weight format multiplies by: its output for the identity."""
     import torch
 
+    width = spec.d_ff if part == "ffn_down" else spec.d_model
+    scale = weight.tensors[-1]                       # in the activation dtype
     with torch.no_grad():
-        eye = torch.eye(like.shape[1], dtype=like.dtype, device=like.device)
+        eye = torch.eye(width, dtype=scale.dtype, device=scale.device)
         return weight(eye).T.contiguous()
 
 
@@ -440,6 +445,17 @@ def time_prefill(model, prompt, **timing):
     return _bench.time_fn(lambda: model.prefill([prompt]), device=model.device, **timing)
 
 
+def time_verify(model, k, **timing):
+    """`bench.Timing` of a speculative verify step: k + 1 tokens of row 0 at its length
+    (what `prompt_lookup_generate` runs each round; the cache positions it writes lie
+    beyond the row's length, so the row is unchanged)."""
+    k = _v.count("k", k, maximum=64)
+    start = model.lengths[0]
+    _v.ensure(start > 0, "prefill row 0 first: a verify step follows a prompt")
+    return _bench.time_fn(lambda: model.forward([[0] * (k + 1)], [start]),
+                          device=model.device, **timing)
+
+
 def time_decode(model, batch=1, *, cuda_graph=False, **timing):
     """`bench.Timing` of one decode step for rows 0..`batch`-1 (`decode_fn`)."""
     return _bench.time_fn(model.decode_fn(batch, cuda_graph=cuda_graph),
@@ -447,6 +463,41 @@ def time_decode(model, batch=1, *, cuda_graph=False, **timing):
 
 
 # --- what the lab's numbers say (noise-gated: `lab_verdicts.compare`) ---------------------------
+
+#: Largest difference between a model's logits and the float64 reference's that rounding
+#: in each dtype explains (SmolLM2's logits reach ~40). Measured on a CPU over a prompt and
+#: 10 greedy tokens: fp32 4.5e-5, fp16 0.15, bf16 0.95 (10-bit and 7-bit mantissas through
+#: 30 layers); each tolerance leaves 2-40x room for other kernels' summation orders.
+REFERENCE_TOL = {"fp32": 2e-3, "fp16": 0.5, "bf16": 2.0}
+
+
+def agreement(tokens, reference, logits, dtype) -> str:
+    """Lab: greedy `tokens` against `greedy_reference`'s, and this model's `logits` [N, V]
+    at the same positions against the reference's: how many tokens match, the largest
+    logit difference against `REFERENCE_TOL[dtype]`, and, where the texts part, whether
+    the reference's two best logits were closer than the difference (a near tie that
+    rounding flips) or not (a bug)."""
+    import torch
+
+    tol = REFERENCE_TOL[_v.choice("dtype", dtype, REFERENCE_TOL)]
+    n, ref = len(tokens), reference["tokens"]
+    same = next((i for i, (a, b) in enumerate(zip(tokens, ref)) if a != b), n)
+    upto = min(same + 1, n)
+    diff = float((torch.as_tensor(logits)[:upto].double()
+                  - reference["logits"][:upto]).abs().max())
+    where = f"largest logit difference {diff:.2g}, tolerance for {dtype} {tol:g}"
+    if same == n:
+        return (f"All {n} greedy tokens match the reference forward ({where}): " +
+                ("the cached model computes what the reference does." if diff <= tol else
+                 "the tokens agree, but the logits moved more than this dtype's rounding "
+                 "explains: look for a bug."))
+    margin = float(reference["margin"][same])
+    return (f"The first {same} of {n} tokens match ({where}); at token {same + 1} the "
+            f"reference's two best logits were {margin:.2g} apart: " +
+            ("a near tie that this dtype's rounding flips, after which the texts part."
+             if margin <= 2 * diff and diff <= tol else
+             "the model disagrees where the reference was sure: look for a bug."))
+
 
 def launch_verdict(step, weight_read_s, *, on_gpu) -> str:
     """Lab: is a decode step (`step`, a `lab_verdicts.Spread` of its seconds) set by

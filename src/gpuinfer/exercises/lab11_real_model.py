@@ -26,7 +26,8 @@ _NO_HEAD = 1 - SPEC.vocab_size * SPEC.d_model / (llm.step_weight_bytes(SPEC, "fp
           unit="us",
           hint="Per layer: Q and O are 576 x 576, K and V 192 x 576, gate, up and down "
           "1,536 x 576; 30 layers, then the 49,152 x 576 head; 2 bytes each, over 320e9 B/s.",
-          slips={_NO_HEAD: "That leaves out the LM head: the tied embedding is read whole "
+          slips={2.0: "That is 4 bytes a weight (fp32): the question asks about fp16, 2.",
+                 _NO_HEAD: "That leaves out the LM head: the tied embedding is read whole "
                            "as the head every step.",
                  1 + (1 - _NO_HEAD): "That counts the embedding table and the head twice: "
                                      "they are one table, and the embedding only gathers a row."})

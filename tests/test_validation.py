@@ -191,3 +191,71 @@ def test_independent_errors_are_what_achievable_states():
     assert V.summary(fitted[ind])[:2] == pytest.approx((346, 21.1), abs=0.05)
     assert V.summary(refit[ind])[:2] == pytest.approx((346, 13.6), abs=0.05)
     assert V.summary(refit[ind & refit["moe"]])[1] == pytest.approx(10.9, abs=0.05)
+
+
+def test_expert_parallel_with_dp_attention_by_hand():
+    from gpuinfer import expert_parallel as E
+    from gpuinfer import hardware, llm
+
+    m, n, i, o = llm.get("qwen3-235b-a22b"), 8, 1000, 1000
+    kw = dict(dtype="fp8", compute_dtype="fp8", kv_dtype="fp8", tp=n, ep=n, attention_dp=True)
+    r = llm_serving.offline_throughput(m, "H200", i, o, **kw)  # the ceiling
+    # Memory: each GPU holds the whole model less 7/8 of its routed experts; its own
+    # sequences hold the whole model's KV bytes a token, I + (O - 1)/2 tokens each.
+    routed = m.n_moe_layers * m.n_experts * m.expert_params * 1.0  # fp8: 1 byte a weight
+    held_weights = llm.weight_bytes(m, "fp8") - routed * 7 / 8
+    budget = hardware.get("H200").memory_bytes - held_weights
+    b = budget / (llm.kv_cache_bytes_per_token(m, "fp8") * (i + (o - 1) / 2))
+    assert r["kv_budget_bytes"] == pytest.approx(budget, rel=1e-12)
+    assert r["batch"] == pytest.approx(n * b, rel=1e-12)
+    # The step: one GPU's rows on its own sequences, the experts on 1/8 of the group's
+    # routed tokens, two all-to-alls a MoE layer; the ceiling overlaps them (max).
+    z = np.array([1.0, b / o * i + b * (o - 1) / o, b,
+                  b / o * i * (i + 1) / 2 + b * (o - 1) / o * (i + (o - 2) / 2 + 1),
+                  b * (o - 1) / o * (i + (o - 2) / 2),
+                  b / o * i * i + b * (o - 1) / o * (i + (o - 2) / 2 + 1)])
+    timer = engine_step.EngineStep(m, "H200", "fp8", "fp8", "fp8")
+    f, y = (a[:, 0] for a in timer.flops_bytes(z[:, None]))
+    whole = z * n
+    whole[0] = 1.0
+    fw, yw = (a[:, 0] for a in timer.flops_bytes(whole[:, None]))
+    j = timer.names.index("experts")
+    f[j], y[j] = fw[j] / n, yw[j] / n
+    device = float(np.sum(np.maximum(f / timer.peaks, y / timer.bandwidths)))
+    a2a = E.moe_all_to_all_bytes(m, z[1], n)
+    link = hardware.interconnect_for(hardware.get("H200"))
+    comm = m.n_moe_layers * (E.all_to_all_time(a2a["dispatch_sent_bytes"], n, link)
+                             + E.all_to_all_time(a2a["combine_sent_bytes"], n, link))
+    assert r["comm_s"] == pytest.approx(comm, rel=1e-12)
+    assert r["step_s"] == pytest.approx(max(device, comm), rel=1e-12)
+    assert r["tokens_per_s_per_gpu"] == pytest.approx(b / max(device, comm), rel=1e-12)
+
+
+@pytest.mark.parametrize("model, kw, words", [
+    ("llama-3-70b", dict(tp=8, ep=8, attention_dp=True), "dense"),
+    ("qwen3-235b-a22b", dict(tp=8, ep=4, attention_dp=True), "ep=4"),
+    ("qwen3-235b-a22b", dict(tp=8, ep=8), "attention_dp=False"),
+])
+def test_expert_parallel_layouts_the_model_does_not_express(model, kw, words):
+    with pytest.raises(ValueError, match=words):
+        llm_serving.offline_throughput(model, "H200", 128, 128, dtype="fp8", **kw)
+    with pytest.raises(TypeError, match="attention_dp"):
+        llm_serving.offline_throughput("qwen3-235b-a22b", "H200", 128, 128, tp=8, ep=8,
+                                       attention_dp="yes")
+
+
+def test_the_ep_layout_decomposition_is_offline_throughputs():
+    df = V.dataset()
+    rows = df[df["id"].isin(["trtllm25-qwen3-235b-a22b-h200-tp8-1000-1000",
+                             "trtllm25-llama-4-maverick-b200-tp8-128-2048"])].reset_index(drop=True)
+    d = V.decompose(rows, ep_layout=True)
+    for k, r in rows.iterrows():
+        kw = dict(dtype=r["weight_format"], compute_dtype=r["compute_dtype"],
+                  kv_dtype=r["kv_dtype"], tp=int(r["tp"]), ep=int(r["ep"]), attention_dp=True)
+        for eff in (A.FITTED, A.REFIT, False):
+            want = llm_serving.offline_throughput(r["model"], r["accelerator"],
+                                                  int(r["input_tokens"]),
+                                                  int(r["output_tokens"]), achievable=eff,
+                                                  **kw)["tokens_per_s_per_gpu"]
+            got = d.ceiling[k] if eff is False else d.predict(eff)[k]
+            assert got == pytest.approx(want, rel=1e-9)

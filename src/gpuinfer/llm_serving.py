@@ -35,8 +35,11 @@ import numpy as np
 
 from . import achievable as _achievable
 from . import dtypes as _dtypes
+from . import expert_parallel as _ep
 from . import hardware as _hardware
 from . import llm as _llm
+from . import parallel as _parallel
+from . import roofline as _roofline
 from . import search as _search
 from . import validate as _v
 from .batching import MAX_BATCH, MAX_TOKENS
@@ -59,15 +62,15 @@ __all__ = [
     "ACHIEVABLE_GPU_MEMORY_UTILIZATION", "DEFAULT_BLOCK_SIZE",
     "LLM_COLUMNS", "VLLM_GPU_MEMORY_UTILIZATION", "EngineStep", "chunk_step_s", "goodput",
     "kv_blocks", "kv_cache_budget", "kv_memory_use", "kv_sequences",
-    "largest_chunk_budget", "offline_throughput", "paging_gain", "simulate_disaggregated",
+    "largest_chunk_budget", "offline_throughput", "ep_dp_step", "paging_gain", "simulate_disaggregated",
     "simulate_llm", "slo_attainment", "summarize_llm", "tp_shard", "tp_step_s",
     "tp_step_seconds",
 ]
 
 
 def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype="fp16",
-                       kv_dtype=None, compute_dtype=None, tp=1, ep=1, achievable=False,
-                       max_num_seqs=None, max_num_batched_tokens=None,
+                       kv_dtype=None, compute_dtype=None, tp=1, ep=1, attention_dp=False,
+                       achievable=False, max_num_seqs=None, max_num_batched_tokens=None,
                        gpu_memory_utilization=None, block_size=DEFAULT_BLOCK_SIZE,
                        interconnect=None) -> dict:
     """What `trtllm-bench throughput` and `vllm bench throughput` report: output tokens/s
@@ -102,9 +105,18 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
     experts its routed tokens touch, `llm.experts_touched`; under `tp` each expert is
     split 1/tp in width, vLLM's default); as that count is concave in the step's tokens,
     the averaged step's experts are an upper bound on the mean step's, by at most what
-    a few more touched experts read once the batch touches most of them. `ep` > 1
-    (expert parallelism across a serving run) is not modelled: ValueError pointing to
-    `expert_parallel.ep_decode_breakdown`, which prices one step of it. Returns a dict:
+    a few more touched experts read once the batch touches most of them.
+
+    `ep` = `tp` with `attention_dp=True`: the engines' own MoE layout (TensorRT-LLM's
+    `--tp N --ep N` with `enable_attention_dp`, SGLang's `--enable-dp-attention`): each
+    of the N GPUs holds the whole non-expert part and E/N whole experts, runs attention,
+    the dense parts and the LM head for its own B/N sequences, the experts for the tokens
+    routed to it, and two all-to-alls a MoE layer (`ep_dp_step`). B is then N x what one
+    GPU's KV budget holds (the full model's KV bytes a token, the budget left beside the
+    replicated non-expert weights); `max_num_seqs` and `max_num_batched_tokens` cap each
+    GPU's own batch, as TensorRT-LLM's per-rank `max_batch_size` does. Expert parallelism
+    with TP attention prices as `tp` here (each device's expert FLOPs and bytes are the
+    same to first order): ValueError. Returns a dict:
     `batch`, `step_s`, `tokens_per_s` (the group's output tokens/s), `tokens_per_s_per_gpu`,
     `requests_per_s`, `limited_by` ("memory", "max_num_seqs" or
     "max_num_batched_tokens"), `prefill_tokens_per_step`, `decode_tokens_per_step`,
@@ -113,25 +125,15 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
     i = _v.count("input_tokens", input_tokens, maximum=MAX_TOKENS)
     o = _v.count("output_tokens", output_tokens, maximum=MAX_TOKENS)
     e = _v.count("ep", ep, maximum=1 << 16)
-    if e != 1:
-        what = ("a dense model has no experts to spread" if not m.is_moe else
-                "expert parallelism is modelled for one decode or prefill step "
-                "(expert_parallel.ep_decode_breakdown, expert_parallel.moe_layouts), not "
-                "for a serving run")
-        raise ValueError(f"ep={e}: {what}; {m.name} runs here with ep=1 (use tp, which "
-                         f"splits each expert's width: parallel.shard)")
-    eff = _achievable.as_efficiency(achievable)
-    part = tp_shard(m, tp)
     n = _v.count("tp", tp, maximum=1 << 16)
+    _check_ep_layout(m, e, n, attention_dp)
+    eff = _achievable.as_efficiency(achievable)
+    dp = attention_dp
+    part = m if dp else tp_shard(m, tp)
     block = _v.count("block_size", block_size, maximum=MAX_TOKENS)
     _, kv, _ = _dtypes.formats(dtype, kv_dtype, compute_dtype)
     kv_token = _llm.kv_cache_bytes_per_token(part, kv)
-    if gpu_memory_utilization is None and eff.is_ceiling:
-        budget = kv_cache_budget(part, acc, dtype, reserve_bytes=0)
-    else:
-        u = (ACHIEVABLE_GPU_MEMORY_UTILIZATION if gpu_memory_utilization is None
-             else gpu_memory_utilization)
-        budget = kv_cache_budget(part, acc, dtype, gpu_memory_utilization=u)
+    budget = _offline_kv_budget(part, acc, dtype, eff, gpu_memory_utilization, n if dp else 1)
     held = i + (o - 1) / 2
     if not eff.is_ceiling:
         held = math.ceil(held / block) * block + block / 2  # whole blocks, the last half-full
@@ -148,13 +150,24 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
         limits["max_num_batched_tokens"] = cap * o / (i + o - 1)
     limited_by = min(limits, key=limits.get)
     b = float(limits[limited_by])
-    timer = EngineStep(m, acc, dtype, kv_dtype, compute_dtype, tp=n, efficiency=eff,
-                        interconnect=interconnect)
     prefills, decodes = b / o, b * (o - 1) / o
     context = i + (o - 2) / 2
     z = np.array([1.0, prefills * i + decodes, b,       # llm.STEP_AGGREGATES
                   prefills * i * (i + 1) / 2 + decodes * (context + 1), decodes * context,
                   prefills * i * i + decodes * (context + 1)])
+    if dp:
+        r = ep_dp_step(m, acc, n, z, dtype=dtype, kv_dtype=kv_dtype,
+                       compute_dtype=compute_dtype, achievable=eff, interconnect=interconnect)
+        # b is one GPU's batch; the group runs n of them
+        step, comm = r["step_s"] + eff.sequence_s * b, r["comm_s"]
+        return {"model": m.name, "accelerator": acc.name, "gpus": n, "batch": b * n,
+                "limited_by": limited_by, "step_s": step, "tokens_per_s": b * n / step,
+                "tokens_per_s_per_gpu": b / step, "requests_per_s": b * n / o / step,
+                "prefill_tokens_per_step": prefills * i * n,
+                "decode_tokens_per_step": decodes * n, "comm_s": comm,
+                "kv_budget_bytes": budget}
+    timer = EngineStep(m, acc, dtype, kv_dtype, compute_dtype, tp=n, efficiency=eff,
+                        interconnect=interconnect)
     # The host's per-sequence cost (`achievable.Efficiency.sequence_s`; 0 in FITTED and
     # the ceiling) for the B sequences of the step.
     step = float(timer.many(z[:, None])[0]) + eff.sequence_s * b
@@ -167,6 +180,100 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
             "tokens_per_s_per_gpu": b / step / n, "requests_per_s": b / o / step,
             "prefill_tokens_per_step": prefills * i, "decode_tokens_per_step": decodes,
             "comm_s": float(timer.comm_s(z[1])[0]), "kv_budget_bytes": budget}
+
+
+def _check_ep_layout(m, e, n, attention_dp):
+    """The expert-parallel layouts `offline_throughput` expresses: none (ep 1, no
+    attention DP), or ep = tp with attention DP on an MoE model whose experts split."""
+    if not isinstance(attention_dp, bool):
+        raise TypeError(f"attention_dp must be True or False, got {attention_dp!r}")
+    if e == 1 and not attention_dp:
+        return
+    if not m.is_moe:
+        raise ValueError(f"ep={e}, attention_dp={attention_dp}: {m.name} is dense, it has "
+                         f"no experts to spread; use tp")
+    if not attention_dp or e != n:
+        raise ValueError(f"ep={e} with tp={n}, attention_dp={attention_dp}: expert "
+                         f"parallelism is modelled with data-parallel attention over the "
+                         f"same GPUs (ep = tp, attention_dp=True); with TP attention it "
+                         f"prices as tp alone (ep=1)")
+    if m.n_experts % n:
+        raise ValueError(f"ep={e}: {m.name}'s {m.n_experts} experts do not split evenly "
+                         f"over {e} GPUs")
+
+
+def _offline_kv_budget(part, acc, dtype, eff, gpu_memory_utilization, ep):
+    """One GPU's KV budget for `offline_throughput`: the ceiling's whole card less the
+    weights (no reserve), the achievable model's `gpu_memory_utilization` of it
+    (`kv_cache_budget`); under EP with attention DP (`ep` > 1) the GPU holds the
+    whole non-expert part and 1/ep of the routed experts."""
+    ceiling = gpu_memory_utilization is None and eff.is_ceiling
+    u = (ACHIEVABLE_GPU_MEMORY_UTILIZATION if gpu_memory_utilization is None
+         else gpu_memory_utilization)
+    if ep == 1:
+        return (kv_cache_budget(part, acc, dtype, reserve_bytes=0) if ceiling
+                else kv_cache_budget(part, acc, dtype, gpu_memory_utilization=u))
+    held = _llm.weight_bytes(part, dtype) - _routed_expert_weight_bytes(part, dtype) * (
+        1 - 1 / ep)
+    if ceiling:
+        return max(0.0, acc.memory_bytes - held)
+    return max(0.0, _v.fraction("gpu_memory_utilization", u) * acc.memory_bytes - held
+               - _llm.DEFAULT_RESERVE_BYTES)
+
+
+def _routed_expert_weight_bytes(m, dtype) -> float:
+    """Bytes of every routed expert of `m` in the weights' format (what EP spreads)."""
+    return m.n_moe_layers * m.n_experts * m.expert_params * _llm.expert_bytes(
+        m, _dtypes.formats(dtype)[0])
+
+
+def ep_dp_step(model, accelerator, n_devices, z, *, dtype="fp16", kv_dtype=None,
+               compute_dtype=None, achievable=False, interconnect=None) -> dict:
+    """One GPU's step in expert parallelism with data-parallel attention (ep = N GPUs),
+    for one GPU's share of a step whose per-GPU aggregates are `z`
+    (`llm.step_aggregates` of that GPU's own sequences): every row of the whole model's
+    operations table (`EngineStep` at tp 1) on those aggregates, except the experts,
+    which run the tokens routed to this GPU: the experts row of the whole group's
+    aggregates (N x z's tokens) over N, its FLOPs times the busiest GPU's imbalance
+    (`expert_parallel.uniform_routing_imbalance`; the ceiling takes the mean, 1). Two
+    all-to-alls a MoE layer (`expert_parallel.moe_all_to_all_bytes` of z's tokens,
+    `all_to_all_time`, over `expert_parallel.deepep_fraction` where the Efficiency's
+    `all_to_all` is "measured"). The ceiling overlaps them with the computation, max(the
+    two) (a bound holds under any overlap); the achievable model adds them and its
+    overheads (`achievable.overheads`). Returns {"step_s", "comm_s", "rows_s" (seconds
+    a row), "names", "flops", "bytes", "peaks", "bandwidths" (each row's rates)};
+    `achievable`: False, True or an Efficiency."""
+    m, acc = _llm.get(model), _hardware.get(accelerator)
+    n = _v.count("n_devices", n_devices, maximum=1 << 16)
+    eff = _achievable.as_efficiency(achievable)
+    z = np.asarray(z, dtype=float)
+    timer = EngineStep(m, acc, dtype, kv_dtype, compute_dtype, tp=1, efficiency=eff)
+    whole = z * n
+    whole[0] = 1.0
+    f, y = (a[:, 0] for a in timer.flops_bytes(z[:, None]))
+    fw, yw = (a[:, 0] for a in timer.flops_bytes(whole[:, None]))
+    j = timer.names.index("experts")
+    imb = 1.0 if eff.is_ceiling else _ep.uniform_routing_imbalance(
+        max(whole[1], 1.0), n, m.experts_per_token, m.n_experts // n)
+    f[j], y[j] = fw[j] / n * imb, yw[j] / n
+    rows = _roofline.op_time_s_unchecked(f, y, timer.peaks, timer.bandwidths)
+    device = float(rows.sum())
+    comm = 0.0
+    if n > 1:
+        ic = _parallel.link_for(interconnect, acc)
+        a2a = _ep.moe_all_to_all_bytes(m, z[1], n)
+        d = _ep.all_to_all_time(a2a["dispatch_sent_bytes"], n, ic)
+        c = _ep.all_to_all_time(a2a["combine_sent_bytes"], n, ic)
+        if eff.all_to_all == "measured":
+            f_d, f_c = _ep.deepep_fraction(n)
+            d, c = d / f_d, c / f_c
+        comm = m.n_moe_layers * (d + c)
+    if eff.is_ceiling:
+        step = max(device, comm)
+    else:
+        step = float(_achievable.overheads(device + comm, m.n_layers, eff))
+    return {"step_s": step, "comm_s": comm, "rows_s": rows, "names": list(timer.names),
+            "flops": f, "bytes": y, "peaks": timer.peaks, "bandwidths": timer.bandwidths}
 
 
 def chunk_step_s(model, accelerator, budget, *, decodes, decode_context, prompt_tokens,

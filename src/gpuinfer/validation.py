@@ -139,9 +139,10 @@ def engine_caps(engine, version):
     return (None, None)
 
 
-def _one_row(row, base, kv_override, caps=False):
-    """(batch, gpus, z aggregates, EngineStep on the base model, ceiling tokens/s/GPU)
-    for one row; raises ValueError where the row cannot be modelled."""
+def _one_row(row, base, kv_override, caps=False, ep_layout=False):
+    """(batch, gpus, z aggregates, EngineStep on the base model or an EP step's parts,
+    ceiling tokens/s/GPU) for one row; raises ValueError where the row cannot be
+    modelled."""
     dtype, kv, cd = _formats(row)
     if kv_override is not None and row.get("kv_dtype_basis", "stated") != "stated":
         kv = kv_override
@@ -164,10 +165,26 @@ def _one_row(row, base, kv_override, caps=False):
         if caps:
             kw["max_num_seqs"], kw["max_num_batched_tokens"] = engine_caps(
                 row["engine"], row["engine_version"])
+        if ep_layout and int(row["ep"]) > 1 and bool(row["attention_dp"]):
+            kw.update(ep=int(row["ep"]), attention_dp=True)
         ceiling = _serving.offline_throughput(m, row["accelerator"], i, o, achievable=False,
                                               **kw)["tokens_per_s_per_gpu"]
         r = _serving.offline_throughput(m, row["accelerator"], i, o, achievable=base, **kw)
         b = r["batch"]
+        if kw.get("attention_dp"):
+            b = b / tp  # one GPU's own sequences
+            prefills, decodes = b / o, b * (o - 1) / o
+            context = i + (o - 2) / 2
+            z = np.array([1.0, prefills * i + decodes, b,
+                          prefills * i * (i + 1) / 2 + decodes * (context + 1),
+                          decodes * context, prefills * i * i + decodes * (context + 1)])
+            step = functools.partial(_serving.ep_dp_step, m, row["accelerator"], tp, z,
+                                     dtype=dtype, kv_dtype=kv, compute_dtype=cd,
+                                     interconnect=ic)
+            parts = step(achievable=base)
+            parts["measured_comm_s"] = step(achievable=dataclasses.replace(
+                base, all_to_all="measured"))["comm_s"]
+            return b * tp, tp, z, parts, ceiling
         prefills, decodes = b / o, b * (o - 1) / o
         context = i + (o - 2) / 2
         z = np.array([1.0, prefills * i + decodes, b,
@@ -185,7 +202,10 @@ class Decomposition:
     attention fractions, no `matmul_scale`), `bandwidth` (datasheet bytes/s), `matmul`
     (the operation scales with `matmul_scale`), `weight_only` (the weight-only format of
     a dequantising matmul, or ""), and per row `fixed_s` (all-reduces and kernel gaps),
-    `batch`, `gpus`, `ceiling` (tokens/s per GPU), `measured`, `ok` (modelled)."""
+    `batch`, `gpus`, `ceiling` (tokens/s per GPU), `sequences` (what one GPU's step
+    runs: the batch, or one GPU's share under data-parallel attention),
+    `measured_all_to_all_s` (what an Efficiency with `all_to_all="measured"` adds to the
+    all-to-alls' ceiling, already in `fixed_s`), `measured`, `ok` (modelled)."""
 
     flops: np.ndarray
     bytes: np.ndarray
@@ -197,6 +217,8 @@ class Decomposition:
     batch: np.ndarray
     gpus: np.ndarray
     ceiling: np.ndarray
+    sequences: np.ndarray
+    measured_all_to_all_s: np.ndarray
     measured: np.ndarray
     ok: np.ndarray
     why: list
@@ -213,19 +235,25 @@ class Decomposition:
             t = np.maximum(np.where(self.flops > 0, self.flops / (self.peak * scale), 0.0),
                            np.where(self.bytes > 0, self.bytes / (self.bandwidth
                                                                   * eff.bandwidth * wo), 0.0))
-        return t.sum(axis=1) + self.fixed_s + eff.step_s + eff.sequence_s * self.batch
+        a2a = self.measured_all_to_all_s if eff.all_to_all == "measured" else 0.0
+        return (t.sum(axis=1) + self.fixed_s + a2a + eff.step_s
+                + eff.sequence_s * self.sequences)
 
     def predict(self, efficiency):
         """Predicted tokens/s per GPU of each row under `efficiency`."""
         return self.batch / self.step_s(efficiency) / self.gpus
 
 
-def decompose(rows=None, *, kv_dtype=None, base=None, caps=False) -> Decomposition:
+def decompose(rows=None, *, kv_dtype=None, base=None, caps=False,
+              ep_layout=False) -> Decomposition:
     """`Decomposition` of `rows` (default `dataset()`). `kv_dtype`: replace the KV-cache
     format of every row whose `kv_dtype_basis` is not "stated" (the assumption's effect
     on the errors). `caps=True`: offline rows run under their engine's default caps
     (`engine_caps`); False (default): as `calibration` maps them, the batch the memory
-    holds. `base`: the model whose cited constants stay (default
+    holds. `ep_layout=True`: rows published with ep = tp and attention DP run in that
+    layout (`llm_serving.offline_throughput(ep=, attention_dp=True)`, `ep_dp_step`);
+    False (default): as tensor parallelism, each expert split 1/tp (calibration's
+    mapping). `base`: the model whose cited constants stay (default
     `achievable.FITTED`)."""
     df = dataset() if rows is None else rows
     base = _base(_achievable.FITTED if base is None else base)
@@ -233,10 +261,20 @@ def decompose(rows=None, *, kv_dtype=None, base=None, caps=False) -> Decompositi
     parts, why = [], []
     for _, row in df.iterrows():
         try:
-            b, gpus, z, timer, ceiling = _one_row(row, base, kv_dtype, caps)
+            b, gpus, z, timer, ceiling = _one_row(row, base, kv_dtype, caps, ep_layout)
         except ValueError as e:
             parts.append(None)
             why.append(str(e))
+            continue
+        if isinstance(timer, dict):  # an EP + DP-attention step: one GPU's rows
+            m = _achievable.model(row["model"])
+            mm = np.array([n != "attention" and ff > 0
+                           for n, ff in zip(timer["names"], timer["flops"])])
+            fixed = (timer["comm_s"] + float(_achievable.overheads(0.0, m.n_layers, base)))
+            parts.append((timer["flops"], timer["bytes"], timer["peaks"], timer["bandwidths"],
+                          mm, np.array([""] * len(mm), dtype=object), fixed, b, gpus,
+                          ceiling, b / gpus, timer["measured_comm_s"] - timer["comm_s"]))
+            why.append("")
             continue
         f, y = timer.flops_bytes(np.asarray(z, dtype=float)[:, None])
         names = timer.names
@@ -252,7 +290,8 @@ def decompose(rows=None, *, kv_dtype=None, base=None, caps=False) -> Decompositi
         fixed = (float(timer.comm_s(z[1])[0])
                  + float(_achievable.overheads(0.0, timer.n_layers, base)))
         parts.append((f[:, 0], y[:, 0], timer.peaks, timer.bandwidths,
-                      np.array([k == "matmul" for k in kinds]), wo, fixed, b, gpus, ceiling))
+                      np.array([k == "matmul" for k in kinds]), wo, fixed, b, gpus, ceiling,
+                      b, 0.0))
         why.append("")
     k = max((len(p[0]) for p in parts if p is not None), default=1)
     n = len(parts)
@@ -261,7 +300,7 @@ def decompose(rows=None, *, kv_dtype=None, base=None, caps=False) -> Decompositi
     arr["bandwidth"][:] = 1.0
     matmul = np.zeros((n, k), dtype=bool)
     wo = np.full((n, k), "", dtype=object)
-    fixed, batch, gpus, ceiling = (np.full(n, np.nan) for _ in range(4))
+    fixed, batch, gpus, ceiling, seqs, a2a = (np.full(n, np.nan) for _ in range(6))
     for j, p in enumerate(parts):
         if p is None:
             continue
@@ -269,16 +308,16 @@ def decompose(rows=None, *, kv_dtype=None, base=None, caps=False) -> Decompositi
         arr["flops"][j, :r], arr["bytes"][j, :r] = p[0], p[1]
         arr["peak"][j, :r], arr["bandwidth"][j, :r] = p[2], p[3]
         matmul[j, :r], wo[j, :r] = p[4], p[5]
-        fixed[j], batch[j], gpus[j], ceiling[j] = p[6], p[7], p[8], p[9]
+        fixed[j], batch[j], gpus[j], ceiling[j], seqs[j], a2a[j] = p[6:12]
     return Decomposition(arr["flops"], arr["bytes"], arr["peak"], arr["bandwidth"], matmul,
-                         wo, fixed, batch, gpus, ceiling,
+                         wo, fixed, batch, gpus, ceiling, seqs, a2a,
                          df["tokens_per_s_per_gpu"].to_numpy(float),
                          np.array([p is not None for p in parts]), why)
 
 
 @functools.lru_cache(maxsize=4)
-def _decomposed(kv_dtype=None, caps=False):
-    return decompose(kv_dtype=kv_dtype, caps=caps)
+def _decomposed(kv_dtype=None, caps=False, ep_layout=False):
+    return decompose(kv_dtype=kv_dtype, caps=caps, ep_layout=ep_layout)
 
 
 # --- the fit --------------------------------------------------------------------------------

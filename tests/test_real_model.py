@@ -151,6 +151,7 @@ def test_weight_bytes_by_hand(tiny):
     # head 61 x 64 = 3,904; fp32
     linear = 2 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 96 * 64)
     assert m.weight_bytes == (linear + 61 * 64) * 4
+    assert m.quantised("int8-dequant", max_batch=1).max_batch == 1 < m.max_batch
     # int8: one byte a weight plus an fp32 scale per output row (64+32+32+64+96+96+64 = 448)
     assert m.quantised("int8-dequant").weight_bytes == linear + 2 * 448 * 4 + 61 * 64 * 4
     # int4: half a byte a weight plus an fp32 scale per 32 inputs

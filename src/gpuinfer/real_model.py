@@ -162,17 +162,18 @@ class TorchLlama:
         linear = sum(w.stored_bytes for layer in self.layers for w in layer.values())
         return float(linear + self.head.numel() * self.head.element_size())
 
-    def quantised(self, kernel) -> "TorchLlama":
+    def quantised(self, kernel, *, max_batch=None) -> "TorchLlama":
         """The same model with its linear layers in `kernel` ("int8-dequant", "int8-pack":
         int8 per output channel; "int4-unpack": int4 in groups of 32), quantised from this
         model's weights with `gpuinfer.quant`; the embedding, the tied LM head and the
-        norms stay in the activation dtype. Its own, empty, KV cache."""
+        norms stay in the activation dtype. Its own, empty, KV cache, for `max_batch`
+        sequences (default this model's)."""
         fmt = _decoding.FORMATS[_v.choice("kernel", kernel, KERNELS)]
         _v.ensure(self.kernel == "dense", f"kernel={kernel!r}: quantise a dense model, "
                   f"not a {self.kernel} one")
         layers = [{p: fmt.from_dense(w.weight) for p, w in layer.items()}
                   for layer in self.layers]
-        return self._with(layers, fmt.kernel)
+        return self._with(layers, fmt.kernel, max_batch)
 
     def dequantised(self) -> "TorchLlama":
         """This model's weights as its kernels multiply by them (each kernel's output for
@@ -180,10 +181,11 @@ class TorchLlama:
         perplexity where the format's own kernel is slow (int4 unpacked on a CPU)."""
         layers = [{p: _decoding.DenseWeight(_as_dense(w, self.spec, p))
                    for p, w in layer.items()} for layer in self.layers]
-        return self._with(layers, f"{self.kernel}, dequantised")
+        return self._with(layers, f"{self.kernel}, dequantised", 1)
 
-    def _with(self, layers, kernel):
-        return TorchLlama(self.source, self.device, self.dtype, max_batch=self.max_batch,
+    def _with(self, layers, kernel, max_batch=None):
+        return TorchLlama(self.source, self.device, self.dtype,
+                          max_batch=max_batch or self.max_batch,
                           max_len=self.max_len,
                           _shared=(self.embedding, self.head, self.norms, layers, kernel))
 

@@ -225,19 +225,30 @@ class Decomposition:
 
     def step_s(self, efficiency):
         """Seconds of each row's step under `efficiency` (its bandwidth, matmul_scale,
-        weight_only and step_s; the rest as in the base model)."""
+        weight_only, step_s, sequence_s and all_to_all; the rest as in the base
+        model)."""
+        return self.sweep_s(efficiency)[0]
+
+    def sweep_s(self, efficiency, name=None, values=None):
+        """`step_s` for each of `values` of the constant `name` (others from
+        `efficiency`): an array (len(values) x rows); without a name, one row."""
         eff = _achievable.as_efficiency(efficiency)
+        x = {k: np.array([getattr(eff, k)], dtype=float)
+             for k in ("bandwidth", "matmul_scale", "step_s", "sequence_s")}
+        if name is not None:
+            x[name] = np.asarray(values, dtype=float)
+        col = {k: v[:, None, None] for k, v in x.items()}
         wo = np.ones(self.bytes.shape)
         for fmt, f in eff.weight_only:
             wo[self.weight_only == _dtypes.get(fmt).peak] = f
-        scale = np.where(self.matmul, eff.matmul_scale, 1.0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            t = np.maximum(np.where(self.flops > 0, self.flops / (self.peak * scale), 0.0),
-                           np.where(self.bytes > 0, self.bytes / (self.bandwidth
-                                                                  * eff.bandwidth * wo), 0.0))
+            compute = np.where(self.flops > 0, self.flops / self.peak, 0.0)
+            compute = np.where(self.matmul, compute / col["matmul_scale"], compute)
+            moved = np.where(self.bytes > 0, self.bytes / (self.bandwidth * wo), 0.0)
+            t = np.maximum(compute, moved / col["bandwidth"])
         a2a = self.measured_all_to_all_s if eff.all_to_all == "measured" else 0.0
-        return (t.sum(axis=1) + self.fixed_s + a2a + eff.step_s
-                + eff.sequence_s * self.sequences)
+        return (t.sum(axis=2) + self.fixed_s + a2a + col["step_s"][:, :, 0]
+                + col["sequence_s"][:, :, 0] * self.sequences)
 
     def predict(self, efficiency):
         """Predicted tokens/s per GPU of each row under `efficiency`."""
@@ -322,9 +333,21 @@ def _decomposed(kv_dtype=None, caps=False, ep_layout=False):
 
 # --- the fit --------------------------------------------------------------------------------
 
-def _loss(dec, mask, eff):
+def _loss(dec, mask, eff, weights=None):
     e = np.log(dec.predict(eff)[mask] / dec.measured[mask])
-    return float(np.sum(e * e))
+    w = 1.0 if weights is None else weights[mask]
+    return float(np.sum(w * e * e))
+
+
+def _best_on_grid(dec, mask, eff, name, weights=None):
+    """`eff` with `name` set to the value of its grid (`GRIDS`) with the least weighted
+    squared log error over the rows `mask` selects (the first such value)."""
+    grid = GRIDS[name]
+    pred = dec.batch[mask] / dec.sweep_s(eff, name, grid)[:, mask] / dec.gpus[mask]
+    e = np.log(pred / dec.measured[mask])
+    w = 1.0 if weights is None else weights[mask]
+    return dataclasses.replace(eff, **{name: float(grid[int(np.argmin(np.sum(w * e * e,
+                                                                         axis=1)))])})
 
 
 def fit(dec=None, mask=None, *, start=None, free=FREE, rounds=20):
@@ -346,8 +369,7 @@ def fit(dec=None, mask=None, *, start=None, free=FREE, rounds=20):
     for _ in range(_v.count("rounds", rounds, maximum=100)):
         before = eff
         for name in free:
-            eff = min((dataclasses.replace(eff, **{name: float(x)}) for x in GRIDS[name]),
-                      key=lambda e: _loss(dec, plain if plain.any() else mask, e))
+            eff = _best_on_grid(dec, plain if plain.any() else mask, eff, name)
         if eff == before:
             break
     table = dict(eff.weight_only)
@@ -493,8 +515,7 @@ def _weighted_fit(dec, counts, pin_step):
     for _ in range(20):
         before = eff
         for name in free:
-            eff = min((dataclasses.replace(eff, **{name: float(x)}) for x in GRIDS[name]),
-                      key=lambda e: loss(e, plain))
+            eff = _best_on_grid(dec, plain, eff, name, w)
         if eff == before:
             break
     table_ = dict(eff.weight_only)

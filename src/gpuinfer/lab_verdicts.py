@@ -1009,7 +1009,7 @@ def tp_step(one_step: Spread, top_step: Spread, one_compute: Spread, top_compute
     order = compare(one_step, top_step)
     if order == "larger":
         why = ("the compute saved exceeds the all-reduce added" if cost == "smaller" else
-               "faster than its parts predict, which the next line weighs")
+               "its parts, timed apart, do not show\nthat gain beyond their noise")
         return f"Sharding paid on this run ({speed:.2f}x; {parts}): {why}."
     if order == "smaller":
         why = ("the all-reduce costs more than the compute saved" if cost == "larger" else

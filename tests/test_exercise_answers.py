@@ -417,6 +417,9 @@ def test_lab_batching_cheapest_fleet():
 def test_quant_format_arithmetic():
     # int4 + a bf16 scale and a bf16 zero point per 128: 0.5 + 4 / 128 = 0.53125 B.
     derived("quant-int4-g128-bytes", 0.5 + 4 / 128)
+    # One outlier of 50 among 4,096 channels, times the orthonormal Hadamard (+-1/sqrt(n)):
+    # every output is +-50 / sqrt(4096) = 50 / 64.
+    derived("quant-hadamard-outlier", 50 / 64)
     # int4 + an fp16 scale per 32: 0.5 + 2 / 32 = 0.5625 B.
     derived("lab-quant-int4-group-bytes", 0.5 + 2 / 32)
     # Symmetric int8 over -127..127: 6.35 / 127 = 0.05.

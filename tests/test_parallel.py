@@ -602,6 +602,7 @@ def test_custom_allreduce_by_hand_on_eight_h100s():
     one = parallel.custom_allreduce_parts(16_384, 8, "NVLink 4")
     assert one["kind"] == "one-shot"
     assert one["seconds"] == pytest.approx(2 * 0.6e-6 + 7 * 16_384 / 370.8e9, rel=1e-12)
+    assert parallel.custom_allreduce_s(16_384, 8, "NVLink 4") == one["seconds"]
     # 2 MiB: two stages, 3 barriers + 2 x 7/8 x 2 MiB read.
     two = parallel.custom_allreduce_parts(2 * 2**20, 8, "NVLink 4")
     assert two["kind"] == "two-shot"

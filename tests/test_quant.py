@@ -705,3 +705,36 @@ def test_unpack_int4_of_a_tensor_stays_on_its_device():
         quant.unpack_int4(torch.tensor([[300]], dtype=torch.int32))
     with pytest.raises(TypeError, match="integers"):
         quant.unpack_int4(torch.tensor([[1.5]]))
+
+
+# --- rotations (QuaRot / SpinQuant's Hadamard) ------------------------------------------
+
+def test_hadamard_by_hand_and_orthonormal():
+    # Sylvester: H2 = [[1, 1], [1, -1]] / sqrt(2); H4 = [[H2, H2], [H2, -H2]].
+    h2 = np.array([[1.0, 1.0], [1.0, -1.0]]) / np.sqrt(2)
+    np.testing.assert_allclose(quant.hadamard(2), h2)
+    np.testing.assert_allclose(quant.hadamard(4), np.block([[h2, h2], [h2, -h2]]) / np.sqrt(2))
+    for n, seed in ((64, None), (64, 3), (256, 0)):
+        h = quant.hadamard(n, seed=seed)
+        np.testing.assert_allclose(h @ h.T, np.eye(n), atol=1e-12)
+        assert np.allclose(np.abs(h), 1 / np.sqrt(n))
+    with pytest.raises(ValueError, match="power of two"):
+        quant.hadamard(12)
+
+
+def test_rotation_keeps_the_product_and_spreads_an_outlier():
+    rng = np.random.default_rng(0)
+    x, w = rng.normal(size=(5, 16)), rng.normal(size=(16, 3))
+    h = quant.hadamard(16, seed=1)
+    np.testing.assert_allclose(quant.rotate(x, seed=1) @ (h.T @ w), x @ w, atol=1e-12)
+    # One outlier of 8 among 16 channels: every rotated entry is +-8 / 4 = 2, and the
+    # vector's length is kept.
+    e = np.zeros(16)
+    e[5] = 8.0
+    np.testing.assert_allclose(np.abs(quant.rotate(e)), 2.0)
+    assert np.linalg.norm(quant.rotate(e)) == pytest.approx(8.0)
+    # On outlier-laden activations, int4 per-token quantisation loses less after rotation.
+    a = quant.example_activations(64, seed=2)
+    r = quant.rotate(a, seed=0)
+    assert (quant.sqnr_db(r, quant.fake_quantize(r, bits=4, axis=0))
+            > quant.sqnr_db(a, quant.fake_quantize(a, bits=4, axis=0)) + 6)

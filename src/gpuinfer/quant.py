@@ -26,6 +26,11 @@ Integers (`quantize`, `dequantize`, `fake_quantize`):
   histogram search minimising the KL divergence, 2048 bins by default and at most
   `MAX_ENTROPY_BINS`: the search grows with the square of the bins).
 
+Rotations (`hadamard`, `rotate`): an orthonormal Walsh-Hadamard matrix H (QuaRot,
+SpinQuant's fixed part, QuIP#'s incoherence processing) multiplies the activations, x H,
+and the weights they feed by its transpose, H^T W, so the product is unchanged while an
+outlier channel's energy is spread over every channel before quantisation.
+
 Re-exported here, so that `quant.<name>` works for them: the low-precision float formats
 (`gpuinfer.float_formats`: `fake_quantize_float`, `FloatGrid`, `GRIDS`, `BLOCK_FORMATS`,
 `mx_scale`, `nvfp4_scales`, `format_properties`, `representable_values`, `formats_table`,
@@ -546,3 +551,31 @@ def smoothquant_scales(act_absmax, weight_absmax, alpha=0.5):
     safe_a, safe_w = np.where(both, act, 1.0), np.where(both, w, 1.0)
     return np.where(both, safe_a**alpha / safe_w ** (1 - alpha), 1.0)
 
+
+
+# --- rotations before quantisation (chapter *Quantisation*, low-bit practice) -------------
+
+def hadamard(n, *, seed=None) -> np.ndarray:
+    """The n x n Walsh-Hadamard matrix scaled to be orthonormal (H H^T = I; entries
+    +-1/sqrt(n)), by Sylvester's construction, for n a power of two up to 2**14. With
+    `seed`, each row's sign is flipped at random first (QuaRot's randomised Hadamard,
+    still orthonormal)."""
+    n = _v.count("n", n, maximum=1 << 14)
+    _v.ensure(n & (n - 1) == 0, f"n must be a power of two (Sylvester's construction), got {n}")
+    h = np.ones((1, 1))
+    while h.shape[0] < n:
+        h = np.block([[h, h], [h, -h]])
+    h /= math.sqrt(n)
+    if seed is not None:
+        signs = np.random.default_rng(_v.count("seed", seed, minimum=0)).choice([-1.0, 1.0], n)
+        h = signs[:, None] * h
+    return h
+
+
+def rotate(x, *, seed=None) -> np.ndarray:
+    """`x` [..., n] times `hadamard(n, seed=seed)` along its last axis: what a rotated
+    model does to a layer's input (the layer's weight W [n, out] becomes H^T W, so
+    (x H)(H^T W) = x W). A numpy array, float64."""
+    a = finite_array(x)
+    _v.ensure(a.ndim >= 1, "x must have at least one axis")
+    return a @ hadamard(a.shape[-1], seed=seed)

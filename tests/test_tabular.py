@@ -214,3 +214,13 @@ def test_cpu_path_verdict_branches_on_the_spread():
     assert alone.startswith("Only numpy")
     with pytest.raises(TypeError, match="runs must be a dict"):
         tabular_model.cpu_path_verdict([], 1)
+
+
+def test_cpu_paths_times_onnx_runtime_where_installed():
+    # The third path exports the model (torch's dynamo exporter) and runs it on one
+    # intra-op thread; without onnxruntime it is left out rather than failing.
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    runs = tabular_model.cpu_paths(tabular_model.mlp(hidden=(8,)), 2, repeats=1,
+                                   paths=("ONNX Runtime",))
+    assert set(runs) == {"ONNX Runtime"} and runs["ONNX Runtime"][0] > 0

@@ -165,6 +165,22 @@ def test_token_nll_is_the_reference_perplexity(tiny):
     assert np.allclose(m.token_nll(ids), ref, atol=1e-5)
 
 
+def test_chat_ids_lay_out_the_template():
+    from types import SimpleNamespace
+
+    # A tokenizer that spells each character: the template's text is readable back.
+    t = SimpleNamespace(ids={"<|im_start|>": 1, "<|im_end|>": 2},
+                        encode=lambda s: [ord(c) for c in s])
+
+    def spell(ids):
+        return "".join({1: "<S>", 2: "<E>"}.get(i, chr(i) if i > 2 else "?") for i in ids)
+    assert spell(rm.chat_ids(t, "hi")) == "<S>user\nhi<E>\n<S>assistant\n"
+    assert spell(rm.chat_ids(t, "hi", system="be brief")) == (
+        "<S>system\nbe brief<E>\n<S>user\nhi<E>\n<S>assistant\n")
+    with pytest.raises(TypeError, match="text"):
+        rm.chat_ids(t, 3)
+
+
 def test_bad_inputs_name_the_parameter(tiny):
     m = rm.TorchLlama(tiny, "cpu", max_batch=2, max_len=8)
     with pytest.raises(ValueError, match="max_len"):

@@ -125,6 +125,10 @@ def test_lookup_draft_and_acceptance_by_hand():
     # 14 accepted; 5 rounds rejected a draft, 1 found none: 14 / (14 + 5 + 1) = 0.7
     assert rm.acceptance({"accepted": 14, "rejected": 5, "empty": 1}) == pytest.approx(0.7)
     assert math.isnan(rm.acceptance({"accepted": 0, "rejected": 0, "empty": 0}))
+    with pytest.raises(ValueError, match="missing"):
+        rm.acceptance({"accepted": 3})
+    with pytest.raises(ValueError, match="stats"):
+        rm.acceptance({"accepted": -1, "rejected": 0, "empty": 0})
 
 
 def test_int8_and_int4_match_fake_quantisation_by_another_route(tiny):
@@ -195,6 +199,8 @@ def test_bad_inputs_name_the_parameter(tiny):
         m.decode_fn(1)
     with pytest.raises(ValueError, match="dtype"):
         rm.TorchLlama(tiny, "cpu", "fp8")
+    with pytest.raises(ValueError, match="temperature"):
+        rm.sample(torch.zeros(1, 4), -1.0)
     with pytest.raises(ValueError, match="kernel"):
         m.quantised("int8-dequant").quantised("int4-unpack")
 

@@ -388,7 +388,7 @@ def sample(logits, temperature=0.0, top_k=None, generator=None):
     Returns a list of ints."""
     import torch
 
-    if temperature == 0:
+    if _v.non_negative("temperature", temperature) == 0:
         return torch.argmax(logits, -1).tolist()
     scaled = logits.float() / temperature
     if top_k is not None:
@@ -419,8 +419,12 @@ def acceptance(stats) -> float:
     or not, and the trials stop at the first rejection, so alpha = accepted / (accepted +
     rejections), a round that found nothing to draft counting as one rejection (the
     maximum-likelihood estimate under independent acceptances). NaN with no trial."""
-    trials = stats["accepted"] + stats["rejected"] + stats["empty"]
-    return stats["accepted"] / trials if trials else math.nan
+    missing = [k for k in ("accepted", "rejected", "empty") if k not in stats]
+    _v.ensure(not missing, f"stats must be prompt_lookup_generate's counts; missing {missing}")
+    accepted, rejected, empty = (_v.count(f"stats[{k!r}]", stats[k], minimum=0)
+                                 for k in ("accepted", "rejected", "empty"))
+    trials = accepted + rejected + empty
+    return accepted / trials if trials else math.nan
 
 
 def greedy_reference(source, prompt, new_tokens) -> dict:

@@ -654,3 +654,17 @@ def test_tp_prefill_is_the_shards_forward_step_plus_prompt_sized_allreduces():
     assert pre["protocol"] == "Simple"
     with pytest.raises(ValueError, match="prompt_tokens"):
         parallel.tp_prefill_breakdown("llama-2-70b", "H100 SXM", 8, 0)
+
+
+def test_fp8_w8a8_needs_compute_dtype_and_reaches_the_decision():
+    # dtype fp8 alone is weight-only (W8A16): at a compute-bound batch its matmuls run at
+    # the 16-bit peak; compute_dtype fp8 doubles the peak, so the step is shorter.
+    kw = dict(achievable=True)
+    wo = parallel.tp_decode_step_s("llama-2-70b", "H200", 8, 195, 4096, dtype="fp8_e4m3", **kw)
+    w8a8 = parallel.tp_decode_step_s("llama-2-70b", "H200", 8, 195, 4096, dtype="fp8_e4m3",
+                                     compute_dtype="fp8_e4m3", **kw)
+    assert w8a8 < wo
+    t = parallel.tp_options("llama-2-70b", {"H200": 4.0}, 4096, 0.025, degrees=(8,),
+                            dtype="fp8_e4m3", compute_dtype="fp8_e4m3")
+    assert t.loc[0, "batch"] == parallel.tp_max_batch_within(
+        "llama-2-70b", "H200", 8, 4096, 0.025, dtype="fp8_e4m3", compute_dtype="fp8_e4m3")

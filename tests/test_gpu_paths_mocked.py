@@ -857,3 +857,40 @@ def test_lab9_times_tensorrt_and_eager_on_one_side_stream_and_reports_a_failure(
         assert "Published measurements instead" in out and "Sources:" in out
     else:
         assert "TensorRT fp16, strongly typed" in out and "skipped" not in out
+
+
+def test_each_matmul_shape_is_graded_against_the_peak_at_the_clock_it_ran_at(monkeypatch):
+    # A T4 whose first shape ran at 1,590 MHz and whose second, later in the sweep, was
+    # held at 795 MHz by its power cap: each row's peak is scaled by its own clock, so the
+    # second shape's fraction at its clock is twice its fraction of the datasheet peak.
+    clocks = iter([1590.0, 795.0])
+
+    class Sampler:
+        def __init__(self, device):
+            self.mhz = next(clocks)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def summary(self):
+            return {"sm_clock_mhz": self.mhz, "sm_clock_max_mhz": 1590.0}
+
+    t4 = hardware.get("T4")
+    monkeypatch.setattr(bench, "sample_clocks", Sampler)
+    monkeypatch.setattr(bench, "time_fn", lambda fn, **kw: bench.Timing(1e-3, 0.0, 5, 1))
+    rows = bench.matmul_tflops([(64, 64, 64), (128, 128, 128)], "fp16", "cpu",
+                               accelerator=t4, sustain_s=0, progress=False)
+    assert list(rows["sm_clock_mhz"]) == [1590.0, 795.0]
+    # the T4's 65 TFLOP/s is quoted at its 1,590 MHz boost (catalogue boost_clock_hz)
+    for (_, r), mhz in zip(rows.iterrows(), (1590.0, 795.0)):
+        assert r["fraction_of_peak_at_clock"] == pytest.approx(
+            r["achieved_tflops"] * 1e12 / (65e12 * mhz / 1590))
+    assert rows["fraction_of_peak_at_clock"].iloc[1] == pytest.approx(
+        2 * rows["fraction_of_peak"].iloc[1])
+    # on a CPU, no NVML: NaN, not a guess
+    monkeypatch.undo()
+    cpu = bench.matmul_tflops([(8, 8, 8)], "fp32", "cpu", min_run_time=0.001, progress=False)
+    assert math.isnan(cpu["fraction_of_peak_at_clock"].iloc[0])

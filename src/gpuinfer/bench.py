@@ -586,7 +586,10 @@ def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
     clock as it was. Then, with `sustain_s` > 0 (default `GPU_SUSTAIN_S` on a GPU, 0 on a
     CPU), the shape runs back to back for `sustain_s` seconds (`sustain`) and is timed again:
     `sustained_seconds`, `sustained_tflops`, `sustained_fraction_of_peak` (NaN when not
-    measured), the figure a power-capped card holds."""
+    measured), the figure a power-capped card holds. On an NVIDIA GPU with NVML each
+    timing's clock is sampled while it runs (`sample_clocks`): `sm_clock_mhz` and
+    `sustained_sm_clock_mhz`, and `fraction_of_peak_at_clock`, the burst against the peak
+    scaled to the clock *that shape* ran at (`clock_scaled_peak`; NaN without NVML)."""
     import torch
 
     device, dtype, tdtype, bpe, acc, cache = _dev.target(device, dtype, accelerator)
@@ -622,12 +625,16 @@ def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
             x, w, out = views[state["i"]]
             return torch.mm(x, w, out=out)
 
-        t = time_fn(mm, min_run_time=min_run_time, device=device)
-        held = math.nan
+        with sample_clocks(device) as burst_clk:   # the clock this shape ran at (GPU)
+            t = time_fn(mm, min_run_time=min_run_time, device=device)
+        held, held_clk = math.nan, {}
         if sustain_s > 0:
             sustain(mm, sustain_s, device, t.median_s)
-            held = time_fn(mm, warmup=0, min_run_time=min_run_time, device=device).median_s
+            with sample_clocks(device) as clk:
+                held = time_fn(mm, warmup=0, min_run_time=min_run_time, device=device).median_s
+            held_clk = clk.summary()
         a = b = c = views = None  # free this shape's operands before the next shape's
+        burst_clk = burst_clk.summary()
         achieved = flops / t.median_s
         roof = _roof_flops(flops, nbytes, acc, dtype)
         return {"device": acc.name, "dtype": dtype, "m": m, "n": n, "k": k,
@@ -636,8 +643,12 @@ def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
                 "iqr_s": t.iqr_s, "achieved_tflops": achieved / 1e12,
                 "achieved_gb_per_s": nbytes / t.median_s / 1e9,
                 "fraction_of_peak": fraction(achieved, peak),
+                "sm_clock_mhz": burst_clk["sm_clock_mhz"],
+                "fraction_of_peak_at_clock": fraction(
+                    achieved, clock_scaled_peak(peak, burst_clk, acc)),
                 "sustained_seconds": held, "sustained_tflops": flops / held / 1e12,
                 "sustained_fraction_of_peak": fraction(flops / held, peak),
+                "sustained_sm_clock_mhz": held_clk.get("sm_clock_mhz", math.nan),
                 "roofline_tflops": roof / 1e12,
                 "fraction_of_roofline": fraction(achieved, roof)}
 

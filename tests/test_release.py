@@ -86,3 +86,16 @@ def test_a_notebook_without_a_setup_cell_is_refused(tmp_path):
         release.pin_notebook(path, "0.2.0")
     with pytest.raises(FileNotFoundError, match="path"):
         release.pin_notebook(tmp_path / "missing.ipynb", "0.2.0")
+
+
+def test_lab_8s_two_step_install_is_pinned_in_both_steps():
+    nb = json.loads((ROOT / "labs" / "08_triton_dynamic_batching.ipynb").read_text())
+    source = "".join(nb["cells"][0]["source"])
+    assert release.is_setup_cell(source)
+    pinned = release.pin_source(source, "0.2.0")
+    url = "https://github.com/gpu-inference-course/gpu-inference-course"
+    # the package first, the serving extra second: both from the release, nothing from main
+    assert pinned.count(f"@ git+{url}@v0.2.0") == 2 and "@main" not in pinned
+    assert f'"gpuinfer @ git+{url}@v0.2.0"' in pinned
+    assert f'"gpuinfer[serving] @ git+{url}@v0.2.0"' in pinned
+    assert "timeout=240" in pinned and "ignore it" in pinned

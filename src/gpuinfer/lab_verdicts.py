@@ -1002,20 +1002,24 @@ def tp_step(one_step: Spread, top_step: Spread, one_compute: Spread, top_compute
                             "that contains it: the load changed between the timings",
                             *spreads)
     saved = one_compute.median - top_compute.median
-    parts = (f"compute saved {saved * 1e3:.3g} ms, all-reduce added "
-             f"{allreduce_s * 1e3:.3g} ms (fit)")
+    parts = (f"compute {'saved' if saved >= 0 else 'grew by'} {abs(saved) * 1e3:.3g} ms, "
+             f"all-reduce added {allreduce_s * 1e3:.3g} ms (fit)")
     speed = one_step.median / top_step.median
     cost = compare(Spread(top_compute.median + allreduce_s, top_compute.spread), one_compute)
+    noisy = "its parts, timed apart, are too noisy to say which outweighs the other"
     order = compare(one_step, top_step)
     if order == "larger":
-        why = ("the compute saved exceeds the all-reduce added" if cost == "smaller" else
-               "its parts, timed apart, do not show\nthat gain beyond their noise")
-        return f"Sharding paid on this run ({speed:.2f}x; {parts}): {why}."
+        why = {"smaller": "the compute saved exceeds the all-reduce added",
+               "larger": "although its parts predict a loss: the parts were timed apart, "
+                         "under\nanother load"}.get(cost, noisy)
+        return f"Sharding paid on this run ({speed:.2f}x; {parts}):\n{why}."
     if order == "smaller":
-        why = ("the all-reduce costs more than the compute saved" if cost == "larger" else
-               "although the parts predict a gain: the step pays more than its compute and\n"
-               "its all-reduce, ranks waiting for each other (on a shared CPU, for a "
-               "descheduled one)")
+        why = {"larger": "the all-reduce costs more than the compute saved" if saved > 0 else
+               "each rank's shard took no less than the whole layer (the ranks share\n"
+               "cores), and the all-reduce came on top",
+               "smaller": "although its parts predict a gain: the step pays more than its "
+                          "compute and\nits all-reduce, ranks waiting for each other (on a "
+                          "shared CPU, for a descheduled one)"}.get(cost, noisy)
         return f"Sharding made the step slower on this run ({speed:.2f}x; {parts}):\n{why}."
     return inconclusive(f"the {n}-rank step against the unsharded one; {parts}", *spreads)
 
@@ -1027,9 +1031,9 @@ def tp_split(one_compute: Spread, top_compute: Spread, n) -> str:
     n = _v.count("n", n)
     share = top_compute.median / one_compute.median
     if compare(top_compute, one_compute) == "larger":
-        return inconclusive(f"a rank's shard ({share:.0%} of the unsharded compute) took "
-                            "longer than the whole layer", one_compute.spread,
-                            top_compute.spread)
+        return (f"Each rank's shard took longer ({share:.0%}) than the whole layer did on "
+                "its own: the ranks\ncompete for the same cores (and memory bandwidth), "
+                "so the split bought nothing here.")
     if _vs(ratio(top_compute, one_compute), 1.5 / n) == "larger":
         return (f"Each rank's compute fell only to {share:.0%} of the whole (a perfect split: "
                 f"{1 / n:.0%}): the ranks\nshare cores (or memory bandwidth), so the split "

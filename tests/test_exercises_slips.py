@@ -1,11 +1,19 @@
 """check()'s slip rule: a slip's hint fires only near that slip's value (within
-Exercise.slip_tolerance of right x factor); other wrong answers get a neutral "not yet"
-with the exercise's own hint. And the chapter *Serving LLMs*' answers, derived by hand."""
+Exercise.slip_tolerance of right x factor), and a generic slip only for the kinds of answer
+it can happen to (each exercise's kind read from its unit or declared); other wrong answers
+get a neutral "not yet" with the exercise's own hint. And the chapter *Serving LLMs*'
+answers, derived by hand."""
 
 import math
 
+import pytest
+
 from gpuinfer import exercises
-from gpuinfer.exercises import COMMON_SLIPS
+from gpuinfer.exercises import COMMON_SLIPS, KINDS, ROUNDING_HINTS
+
+
+def _candidates(ex):
+    return [*ex.slips.items(), *((s.factor, s.hint) for s in ex.common_slips)]
 
 
 def test_a_slip_hint_fires_only_within_its_tolerance_of_its_value():
@@ -14,7 +22,7 @@ def test_a_slip_hint_fires_only_within_its_tolerance_of_its_value():
         right = float(ex.answer())
         if right == 0:
             continue
-        for factor, hint in [*ex.slips.items(), *COMMON_SLIPS]:
+        for factor, hint in _candidates(ex):
             tol = ex.slip_tolerance(factor)
             assert tol <= abs(factor - 1) / 4 + 1e-15, (name, factor)
             # Just outside the slip's window, on both sides: never that slip's hint
@@ -25,8 +33,131 @@ def test_a_slip_hint_fires_only_within_its_tolerance_of_its_value():
                     continue
                 assert ex.slip(value) != hint or any(
                     math.isclose(value, right * f, rel_tol=ex.slip_tolerance(f))
-                    for f, h in [*ex.slips.items(), *COMMON_SLIPS] if h == hint
-                    and f != factor), (name, factor, value)
+                    for f, h in _candidates(ex) if h == hint and f != factor), (name, factor, value)
+
+
+# --- hints that fit the question: every generic slip against every exercise's kind ----------
+
+def test_every_exercise_has_a_kind_its_unit_says_or_it_declares():
+    for name in exercises.names():
+        ex = exercises.get(name)
+        assert ex.kind in KINDS and ex.kind != "other", \
+            f"{name}: unit {ex.unit!r} says no kind; register it with kind= one of {list(KINDS)}"
+
+
+def test_each_generic_slip_fires_exactly_on_the_kinds_it_names():
+    # Make every generic slip on every registered exercise. On an exercise of a kind the
+    # slip names, its hint fires (unless the exercise's own slip, or the right answer, is
+    # at that value); on any other kind it never does, whatever the answer.
+    fired, silenced = set(), set()
+    for name in exercises.names():
+        ex = exercises.get(name)
+        right = float(ex.answer())
+        if right == 0:
+            continue
+        for slip in COMMON_SLIPS:
+            value = right * slip.factor
+            said = ex.slip(value)
+            if ex.kind in slip.kinds:
+                own = any(math.isclose(value, right * f, rel_tol=ex.slip_tolerance(f))
+                          for f in ex.slips)
+                if not own and not ex.is_correct(value):
+                    assert said == slip.hint, (name, ex.kind, slip.factor, said)
+                    fired.add(slip.hint)
+            else:
+                assert said != slip.hint, (name, ex.kind, slip.factor, said)
+                silenced.add(slip.hint)
+    # Every generic slip that some registered kind allows was seen to fire at least once.
+    kinds = {exercises.get(n).kind for n in exercises.names()}
+    assert fired == {s.hint for s in COMMON_SLIPS if s.kinds & kinds}
+    assert silenced == {s.hint for s in COMMON_SLIPS}
+
+
+@pytest.mark.parametrize("name, factor, wrong_words", [
+    # Issue 33's misfires, planted: none of them may come back.
+    ("roofline-gemv-intensity", 0.5, ["dense peak", "sparse"]),       # a GEMV's intensity
+    ("roofline-gemv-intensity", 2.0, ["sparse"]),
+    ("roofline-13b-a100-ceiling", 2.0, ["sparse", "dense peak"]),     # a bandwidth ceiling
+    ("lab-tp-bus-bandwidth", 2.0, ["sparse", "dense peak"]),
+    ("bench-mean-of-spiky-calls", 0.5, ["dense peak", "sparse"]),     # the median, 2 ms
+    ("lab-batching-merged-md1", 2.0, ["sparse", "dense peak"]),       # M/M/1 for M/D/1
+    ("llm-chunk-budget", 2**30 / 1e9, ["GiB"]),                        # a token count
+    ("llm-chunk-budget", 1e9 / 2**30, ["GiB"]),
+    ("lab-moe-half-experts-tokens", 2**30 / 1e9, ["GiB"]),
+])
+def test_the_misfires_the_learners_met_do_not_fire(name, factor, wrong_words):
+    said = repr(exercises.check(name, exercises.get(name).answer() * factor))
+    assert "not yet" in said
+    for words in wrong_words:
+        assert words not in said, (name, factor, said)
+
+
+def test_the_slips_still_fire_where_they_apply():
+    # GEMV intensity at half: the multiply-add counted as one FLOP.
+    said = repr(exercises.check("roofline-gemv-intensity",
+                                exercises.get("roofline-gemv-intensity").answer() / 2))
+    assert "multiply-add is 2 FLOPs" in said
+    # A bus bandwidth reported in GiB/s: the GiB slip (bytes/s is a kind it applies to).
+    name = "lab-tp-bus-bandwidth"
+    assert "GiB" in repr(exercises.check(name, exercises.get(name).answer() * 1e9 / 2**30))
+    # A time in ms where s was asked: the prefix slip names s and ms.
+    name = "bench-mean-of-spiky-calls"
+    assert "s against ms" in repr(exercises.check(name, exercises.get(name).answer() * 1e3))
+    # The sparse peak on an answer in FLOP/s (a throwaway exercise, removed after).
+    exercises.register("tmp-dense-peak", question="q?", unit="FLOP/s", hint="h", where="x")(
+        lambda: 312e12)
+    try:
+        assert exercises.get("tmp-dense-peak").kind == "flop_rate"
+        assert "sparse (2:4) peak" in repr(exercises.check("tmp-dense-peak", 624e12))
+    finally:
+        exercises._REGISTRY.pop("tmp-dense-peak")
+
+
+def test_off_by_one_says_which_way_the_question_rounds():
+    # Lab 10: from how many tokens do 128 experts, top-8, touch half? ln 2 / ln(16/15) =
+    # 10.74 -> 11, rounded up: 10 is one short and gets "round up", never "round down".
+    name = "lab-moe-half-experts-tokens"
+    assert exercises.get(name).answer() == 11 and exercises.get(name).rounding == "up"
+    said = repr(exercises.check(name, 10))
+    assert ROUNDING_HINTS["up"] in said and "round down" not in said
+    # Chapter 10: ridge x E/k on an A100, 612.06 -> 613 rounded up.
+    said = repr(exercises.check("moe-rule-batch-mixtral-a100", 611))
+    assert ROUNDING_HINTS["up"] in said
+    # Chapter 1: the largest batch that fits rounds down.
+    name = "roofline-max-batch-13b-a100-2k"
+    assert exercises.get(name).rounding == "down"
+    assert ROUNDING_HINTS["down"] in repr(exercises.check(name, exercises.get(name).answer() + 1))
+    # Every exercise that accepts a whole number within a margin says which way it rounds.
+    for n in exercises.names():
+        if exercises.get(n).abs_tol >= 0.5:
+            assert exercises.get(n).rounding in ("up", "down"), n
+
+
+@pytest.mark.parametrize("unit, kind", [
+    ("bytes (exact)", "bytes"), ("GB", "bytes"), ("bytes per weight (exact)", "bytes"),
+    ("bytes/s", "bandwidth"), ("GB/s", "bandwidth"), ("FLOP/byte", "intensity"),
+    ("FLOP/s", "flop_rate"), ("s", "time"), ("microseconds", "time"), ("ms", "time"),
+    ("tokens/s per user (3 significant figures)", "rate"), ("requests/s", "rate"),
+    ("requests per batch", "count"), ("sequences (a whole number, rounded down)", "count"),
+    ("tokens", "count"), ("fraction (0-1)", "fraction"), ("percent", "percent"),
+    ("USD per million tokens", "money"), ("ratio (2 significant figures)", "ratio"),
+    ("dB (3 significant figures)", "decibel"), ("units of x per step", "value"),
+    ("widgets", None),
+])
+def test_kind_of_reads_the_unit(unit, kind):
+    assert exercises.kind_of(unit) == kind
+
+
+def test_a_declared_kind_is_checked_and_wins():
+    with pytest.raises(KeyError, match="kind"):
+        exercises.register("tmp-x", question="q?", unit="widgets", hint="h", where="x",
+                           kind="widget")
+    exercises.register("tmp-y", question="q?", unit="widgets", hint="h", where="x",
+                       kind="count")(lambda: 5.0)
+    try:
+        assert exercises.get("tmp-y").kind == "count"
+    finally:
+        exercises._REGISTRY.pop("tmp-y")
 
 
 def test_an_answer_merely_off_gets_a_neutral_not_yet():

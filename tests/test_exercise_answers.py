@@ -784,6 +784,8 @@ def test_lab_matmul_answers():
 
 #: Exercises whose answers another test file already reaches by another route.
 DERIVED_ELSEWHERE = {
+    "test_real_model.py": ["lab-real-weight-read-us-t4", "lab-real-launches-per-read-h100",
+                           "lab-real-spec-speedup"],
     "test_exercises_ch01_03.py": [
         "roofline-decision-batch1", "decode-decision-batch-tpot"],
     "test_exercises_ch06_08.py": ["parallel-decision-gpu-tp", "cpu-or-gpu-under-slo"],

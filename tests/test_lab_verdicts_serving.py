@@ -249,6 +249,8 @@ def test_tp_split_and_accounting():
     assert v.tp_split(quiet(10e-3), quiet(5e-3), 2) == ""
     assert "took longer (200%)" in v.tp_split(quiet(10e-3), quiet(20e-3), 2)
     assert v.tp_split(Spread(10e-3, 0.7), quiet(20e-3), 2) == ""      # too noisy to say
+    # a shard timed at 31 ms beside a 19.7 ms step that contains it: no claim on the split
+    assert v.tp_split(quiet(19.8e-3), Spread(31e-3, 0.39), 2, quiet(19.7e-3)) == ""
     assert "accounts for 50%" in v.tp_accounting(quiet(1e-3), quiet(2e-3))
     assert "within this run's noise" in v.tp_accounting(quiet(1e-3), quiet(1.02e-3))
     assert v.tp_accounting(Spread(1e-3, 0.9), quiet(1e-3)).startswith(INCONCLUSIVE)

@@ -1024,12 +1024,17 @@ def tp_step(one_step: Spread, top_step: Spread, one_compute: Spread, top_compute
     return inconclusive(f"the {n}-rank step against the unsharded one; {parts}", *spreads)
 
 
-def tp_split(one_compute: Spread, top_compute: Spread, n) -> str:
+def tp_split(one_compute: Spread, top_compute: Spread, n, top_step=None) -> str:
     """Lab 7: how far each of `n` ranks' compute (`top_compute`, s) fell from the
     unsharded compute (`one_compute`): near 1/n, or much less than that (ranks sharing
-    cores or memory bandwidth). Empty when nothing beyond the noise needs saying."""
+    cores or memory bandwidth). Empty when nothing beyond the noise needs saying, or when
+    the shard's timing outlasts the sharded step (`top_step`, s) that contains it: then
+    the timings disagree, and `tp_step` says so."""
     n = _v.count("n", n)
     share = top_compute.median / one_compute.median
+    if top_step is not None and (compare(top_compute, top_step) == "larger"
+                                 or top_compute.median > 1.5 * top_step.median):
+        return ""
     if compare(top_compute, one_compute) == "larger":
         return (f"Each rank's shard took longer ({share:.0%}) than the whole layer did on "
                 "its own: the ranks\ncompete for the same cores (and memory bandwidth), "

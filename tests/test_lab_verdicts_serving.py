@@ -376,3 +376,22 @@ def test_lab_backend_falls_back_to_gloo_when_nccl_fails(monkeypatch):
     assert backend == "gloo" and "unhandled error" in note and "Falling back to gloo" in note
     monkeypatch.setattr(distributed, "preflight", lambda *a, **k: (True, ""))
     assert distributed.lab_backend()[0] == "nccl"
+
+
+# --- lab 6's exercise 3: the formula, a simulation's answer, the M/M/1 slip ---------------
+
+def test_merged_md1_accepts_a_simulation_and_names_the_mm1_slip():
+    from gpuinfer import batching, exercises
+
+    w = 0.7 * 0.010 / (2 * (1 - 0.7))            # M/D/1 by hand: rho / (2 mu (1 - rho))
+    assert exercises.check("lab-batching-merged-md1", w)
+    # what simulate_shared gives on 10,000 + 7,500 requests, one seed
+    sim = batching.simulate_shared({
+        "A": dict(arrivals=batching.poisson_arrivals(40, 10_000, seed=3), service_time=0.010,
+                  max_batch=1),
+        "B": dict(arrivals=batching.poisson_arrivals(30, 7_500, seed=1003), service_time=0.010,
+                  max_batch=1)})
+    simulated = float((sim.start - sim.arrival).mean())
+    assert abs(simulated / w - 1) < 0.15 and exercises.check("lab-batching-merged-md1", simulated)
+    mm1 = exercises.check("lab-batching-merged-md1", 0.7 / (100 - 70))   # rho / (mu - lambda)
+    assert not mm1 and "M/M/1" in str(mm1)

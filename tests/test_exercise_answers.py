@@ -502,45 +502,6 @@ def test_serving_kv_instance_bytes():
     derived("serving-kv-instance-bytes", LLAMA3_8B_PARAMS * 2 + 16 * 4096 * L3_KV_TOKEN)
 
 
-def test_serving_decision_mig_profile():
-    # Llama-3-8B W8A16: the matmul weights in int8 (7,504,658,432 B), the embedding table
-    # and norms in fp16 (1,050,673,152 + 65 x 4,096 x 2 = 532,480): 8,555,864,064 B.
-    # Batch 8 at 4,096: 8 x 536,870,912 = 4,294,967,296 B of cache.
-    # Profiles in order of compute slices then memory slices; the memory a slice gives
-    # (hardware.mig_slice, from NVIDIA's MIG guide) less the 1 GiB reserve:
-    #   1g.10gb: 10,468,982,784 - 1,073,741,824 - 8,555,864,064 = 839 MB: 1 sequence < 8.
-    #   1g.20gb (and 2g.20gb, the same 2 of 8 memory slices): 11.44e9 B, 21 sequences.
-    # A slice's bandwidth is its memory slices' share, m/8 of 3.35e12. The step on the
-    # achievable model (achievable.FITTED: bytes at 0.85 of it, int8 weight-only matmuls
-    # at a further 0.83; 32 x 13 kernel gaps of 0.5 us; 1.6 ms a step), memory-bound at
-    # batch 8 (the activations and embedding rows, ~0.04e9 B, left out):
-    #   2/8: 837.5e9 B/s: 7.5047e9 / (0.85 x 0.83 x 837.5e9) = 12.70 ms + 4.295e9 /
-    #        (0.85 x 837.5e9) = 6.03 ms + 1.81 ms = 20.54 ms > 15 ms: misses (the ceiling,
-    #        11.80e9 / 837.5e9 = 14.1 ms, would pass: the slip the exercise names).
-    #   4/8 (3g.40gb): 1.675e12 B/s: 6.35 + 3.02 + 1.81 = 11.18 ms <= 15 ms: chosen.
-    # NVIDIA's MIG user guide: an H100 80GB holds 2 instances of 3g.40gb.
-    weights = (32 * L3_LAYER + 128256 * 4096) * 1 + 128256 * 4096 * 2 + 65 * 4096 * 2
-    assert weights == 8_555_864_064
-    matmul, cache = 32 * L3_LAYER + 128256 * 4096, 8 * 4096 * L3_KV_TOKEN
-    seq = 4096 * L3_KV_TOKEN
-    small = hardware.mig_slice("H100 SXM", "1g.10gb")
-    assert (small.memory_bytes - RESERVE - weights) // seq < 8
-    for profile, slices in (("1g.20gb", 2), ("3g.40gb", 4)):
-        s = hardware.mig_slice("H100 SXM", profile)
-        assert (s.memory_bytes - RESERVE - weights) // seq >= 8
-        assert s.bandwidth == pytest.approx(H100_BW * slices / 8)
-
-    def tpot(bw):
-        return matmul / (0.85 * 0.83 * bw) + cache / (0.85 * bw) + 32 * 13 * 0.5e-6 + 1.6e-3
-
-    assert tpot(H100_BW * 2 / 8) == pytest.approx(20.54e-3, rel=1e-3)
-    assert tpot(H100_BW * 2 / 8) > 0.015
-    assert (matmul + cache) / (H100_BW * 2 / 8) < 0.015           # the ceiling's slip
-    assert tpot(H100_BW * 4 / 8) == pytest.approx(11.18e-3, rel=2e-3)
-    assert tpot(H100_BW * 4 / 8) <= 0.015
-    derived("serving-decision-mig-profile", 2)
-
-
 # =============================================================================================
 # Chapter 6 and lab 5: CPU or GPU, and what it costs
 # =============================================================================================
@@ -784,6 +745,9 @@ def test_lab_matmul_answers():
 
 #: Exercises whose answers another test file already reaches by another route.
 DERIVED_ELSEWHERE = {
+    "test_serving_stack.py": ["llm-prefix-hit-rate", "llm-routing-prefill-ratio",
+                              "llm-offload-breakeven", "llm-kv-transfer-ms",
+                              "serving-decision-mig-profile"],
     "test_real_model.py": ["lab-real-weight-read-us-t4", "lab-real-launches-per-read-h100",
                            "lab-real-spec-speedup"],
     "test_exercises_ch01_03.py": [

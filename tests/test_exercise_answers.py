@@ -757,9 +757,10 @@ DERIVED_ELSEWHERE = {
                         "quant-decision-format"],
     "test_exercises_slips.py": ["llm-mla-kv", "llm-two-instances", "llm-chunk-budget",
                                 "llm-spec-batch", "lab-decode-kv-bytes-per-sequence"],
+    "test_exercises_ch10.py": [
+        "moe-b1-step-ms-mixtral-h200", "moe-experts-touched-qwen3-235b-32",
+        "moe-step-gb-mixtral-4", "moe-rule-batch-mixtral-a100"],
     "test_exercises_moe.py": [
-        "moe-active-fraction-deepseek", "moe-experts-touched-deepseek-64",
-        "moe-step-gb-deepseek-64", "moe-compute-bound-mixtral-h100",
         "moe-dispatch-bytes-ep32", "moe-decision-qwen3-235b", "lab-moe-touched-mixtral-16",
         "lab-moe-bytes-growth-qwen3", "lab-moe-half-experts-tokens"],
     "test_exercises_labs_measure.py": [

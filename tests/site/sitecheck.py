@@ -55,11 +55,26 @@ def repository(root=ROOT) -> dict:
             "path_to_book": f"{path}/" if path else ""}
 
 
-def colab_url(page, root=ROOT) -> str:
-    """The Colab address of a notebook page: the file on the configured branch."""
+def reader_branch(root=ROOT) -> str:
+    """The branch the built pages' Colab buttons open (the reader's copies that
+    .github/workflows/pages.yml publishes), or '' when the buttons open the source."""
+    return (config(root).get("sphinx", {}).get("config", {}) or {}).get("gpuinfer_reader_branch", "")
+
+
+def release_ref(ref) -> bool:
+    """Whether `ref` names a release: a tag vMAJOR.MINOR.PATCH, or the `v<version>`
+    placeholder the workshop kit writes for the release a room is pinned to."""
+    return ref == "v<version>" or re.fullmatch(r"v\d+\.\d+\.\d+", ref) is not None
+
+
+def colab_url(page, root=ROOT, ref=None) -> str:
+    """The Colab address of a notebook page at `ref`: by default the file a built page's
+    button opens, its reader's copy on the reader branch (the source on repository.branch
+    when no reader branch is configured)."""
     r = repository(root)
+    ref = ref or reader_branch(root) or r["branch"]
     return (f"https://colab.research.google.com/github/{r['owner']}/{r['name']}/blob/"
-            f"{r['branch']}/{r['path_to_book']}{page}.ipynb")
+            f"{ref}/{r['path_to_book']}{page}.ipynb")
 
 
 def pages_url(root=ROOT) -> str:

@@ -10,7 +10,8 @@ import yaml
 import sitecheck
 
 ROOT = sitecheck.ROOT
-_URL = r"https?://[^\s)\]>\"'`]+"
+# A URL, with the workshop kit's `v<version>` placeholder kept inside it.
+_URL = r"https?://[^\s)\]<>\"'`]+(?:<version>[^\s)\]<>\"'`]*)?"
 README = (ROOT / "README.md").read_text()
 URLS = re.findall(_URL, README)
 # Pages without code that name the repository too (install lines, links).
@@ -38,14 +39,23 @@ def test_readme_has_the_badges():
 @pytest.mark.parametrize("url", PROSE_URLS)
 def test_every_repository_url_agrees_with_config(url):
     r = sitecheck.repository()
-    if re.match(r"https://github\.com/[^/]+/[^/@]+@", url):  # a pinned pip install
-        assert url == f"{r['url']}@{r['branch']}", f"{url}: not {r['url']} at {r['branch']}"
+    # The refs a page may name: the source branch, the reader's copies, or a release
+    # (a tag, or the workshop kit's `v<version>` placeholder for the room's release).
+    def known(ref):
+        return ref in (r["branch"], sitecheck.reader_branch()) or sitecheck.release_ref(ref)
+    pinned = re.fullmatch(r"(https://github\.com/[^/]+/[^/@]+)@(.+)", url)
+    if pinned:  # a pinned pip install
+        assert pinned[1] == r["url"] and known(pinned[2]), f"{url}: not {r['url']} at a known ref"
     elif "colab.research.google.com/github/" in url:
-        match = re.fullmatch(r"https://colab\.research\.google\.com/github/[^/]+/[^/]+/blob/[^/]+/(.+)\.ipynb", url)
-        assert match, f"{url} is not a Colab link to a notebook on a branch"
-        page = match[1].removeprefix(r["path_to_book"])
-        assert url == sitecheck.colab_url(page), f"{url} disagrees with _config.yml"
-        assert page in sitecheck.notebook_pages(), f"{page}.ipynb is not a notebook in _toc.yml"
+        match = re.fullmatch(r"https://colab\.research\.google\.com/github/[^/]+/[^/]+/blob/([^/]+)/(.*)", url)
+        assert match, f"{url} is not a Colab link to a file on a branch"
+        assert known(match[1]), f"{url}: {match[1]} is neither a branch nor a release"
+        if not match[2].endswith(".ipynb"):   # a folder of notebooks, e.g. labs/
+            assert (ROOT / match[2]).is_dir(), f"{url}: no folder {match[2]} here"
+        else:
+            page = match[2].removeprefix(r["path_to_book"]).removesuffix(".ipynb")
+            assert url == sitecheck.colab_url(page, ref=match[1]), f"{url} disagrees with _config.yml"
+            assert page in sitecheck.notebook_pages(), f"{page}.ipynb is not a notebook in _toc.yml"
     elif re.match(r"https://github\.com/", url):
         assert url == r["url"] or url.startswith(r["url"] + "/"), f"{url} is not {r['url']}"
         workflow = re.search(r"/actions/workflows/([^/]+\.ya?ml)", url)

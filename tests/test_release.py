@@ -99,3 +99,9 @@ def test_lab_8s_two_step_install_is_pinned_in_both_steps():
     assert f'"gpuinfer @ git+{url}@v0.2.0"' in pinned
     assert f'"gpuinfer[serving] @ git+{url}@v0.2.0"' in pinned
     assert "timeout=240" in pinned and "ignore it" in pinned
+
+
+def test_the_package_says_the_version_pyproject_releases():
+    # A run recorded without a checkout (reference.save's gpuinfer column) names the release.
+    import gpuinfer
+    assert gpuinfer.__version__ == release.package_version()

@@ -81,4 +81,4 @@ The pages' plumbing (presentation):
     plots, book   figures, and numbers in prose (myst-nb glue)
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # pyproject.toml's version (tests/test_release.py keeps them equal)

@@ -161,6 +161,30 @@ def test_interval_is_the_central_share_of_measured_over_predicted():
         V.interval(50.0, "moe throughput", errors=e)
     with pytest.raises(ValueError, match="value"):
         V.interval(-1.0, errors=e)
+    # A cost moves against the rate: 50 USD at the rate's 10th-90th percentiles' inverse.
+    clo, chi = V.interval(50.0, "all", per="cost", coverage=0.8, errors=e)
+    assert (clo, chi) == pytest.approx((50 / want[1] * 50, 50 / want[0] * 50))
+    with pytest.raises(ValueError, match="per"):
+        V.interval(50.0, per="seconds", errors=e)
+
+
+def test_a_choice_flips_when_the_alternative_lies_inside_the_interval():
+    import pandas as pd
+
+    ratios = np.array([0.5, 0.8, 0.9, 1.0, 1.1, 1.2, 2.0, 0.7, 0.95, 1.05])
+    e = pd.DataFrame({"measured": ratios * 100, "achievable": 100.0, "modelled": True,
+                      "kind": "throughput", "moe": False, "tp": 1})
+    lo, hi = np.quantile(ratios, [0.1, 0.9])          # 0.68, 1.28
+    # A cost of 1.00 spans 1/1.28 .. 1/0.68 = 0.78 .. 1.47: 1.40 is inside, 1.60 is not.
+    assert V.choice(1.0, 1.40, errors=e)["flips"]
+    got = V.choice(1.0, 1.60, errors=e)
+    assert not got["flips"] and got["low"] == pytest.approx(1 / hi)
+    assert got["high"] == pytest.approx(1 / lo)
+    # A rate of 100 spans 68 .. 128: a runner-up at 90 could win, one at 60 cannot.
+    assert V.choice(100.0, 90.0, per="rate", errors=e)["flips"]
+    assert not V.choice(100.0, 60.0, per="rate", errors=e)["flips"]
+    with pytest.raises(ValueError, match="other"):
+        V.choice(1.0, 0.0, errors=e)
 
 
 def test_errors_by_summarises_absolute_errors_by_regime():

@@ -557,22 +557,43 @@ def validation_errors(model="fitted"):
     return e[(e["pool"] == "fit") & e["modelled"]].reset_index(drop=True)
 
 
-def interval(value, regime="all", *, coverage=0.8, model="fitted", errors=None):
-    """(low, high): where a measurement falls, given an achievable prediction `value`
-    (any rate: tokens/s, requests/s) in `regime` (`INTERVAL_REGIMES`), from the
-    out-of-sample errors of that regime's rows (`validation_errors(model)`): the central
-    `coverage` of measured / predicted. For a time (seconds), divide: a rate's
-    (low, high) is a time's (value**2 / high, value**2 / low). `errors`: a `table` or
-    `loso` result to use instead."""
+#: What a predicted value is: a rate (tokens/s, requests/s: a measurement divides it by the
+#: ratio measured/predicted's spread as it stands) or a cost of the work (seconds a step,
+#: USD per million tokens, GPUs for a demand: it moves against the rate).
+PER = ("rate", "cost")
+
+
+def interval(value, regime="all", *, per="rate", coverage=0.8, model="fitted", errors=None):
+    """(low, high): where a measurement falls, given an achievable prediction `value` in
+    `regime` (`INTERVAL_REGIMES`), from the out-of-sample errors of that regime's rows
+    (`validation_errors(model)`): the central `coverage` of measured / predicted rates.
+    `per="rate"` for a rate (tokens/s, requests/s); `per="cost"` for what moves against the
+    rate (a step's seconds, USD per million tokens): (value / high ratio, value / low
+    ratio). `errors`: a `table` or `loso` result to use instead."""
     x = _v.positive("value", value)
     regime = _v.choice("regime", regime, list(INTERVAL_REGIMES))
+    per = _v.choice("per", per, list(PER))
     c = _v.fraction("coverage", coverage)
     e = validation_errors(model) if errors is None else errors[errors["modelled"]]
     ratio = (e["measured"] / e["achievable"]).to_numpy()[_regime_mask(e, regime)]
     _v.ensure(len(ratio) >= 5, f"regime={regime!r} has {len(ratio)} validated rows, too few "
                                f"for an interval")
     lo, hi = np.quantile(ratio, [(1 - c) / 2, (1 + c) / 2])
-    return float(x * lo), float(x * hi)
+    return (float(x * lo), float(x * hi)) if per == "rate" else (float(x / hi), float(x / lo))
+
+
+def choice(best, other, regime="all", *, per="cost", coverage=0.8, model="fitted",
+           errors=None) -> dict:
+    """A decision's two numbers and whether it holds within the model's error: `best` is
+    the chosen option's achievable value and `other` the best alternative's (same units;
+    `per` as in `interval`: "cost" when lower wins, "rate" when higher wins). Returns
+    {"value", "low", "high", "other", "flips"}: (low, high) is `best`'s `interval`, and
+    `flips` is True when `other` lies inside it, i.e. the choice could change within the
+    model's error in this regime (measure both before committing)."""
+    low, high = interval(best, regime, per=per, coverage=coverage, model=model, errors=errors)
+    o = _v.positive("other", other)
+    return {"value": float(best), "low": low, "high": high, "other": float(o),
+            "flips": bool(low <= o <= high)}
 
 
 # --- the ceiling ----------------------------------------------------------------------------

@@ -81,9 +81,9 @@ BASES = [
     ("llm.kv_cache_bytes_per_token", "model='llama-3-8b', dtype='fp16'",
      {"model": "name", "dtype": "name"}),
     ("llm.weight_bytes", "model='llama-3-8b', dtype='fp16'", {"model": "name", "dtype": "name"}),
-    ("llm.decode_step_time", "model='llama-3-8b', accelerator='A100', batch=4, context=512",
+    ("llm.decode_step_s", "model='llama-3-8b', accelerator='A100', batch=4, context=512",
      {"model": "name", "accelerator": "name", "batch": "count", "context": "count"}),
-    ("llm.decode_step_time", "model='llama-3-8b', accelerator='T4', batch=4, context=512, "
+    ("llm.decode_step_s", "model='llama-3-8b', accelerator='T4', batch=4, context=512, "
      "dtype='fp16'", {"dtype": "name", "kv_dtype": "name", "compute_dtype": "name"}),
     ("llm.decode_ceiling", "model='llama-3-8b', accelerator='A100', batch=4, context=512",
      {"batch": "count", "context": "count", "dtype": "name"}),
@@ -95,9 +95,9 @@ BASES = [
      {"batch": "count", "context": "count"}),
     ("llm.decode_step_breakdown", "model='llama-3-8b', accelerator='A100', batch=4",
      {"batch": "count", "compute_dtype": "name"}),
-    ("llm.forward_step_time", "model='llama-3-8b', accelerator='A100', new_tokens=128",
+    ("llm.forward_step_s", "model='llama-3-8b', accelerator='A100', new_tokens=128",
      {"new_tokens": "count", "context": "count", "logits": "count"}),
-    ("llm.prefill_time", "model='llama-3-8b', accelerator='A100', prompt_tokens=512",
+    ("llm.prefill_s", "model='llama-3-8b', accelerator='A100', prompt_tokens=512",
      {"prompt_tokens": "count", "batch": "count", "dtype": "name"}),
     ("llm.max_batch", "model='llama-3-8b', accelerator='A100', context=2048",
      {"context": "count", "reserve_bytes": "num", "kv_dtype": "name"}),
@@ -125,7 +125,7 @@ BASES = [
     ("llm.decode_step_time_overlapped", "model='llama-3-8b', accelerator='A100', batch=4",
      {"batch": "count", "context": "count"}),
     # parallel
-    ("parallel.allreduce_time", "n_bytes=1e6, n_devices=8, bandwidth=1e11, latency=1e-6",
+    ("parallel.allreduce_s", "n_bytes=1e6, n_devices=8, bandwidth=1e11, latency=1e-6",
      {"n_bytes": "num", "n_devices": "count", "bandwidth": "num", "latency": "num",
       "base_latency": "num"}),
     ("parallel.allreduce_bytes_sent", "n_bytes=1e6, n_devices=8",
@@ -134,11 +134,11 @@ BASES = [
      {"n_bytes": "num", "n_devices": "count", "seconds": "num"}),
     ("parallel.allreduce_crossover_bytes", "n_devices=8, bandwidth=1e11, latency=1e-6",
      {"n_devices": "count", "bandwidth": "num", "latency": "num"}),
-    ("parallel.interconnect_allreduce_time", "n_bytes=1e6, n_devices=8, interconnect='nvlink4'",
+    ("parallel.interconnect_allreduce_s", "n_bytes=1e6, n_devices=8, interconnect='nvlink4'",
      {"n_bytes": "num", "n_devices": "count", "interconnect": "name", "protocol": "name"}),
-    ("expert_parallel.all_to_all_time", "sent_bytes=1e6, n_devices=8, interconnect='nvlink4'",
+    ("expert_parallel.all_to_all_s", "sent_bytes=1e6, n_devices=8, interconnect='nvlink4'",
      {"sent_bytes": "num", "n_devices": "count", "interconnect": "name"}),
-    ("parallel.tp_decode_step_time", "model='llama-3-70b', accelerator='H100', n_devices=4",
+    ("parallel.tp_decode_step_s", "model='llama-3-70b', accelerator='H100', n_devices=4",
      {"model": "name", "n_devices": "count", "batch": "count", "interconnect": "name"}),
     ("parallel.tp_max_batch", "model='llama-3-70b', accelerator='H100', n_devices=4, "
      "context=2048", {"n_devices": "count", "context": "count", "kv_sharding": "name"}),
@@ -179,7 +179,7 @@ BASES = [
     ("batching.simulate_generation", "arrivals=batching.poisson_arrivals(20, 50), "
      "output_tokens=16, step_time=" + SVC + ", max_batch=8",
      {"arrivals": "arr", "output_tokens": "count", "max_batch": "count", "policy": "name"}),
-    ("batching.roofline_service_time", "model='llama-3-8b', accelerator='A100'",
+    ("batching.roofline_service_s", "model='llama-3-8b', accelerator='A100'",
      {"model": "name", "context": "count", "tokens_per_request": "count", "overhead_s": "num"}),
     ("batching.sweep", f"service_time={SVC}, max_batches=[1, 8], max_queue_delays=[0.0], "
      "slo=0.1, n=300", {"max_batches": "arr", "max_queue_delays": "arr", "slo": "num"}),
@@ -271,8 +271,8 @@ BASES = [
      {}),
     ("batching.summarize", f"df={SIM}.assign(latency=float('nan'))", {}),
     ("batching.summarize", f"df={SIM}.assign(latency=-1.0)", {}),
-    ("llm.decode_step_time", "model='llama-3-8b', accelerator='T4', dtype='bf16'", {}),
-    ("llm.decode_step_time", "model='llama-3-8b', accelerator='T4', compute_dtype='int4'", {}),
+    ("llm.decode_step_s", "model='llama-3-8b', accelerator='T4', dtype='bf16'", {}),
+    ("llm.decode_step_s", "model='llama-3-8b', accelerator='T4', compute_dtype='int4'", {}),
     ("llm.compute_bound_batch", "model='llama-3-8b', accelerator='T4', dtype='bf16'", {}),
     ("llm.mfu", "model='llama-3-8b', accelerator='T4', tokens_per_s=50, dtype='bf16'", {}),
     ("exercises.register", "name=gpuinfer.exercises.names()[0], question='q', unit='u', "
@@ -344,7 +344,7 @@ BASES = [
     ("paged_kv.kv_sequences", "model='llama-3-8b', accelerator='A100', tokens=4096",
      {"tokens": "count", "instances": "count", "block_size": "count",
       "gpu_memory_utilization": "frac", "kv_cache_bytes": "num"}),
-    ("batching.model_service_time", "model='mistral-7b', accelerator='A100', "
+    ("batching.model_service_s", "model='mistral-7b', accelerator='A100', "
      "tokens_per_request=32", {"model": "name", "accelerator": "name", "context": "count",
                                "tokens_per_request": "count", "overhead_s": "num"}),
     ("fleet_sizing.Machine", "name='m', price_per_hour=1.0, service_time=0.001",

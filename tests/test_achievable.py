@@ -22,7 +22,7 @@ def test_reduces_to_the_ceiling_with_every_efficiency_one_and_overhead_zero(mode
                                                                              compute):
     assert ONES.is_ceiling
     q, c = [1, 1, 300], [100, 900, 0]
-    want = llm.forward_step_time(model, gpu, q, c, dtype, compute_dtype=compute)
+    want = llm.forward_step_s(model, gpu, q, c, dtype, compute_dtype=compute)
     assert A.step_s(model, gpu, q, c, dtype, compute_dtype=compute,
                     achievable=ONES) == pytest.approx(want, rel=1e-12)
     assert A.step_s(model, gpu, q, c, dtype, compute_dtype=compute,
@@ -273,10 +273,10 @@ def test_measured_all_to_all_divides_the_ceiling_by_deepeps_fraction():
     from gpuinfer import expert_parallel as E
 
     # DeepEP's EP8 low-latency dispatch: 77 us for DeepSeek-V3's 128 tokens a GPU; the
-    # ceiling moves its bytes over NVLink 4 (all_to_all_time), so the fraction is the
+    # ceiling moves its bytes over NVLink 4 (all_to_all_s), so the fraction is the
     # ceiling over 77 us (the chapter's table: 0.28).
     a2a = E.moe_all_to_all_bytes("deepseek-v3", 128, 8)
-    ceil = E.all_to_all_time(a2a["dispatch_sent_bytes"], 8, hardware.get_interconnect("NVLink 4"))
+    ceil = E.all_to_all_s(a2a["dispatch_sent_bytes"], 8, hardware.get_interconnect("NVLink 4"))
     d, c = E.deepep_fraction(8)
     assert d == pytest.approx(ceil / 77e-6, rel=1e-12) and 0.27 < d < 0.29
     assert E.deepep_fraction(4) == E.deepep_fraction(8)  # EP8 stands in below 8

@@ -39,9 +39,9 @@ CASES = [
     (lambda: batching.summarize(_trace().assign(latency=-1.0)), ValueError, r"df\['latency'\]"),
     (lambda: batching.summarize(_trace().assign(start=-5.0)), ValueError, r"df\['start'\]"),
     # A device without a peak for the compute format: NaN (or inf) before.
-    (lambda: llm.decode_step_time("llama-3-8b", "T4", dtype="bf16"), roofline.MissingPeak,
+    (lambda: llm.decode_step_s("llama-3-8b", "T4", dtype="bf16"), roofline.MissingPeak,
      r"T4 has no bf16 peak"),
-    (lambda: llm.decode_step_time("llama-3-8b", "T4", compute_dtype="int4"),
+    (lambda: llm.decode_step_s("llama-3-8b", "T4", compute_dtype="int4"),
      roofline.MissingPeak, r"T4 has no int4 peak"),
     (lambda: llm.compute_bound_batch("llama-3-8b", "T4", "bf16"), roofline.MissingPeak,
      r"T4 has no bf16 peak"),

@@ -226,9 +226,9 @@ def test_batching_does_not_raise_throughput_when_already_compute_bound():
 
 
 def test_roofline_service_time_is_the_decode_step():
-    f = batching.roofline_service_time("llama-2-7b", "A100 80GB", context=512,
+    f = batching.roofline_service_s("llama-2-7b", "A100 80GB", context=512,
                                        overhead_s=1e-4)
-    assert f(8) == pytest.approx(llm.decode_step_time("llama-2-7b", "A100 80GB", 8, 512) + 1e-4)
+    assert f(8) == pytest.approx(llm.decode_step_s("llama-2-7b", "A100 80GB", 8, 512) + 1e-4)
     np.testing.assert_allclose(f(np.array([1, 2])), [f(1), f(2)])
 
 
@@ -333,10 +333,10 @@ def test_the_capacity_search_and_simulate_share_one_event_loop():
 def test_roofline_service_time_of_an_embedding_request():
     # A request of 32 tokens, no KV cache, no logits: batch b is one forward step over
     # 32 b tokens (e5-mistral-7b-instruct has Mistral-7B's shape).
-    f = batching.roofline_service_time("mistral-7b", "A100 80GB", tokens_per_request=32,
+    f = batching.roofline_service_s("mistral-7b", "A100 80GB", tokens_per_request=32,
                                        lm_head=False)
     for b in (1, 8):
-        assert f(b) == pytest.approx(llm.forward_step_time(
+        assert f(b) == pytest.approx(llm.forward_step_s(
             "mistral-7b", "A100 80GB", [32] * b, [0] * b, logits=[0] * b))
 
 
@@ -349,22 +349,22 @@ def test_model_service_time_is_the_achievable_step_and_the_ceiling_beside():
     from gpuinfer import achievable
 
     weight_bytes = 2 * (32 * (4 * 4096**2 + 3 * 4096 * 11008) + 32000 * 4096)
-    ach = batching.model_service_time("llama-2-7b", "A100 80GB", overhead_s=1e-4)
-    ceil = batching.model_service_time("llama-2-7b", "A100 80GB", overhead_s=1e-4,
+    ach = batching.model_service_s("llama-2-7b", "A100 80GB", overhead_s=1e-4)
+    ceil = batching.model_service_s("llama-2-7b", "A100 80GB", overhead_s=1e-4,
                                        achievable=False)
     assert ceil(1) == pytest.approx(weight_bytes / 2.039e12 + 1e-4, rel=0.01)
     assert ach(1) == pytest.approx(weight_bytes / (0.85 * 2.039e12) + 0.208e-3 + 1.6e-3
                                    + 1e-4, rel=0.01)
-    assert ceil(4) == batching.roofline_service_time("llama-2-7b", "A100 80GB",
+    assert ceil(4) == batching.roofline_service_s("llama-2-7b", "A100 80GB",
                                                      overhead_s=1e-4)(4)
     np.testing.assert_allclose(ach(np.array([1, 4])), [ach(1), ach(4)])
     # An Efficiency is passed through; the ceiling's Efficiency is the roofline.
-    assert batching.model_service_time("llama-2-7b", "A100 80GB",
+    assert batching.model_service_s("llama-2-7b", "A100 80GB",
                                        achievable=achievable.FITTED)(2) == pytest.approx(ach(2) - 1e-4)
-    assert batching.model_service_time("llama-2-7b", "A100 80GB",
+    assert batching.model_service_s("llama-2-7b", "A100 80GB",
                                        achievable=achievable.CEILING)(2) == pytest.approx(ceil(2) - 1e-4)
     with pytest.raises(TypeError, match="achievable"):
-        batching.model_service_time("llama-2-7b", "A100 80GB", achievable=0.5)
+        batching.model_service_s("llama-2-7b", "A100 80GB", achievable=0.5)
 
 
 # --- closed-loop load: coordinated omission -----------------------------------------------
@@ -416,17 +416,17 @@ BAD_CALLS = [
     (lambda: batching.capacity(0.01, 4, slo=0.05, n=10**12), ValueError, "n must"),
     (lambda: batching.capacity(0.01, 4, slo="fast"), TypeError, "slo"),
     # names fail at once, not inside the simulation
-    (lambda: batching.roofline_service_time("llama-9", "H100 SXM"), KeyError, "llama-9"),
-    (lambda: batching.roofline_service_time("llama-3-8b", "H900"), KeyError, "H900"),
-    (lambda: batching.roofline_service_time("llama-3-8b", "H100 SXM", dtype="fp7"),
+    (lambda: batching.roofline_service_s("llama-9", "H100 SXM"), KeyError, "llama-9"),
+    (lambda: batching.roofline_service_s("llama-3-8b", "H900"), KeyError, "H900"),
+    (lambda: batching.roofline_service_s("llama-3-8b", "H100 SXM", dtype="fp7"),
      KeyError, "fp7"),
-    (lambda: batching.roofline_service_time("llama-3-8b", "T4", dtype="bf16"),
+    (lambda: batching.roofline_service_s("llama-3-8b", "T4", dtype="bf16"),
      ValueError, "peak"),
-    (lambda: batching.roofline_service_time("llama-3-8b", "H100 SXM", context=-1),
+    (lambda: batching.roofline_service_s("llama-3-8b", "H100 SXM", context=-1),
      ValueError, "context"),
-    (lambda: batching.roofline_service_time("llama-3-8b", "H100 SXM", overhead_s=-1e-3),
+    (lambda: batching.roofline_service_s("llama-3-8b", "H100 SXM", overhead_s=-1e-3),
      ValueError, "overhead_s"),
-    (lambda: batching.roofline_service_time("llama-3-8b", "H100 SXM")(2.5),
+    (lambda: batching.roofline_service_s("llama-3-8b", "H100 SXM")(2.5),
      ValueError, "batch"),
     # arrivals and counts
     (lambda: batching.poisson_arrivals(math.nan, 10), ValueError, "rate"),

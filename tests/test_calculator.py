@@ -68,7 +68,7 @@ def _step_time_or_nan(model, acc, batch, context, dtype):
     """The package's step time, NaN where it raises MissingPeak (the page shows "no
     peak" there; the Python API refuses)."""
     try:
-        return llm.decode_step_time(model, acc, batch, context, dtype)
+        return llm.decode_step_s(model, acc, batch, context, dtype)
     except roofline.MissingPeak:
         return np.full(np.shape(batch), math.nan)
 

@@ -154,20 +154,20 @@ def test_batching_achievable_service_is_the_step_on_the_achievable_model():
     from gpuinfer import batching
 
     args = ("mistral-7b", "A100 80GB")
-    s = batching.model_service_time(*args, tokens_per_request=32, lm_head=False)
+    s = batching.model_service_s(*args, tokens_per_request=32, lm_head=False)
     by_hand = 2 * 6_979_321_856 / (BW_FRACTION * A100_BW) + GAPS_S + STEP_S
     assert s(1) == pytest.approx(by_hand, rel=0.015)
-    assert s(1) > batching.roofline_service_time(*args, tokens_per_request=32,
+    assert s(1) > batching.roofline_service_s(*args, tokens_per_request=32,
                                                  lm_head=False)(1)
     assert np.allclose(s(np.array([1, 8])), [s(1), s(8)])
     with pytest.raises(TypeError, match="achievable"):
-        batching.model_service_time(*args, tokens_per_request=32, achievable="yes")
+        batching.model_service_s(*args, tokens_per_request=32, achievable="yes")
 
 
 def test_batching_decision_rests_on_the_achievable_model():
     from gpuinfer import batching
     from gpuinfer.exercises import chapter03_batching as be
-    achieved = batching.model_service_time(be.MODEL, be.GPU, tokens_per_request=be.QUERY_TOKENS,
+    achieved = batching.model_service_s(be.MODEL, be.GPU, tokens_per_request=be.QUERY_TOKENS,
                                            lm_head=False)
     ach = batching.sweep(achieved, be.DECISION_BATCHES, [0.0], slo=be.DECISION_SLO_S, n=2000)
     ceil = batching.sweep(be.ROOFLINE_SERVICE, be.DECISION_BATCHES, [0.0],

@@ -58,7 +58,7 @@ def test_tp_step_is_the_serving_simulators_and_reduces_to_the_roofline_model():
         # achievable=False: the roofline model (NCCL's latencies kept), not the bound.
         ceiling = parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", n, batch, 4096,
                                             achievable=False)
-        assert ceiling == parallel.tp_decode_step_time("llama-2-70b", "H100 SXM", n, batch, 4096)
+        assert ceiling == parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", n, batch, 4096, achievable=False)
         got = parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", n, batch, 4096)
         ones = np.ones(batch, dtype=int)
         sim = llm_serving.tp_step_s("llama-2-70b", "H100 SXM", n, ones, 4096 * ones,

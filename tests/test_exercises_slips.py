@@ -238,7 +238,7 @@ def test_chunk_budget_on_the_achievable_model_by_hand():
     assert math.isclose(step_s(320), 13.49e-3, rel_tol=0.005)
     assert step_s(320) <= 0.015 < step_s(384)
     assert exercises.get("llm-chunk-budget").answer() == 320
-    # On the ceiling (llm.forward_step_time) the budget would be 832: its own slip.
+    # On the ceiling (llm.forward_step_s) the budget would be 832: its own slip.
     assert "ceiling" in repr(exercises.check("llm-chunk-budget", 832))
 
 

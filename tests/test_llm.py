@@ -146,7 +146,7 @@ def test_decode_step_is_the_sum_of_each_operations_roofline(batch, context):
         assert d.loc[op, "bytes"] == pytest.approx(nbytes, rel=1e-12), op
         assert d.loc[op, "seconds"] == pytest.approx(seconds(flops, nbytes), rel=1e-12), op
     total = sum(seconds(*fb) for fb in hand.values())
-    assert llm.decode_step_time("llama-2-7b", "A100 80GB", batch, context) == pytest.approx(total)
+    assert llm.decode_step_s("llama-2-7b", "A100 80GB", batch, context) == pytest.approx(total)
     assert llm.decode_ceiling("llama-2-7b", "A100 80GB", batch, context) == pytest.approx(batch / total)
 
 
@@ -162,7 +162,7 @@ def test_the_issue_case_batch_512_context_128():
     # Pooling every byte and FLOP into one roofline (perfect overlap) would claim ~20,600:
     pooled = llm.decode_step_time_overlapped("llama-2-7b", "A100 80GB", 512, 128)
     assert 512 / pooled == pytest.approx(20_640, rel=1e-3)
-    assert pooled < llm.decode_step_time("llama-2-7b", "A100 80GB", 512, 128)
+    assert pooled < llm.decode_step_s("llama-2-7b", "A100 80GB", 512, 128)
 
 
 def test_batch_1_reads_the_weights_but_gathers_the_embedding():
@@ -175,7 +175,7 @@ def test_batch_1_reads_the_weights_but_gathers_the_embedding():
 
 def test_decode_time_is_vectorised():
     batch = np.array([1, 8, 64, 512])
-    t = llm.decode_step_time("llama-2-7b", "A100 80GB", batch, 1024)
+    t = llm.decode_step_s("llama-2-7b", "A100 80GB", batch, 1024)
     for b, tb in zip(batch, t):
         assert tb == pytest.approx(sum(seconds(*fb) for fb in by_hand(int(b), 1024).values()))
     contexts = np.array([0, 128, 4096])
@@ -202,7 +202,7 @@ def test_grouped_operations_match_a_per_layer_per_matrix_sum(batch, context):
     per_layer.append(seconds(attn_flops, attn_bytes))
     total = m.n_layers * sum(per_layer)
     total += seconds(*by_hand(batch, context)["lm_head"]) + seconds(*by_hand(batch, context)["embedding"])
-    assert llm.decode_step_time("llama-2-7b", "A100 80GB", batch, context) == pytest.approx(total, rel=0.03)
+    assert llm.decode_step_s("llama-2-7b", "A100 80GB", batch, context) == pytest.approx(total, rel=0.03)
 
 
 def test_compute_bound_batch_is_about_the_ridge_and_ignores_context():
@@ -275,7 +275,7 @@ def test_prefill_by_hand():
     attention = 4 * 32 * 4096 * (2048 * 2049 / 2) / PEAK
     head = (2 * HEAD_W + (4096 + 32000) * 2) / BW
     embedding = 2048 * 16_384 / BW
-    t = llm.prefill_time("llama-2-7b", "A100 80GB", prompt_tokens=2048)
+    t = llm.prefill_s("llama-2-7b", "A100 80GB", prompt_tokens=2048)
     assert t == pytest.approx(linear + attention + head + embedding)
     d = llm.forward_step_breakdown("llama-2-7b", "A100 80GB", [2048], [0])
     assert d.loc["lm_head", "bound"] == "memory" and d.loc["linear", "bound"] == "compute"
@@ -291,7 +291,7 @@ def test_a_mixed_step_reads_the_weights_once():
     assert mixed.loc["lm_head", "flops"] == 2 * HEAD_W
     pairs = 1 * (100 + 1) + 512 * 513 / 2
     assert mixed.loc["attention", "flops"] == 4 * 32 * 4096 * pairs
-    assert llm.forward_step_time("llama-2-7b", "A100 80GB", [1, 512], [100, 0],
+    assert llm.forward_step_s("llama-2-7b", "A100 80GB", [1, 512], [100, 0],
                                  logits=[True, False]) == pytest.approx(mixed["seconds"].sum())
     # A decode-only step is `decode_step_breakdown`.
     pd.testing.assert_frame_equal(
@@ -329,11 +329,11 @@ def test_a_gpu_without_peaks_is_refused_not_a_number():
     import dataclasses
 
     blank = dataclasses.replace(hardware.get("H100 SXM"), name="mystery", peaks={})
-    for call in (lambda: llm.decode_step_time("llama-2-7b", blank, 1, 0),
+    for call in (lambda: llm.decode_step_s("llama-2-7b", blank, 1, 0),
                  lambda: llm.decode_step_breakdown("llama-2-7b", blank),
                  lambda: llm.compute_bound_batch("llama-2-7b", blank),
-                 lambda: llm.decode_step_time("llama-2-7b", "T4", 1, 0, "bf16"),
-                 lambda: llm.decode_step_time("llama-2-7b", "T4", 1, 0, compute_dtype="int4"),
+                 lambda: llm.decode_step_s("llama-2-7b", "T4", 1, 0, "bf16"),
+                 lambda: llm.decode_step_s("llama-2-7b", "T4", 1, 0, compute_dtype="int4"),
                  lambda: llm.mfu("llama-2-7b", "T4", 50, dtype="bf16"),
                  lambda: llm.step_timer("llama-2-7b", "T4", "bf16")):
         with pytest.raises(roofline.MissingPeak, match=r"(mystery|T4) has no \w+ peak"):
@@ -359,9 +359,9 @@ def test_a_gpu_without_peaks_is_refused_not_a_number():
     (lambda: llm.max_batch("llama-2-7b", "T4", 1024, reserve_bytes=-1), ValueError, "reserve"),
     (lambda: llm.weight_bytes("llama-2-7b", "fp7"), ValueError, "fp7"),
     (lambda: llm.weight_bytes("llama-2-7b", None), TypeError, "dtype"),
-    (lambda: llm.prefill_time("llama-2-7b", "T4", prompt_tokens=0), ValueError, "prompt"),
-    (lambda: llm.forward_step_time("llama-2-7b", "T4", [1, 2], [0, 1, 2]), ValueError, "new_tokens"),
-    (lambda: llm.forward_step_time("llama-2-7b", "T4", [0], [0]), ValueError, "new_tokens"),
+    (lambda: llm.prefill_s("llama-2-7b", "T4", prompt_tokens=0), ValueError, "prompt"),
+    (lambda: llm.forward_step_s("llama-2-7b", "T4", [1, 2], [0, 1, 2]), ValueError, "new_tokens"),
+    (lambda: llm.forward_step_s("llama-2-7b", "T4", [0], [0]), ValueError, "new_tokens"),
     (lambda: llm.mbu("llama-2-7b", "A100 80GB", 0), ValueError, "tokens_per_s"),
     (lambda: llm.mfu("llama-2-7b", "A100 80GB", 100, batch=0), ValueError, "batch"),
     (lambda: llm.ModelSpec("x", -1, 4096, 32, 8, 128, 14336, 32000), ValueError, "n_layers"),

@@ -25,8 +25,8 @@ def test_a_lone_request_ttft_is_its_prefill_and_tpot_its_decode_steps():
         df = llm_serving.simulate_llm([0.5], [1000], [5], MODEL, GPU, max_batch=8,
                                    prefill_chunk=chunk)
         r = df.iloc[0]
-        prefill = llm.prefill_time(MODEL, GPU, 1000)
-        decode = [llm.decode_step_time(MODEL, GPU, 1, 1000 + j) for j in range(4)]
+        prefill = llm.prefill_s(MODEL, GPU, 1000)
+        decode = [llm.decode_step_s(MODEL, GPU, 1, 1000 + j) for j in range(4)]
         assert r["ttft"] == pytest.approx(prefill)
         assert r["first_token"] == pytest.approx(0.5 + prefill)
         assert r["finish"] == pytest.approx(0.5 + prefill + sum(decode))
@@ -39,10 +39,10 @@ def test_a_chunked_prompt_by_hand():
     # 1,000 tokens in chunks of 256: 256 + 256 + 256 + 232, each on top of what the
     # earlier chunks cached; only the last chunk runs the LM head.
     df = llm_serving.simulate_llm([0.0], [1000], [1], MODEL, GPU, max_batch=4, prefill_chunk=256)
-    steps = [llm.forward_step_time(MODEL, GPU, [q], [c], logits=[last])
+    steps = [llm.forward_step_s(MODEL, GPU, [q], [c], logits=[last])
              for q, c, last in [(256, 0, 0), (256, 256, 0), (256, 512, 0), (232, 768, 1)]]
     assert df["ttft"].iloc[0] == pytest.approx(sum(steps))
-    assert sum(steps) > llm.prefill_time(MODEL, GPU, 1000)  # chunking costs TTFT
+    assert sum(steps) > llm.prefill_s(MODEL, GPU, 1000)  # chunking costs TTFT
     assert np.isnan(df["tpot"].iloc[0]) and np.isnan(df["max_gap"].iloc[0])
 
 
@@ -51,17 +51,17 @@ def test_a_whole_prefill_stalls_the_running_decode_by_hand():
     # prefill ends, so at that step boundary the server prefills B whole while A waits
     # (prefill first): A's gap between its first and second token is B's prefill plus
     # the next step, which decodes A and B together.
-    t_a = llm.prefill_time(MODEL, GPU, 100)
+    t_a = llm.prefill_s(MODEL, GPU, 100)
     arrivals = [0.0, t_a * (1 - 1e-9)]
     whole = llm_serving.simulate_llm(arrivals, [100, 4000], [50, 20], MODEL, GPU, max_batch=8)
-    gap = llm.prefill_time(MODEL, GPU, 4000) + llm.forward_step_time(MODEL, GPU, [1, 1],
+    gap = llm.prefill_s(MODEL, GPU, 4000) + llm.forward_step_s(MODEL, GPU, [1, 1],
                                                                      [100, 4000])
     assert whole["max_gap"].iloc[0] == pytest.approx(gap)
     # Chunks of 256 tokens: every step is A's decode plus at most 255 of B's prompt
     # tokens, on at most 4,000 cached: A never waits longer than that step.
     chunked = llm_serving.simulate_llm(arrivals, [100, 4000], [50, 20], MODEL, GPU,
                                     max_batch=8, prefill_chunk=256)
-    worst = llm.forward_step_time(MODEL, GPU, [1, 255], [150, 4000], logits=[1, 1])
+    worst = llm.forward_step_s(MODEL, GPU, [1, 255], [150, 4000], logits=[1, 1])
     assert chunked["max_gap"].iloc[0] < worst < gap / 5
     assert chunked["ttft"].iloc[1] > whole["ttft"].iloc[1]   # B's first token comes later
 
@@ -71,11 +71,11 @@ def test_prefix_caching_skips_the_shared_prompt():
     # prompt: the prefill computes the other 488 tokens on top of 512 cached ones.
     df = llm_serving.simulate_llm([0.0], [1000], [2], MODEL, GPU, max_batch=4, prefix_tokens=512)
     assert df["ttft"].iloc[0] == pytest.approx(
-        llm.forward_step_time(MODEL, GPU, [488], [512]))
+        llm.forward_step_s(MODEL, GPU, [488], [512]))
     # A prefix that is not a whole number of blocks is cached up to its last whole block.
     df = llm_serving.simulate_llm([0.0], [1000], [2], MODEL, GPU, max_batch=4, prefix_tokens=520)
     assert df["ttft"].iloc[0] == pytest.approx(
-        llm.forward_step_time(MODEL, GPU, [488], [512]))
+        llm.forward_step_s(MODEL, GPU, [488], [512]))
 
 
 def test_max_batch_one_serves_one_request_at_a_time():
@@ -176,9 +176,9 @@ def test_disaggregated_lone_request_by_hand():
     df = llm_serving.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8,
                                          transfer_bytes_per_s=bw)
     r = df.iloc[0]
-    prefill = llm.prefill_time(MODEL, GPU, 1000)
+    prefill = llm.prefill_s(MODEL, GPU, 1000)
     transfer = 1000 * KV / bw
-    decode = [llm.decode_step_time(MODEL, GPU, 1, 1000 + j) for j in range(3)]
+    decode = [llm.decode_step_s(MODEL, GPU, 1, 1000 + j) for j in range(3)]
     assert r["ttft"] == pytest.approx(prefill)
     assert r["finish"] == pytest.approx(prefill + transfer + sum(decode))
     assert r["max_gap"] == pytest.approx(transfer + decode[0])
@@ -291,7 +291,7 @@ def test_a_tp2_offline_run_per_gpu_throughput_from_its_step_model():
                                        max_num_seqs=256)
     from gpuinfer import parallel
     shard = parallel.shard("llama-3-70b", 2)
-    step = llm.forward_step_time(shard, GPU, [128, 128] + [1] * 254, [0, 0] + [191] * 254,
+    step = llm.forward_step_s(shard, GPU, [128, 128] + [1] * 254, [0, 0] + [191] * 254,
                                  "fp8", kv_dtype="fp8", compute_dtype="fp8")
     comm = 161 * 510 * 8192 * 1 / (18 * 20.6e9)
     assert r["comm_s"] == pytest.approx(comm) and comm == pytest.approx(1.8140e-3, rel=1e-4)
@@ -359,7 +359,7 @@ def test_paging_gain_is_less_than_the_batch_gain():
     g = llm_serving.paging_gain(MODEL, GPU, [1000, 3000], max_len=8192,
                                 kv_cache_bytes=100 * 8192 * KV)
     assert (g["batch_contiguous"], g["batch_paged"]) == (100, 407)
-    t = {b: llm.decode_step_time(MODEL, GPU, b, 2000) for b in (100, 407)}
+    t = {b: llm.decode_step_s(MODEL, GPU, b, 2000) for b in (100, 407)}
     assert g["throughput_gain"] == pytest.approx((407 / t[407]) / (100 / t[100]), rel=1e-9)
     assert 1 < g["throughput_gain"] < g["batch_ratio"]
 
@@ -415,11 +415,11 @@ def test_an_moe_model_serves_in_the_simulator():
     # the step's 65 all-reduces (2 x 32 + 1), each of 1,000 x 4,096 x 2 B at 370.8 GB/s.
     shard = __import__("gpuinfer.parallel", fromlist=["shard"]).shard("mixtral-8x7b", 2)
     df = llm_serving.simulate_llm([0.0], [1000], [3], "mixtral-8x7b", GPU, max_batch=4, tp=2)
-    prefill = llm.forward_step_time(shard, GPU, [1000], [0])
+    prefill = llm.forward_step_s(shard, GPU, [1000], [0])
     assert df["ttft"].iloc[0] == pytest.approx(prefill + 65 * 1000 * 4096 * 2 / 370.8e9,
                                                rel=1e-9)
     # Its decodes: one token at 1,000 and 1,001 cached, reading k = 2 experts a layer.
-    decode = [llm.forward_step_time(shard, GPU, [1], [c]) + 65 * 4096 * 2 / 370.8e9
+    decode = [llm.forward_step_s(shard, GPU, [1], [c]) + 65 * 4096 * 2 / 370.8e9
               for c in (1000, 1001)]
     assert df["tpot"].iloc[0] == pytest.approx(sum(decode) / 2, rel=1e-9)
 
@@ -443,7 +443,7 @@ def test_an_moe_offline_run_from_its_step_model():
     assert r["comm_s"] == pytest.approx(comm) and comm == pytest.approx(96.2e-6, rel=1e-3)
     weights = 45_097_156_608 + 1_342_177_280 + 131_072_000
     assert r["step_s"] == pytest.approx(weights / 3.35e12 + comm, rel=0.01)
-    step = llm.forward_step_time(shard, GPU, [64, 1, 1, 1], [0, 65, 65, 65])
+    step = llm.forward_step_s(shard, GPU, [64, 1, 1, 1], [0, 65, 65, 65])
     assert r["step_s"] == pytest.approx(step + comm, rel=1e-9)
     assert r["tokens_per_s_per_gpu"] == pytest.approx(4 / (step + comm) / 2, rel=1e-9)
     # The achievable model serves it too, slower than the ceiling.
@@ -472,7 +472,7 @@ def test_disaggregated_runs_on_the_achievable_model():
 def test_tp_step_seconds_by_hand():
     # TP1: the single-GPU step (a 1,000-token prefill of llama-3-8b on an H100).
     assert llm_serving.tp_step_s(MODEL, GPU, 1, 1000) == pytest.approx(
-        llm.prefill_time(MODEL, GPU, 1000))
+        llm.prefill_s(MODEL, GPU, 1000))
     # TP2 ceiling: the shard's roofline step plus 2 x 32 + 1 = 65 all-reduces of
     # 1,000 x 4096 x 2 B = 8,192,000 B at NVLink 4's 370.8 GB/s, no latency.
     from gpuinfer import parallel
@@ -481,10 +481,10 @@ def test_tp_step_seconds_by_hand():
     got = llm_serving.tp_step_s(MODEL, GPU, 2, 1000, parts=True)
     assert got["n_allreduces"] == 65
     assert got["comm_s"] == pytest.approx(65 * 8_192_000 / 370.8e9)
-    assert got["total_s"] == pytest.approx(llm.prefill_time(part, GPU, 1000) + got["comm_s"])
+    assert got["total_s"] == pytest.approx(llm.prefill_s(part, GPU, 1000) + got["comm_s"])
     # The achievable step prices NCCL's ring with its latency: more than the bound.
     ach = llm_serving.tp_step_s(MODEL, GPU, 2, 1000, achievable=True, parts=True)
-    assert ach["comm_s"] == pytest.approx(65 * parallel.interconnect_allreduce_time(
+    assert ach["comm_s"] == pytest.approx(65 * parallel.interconnect_allreduce_s(
         8_192_000, 2, "NVLink 4"))
     assert ach["comm_s"] > got["comm_s"] and ach["total_s"] > got["total_s"]
     with pytest.raises(ValueError, match="logits"):
@@ -544,14 +544,14 @@ def test_a_chunk_step_is_the_decodes_and_a_chunk_that_ends_the_prompt():
     # 3,808 cached prompt tokens, its last row through the LM head (as if it ended it).
     q, c = [1] * 32 + [288], [2048] * 32 + [3808]
     assert llm_serving.chunk_step_s(MODEL, GPU, 320, **CHUNK, achievable=False) == \
-        pytest.approx(llm.forward_step_time(MODEL, GPU, q, c, logits=[1] * 33), rel=1e-12)
+        pytest.approx(llm.forward_step_s(MODEL, GPU, q, c, logits=[1] * 33), rel=1e-12)
     from gpuinfer import achievable
     assert llm_serving.chunk_step_s(MODEL, GPU, 320, **CHUNK) == pytest.approx(
         achievable.step_s(MODEL, GPU, q, c, logits=[1] * 33), rel=1e-12)
     # No decodes and the whole prompt in one chunk: a plain prefill.
     assert llm_serving.chunk_step_s(MODEL, GPU, 1000, decodes=0, decode_context=0,
                                     prompt_tokens=1000, achievable=False) == \
-        pytest.approx(llm.prefill_time(MODEL, GPU, 1000), rel=1e-12)
+        pytest.approx(llm.prefill_s(MODEL, GPU, 1000), rel=1e-12)
 
 
 def test_the_largest_chunk_budget_equals_a_scan_of_every_budget():

@@ -191,17 +191,17 @@ def test_all_to_all_time_inside_and_across_nodes():
     ic = hardware.get_interconnect("NVLink 4")
     lat = ic.nccl("LL").base_latency_s + ic.nccl("LL").step_latency_s
     # Inside one HGX board: bytes at the link's per-direction bandwidth.
-    assert expert_parallel.all_to_all_time(1e6, 8, "NVLink 4") == pytest.approx(
+    assert expert_parallel.all_to_all_s(1e6, 8, "NVLink 4") == pytest.approx(
         lat + 1e6 / ic.bandwidth_bytes_per_s)
     # 16 GPUs on 2 nodes: 8 of the 15 peers are across the network, whose 8 x 400 Gb/s
     # = 400 GB/s a node is 50 GB/s a GPU: 1e6 x 8/15 / 50e9 = 10.67 us beats NVLink's share.
     net = hardware.get_interconnect("InfiniBand NDR x8")
-    t = expert_parallel.all_to_all_time(1e6, 16, "NVLink 4")
+    t = expert_parallel.all_to_all_s(1e6, 16, "NVLink 4")
     assert t == pytest.approx(lat + net.nccl("LL").step_latency_s + 1e6 * 8 / 15 / 50e9)
     # DeepEP's low-latency dispatch measured 118 us at EP16 for these 128 tokens (H800,
     # CX7): the ceiling must sit below the measurement.
     sent = expert_parallel.moe_all_to_all_bytes("deepseek-v3", 128, 16)["dispatch_sent_bytes"]
-    assert expert_parallel.all_to_all_time(sent, 16, "NVLink 4") < 118e-6
+    assert expert_parallel.all_to_all_s(sent, 16, "NVLink 4") < 118e-6
 
 
 def test_uniform_routing_imbalance():

@@ -15,25 +15,25 @@ from gpuinfer import hardware, llm, parallel
 def test_ring_allreduce_bandwidth_term():
     # 1 GB on 8 devices: each sends 2 x 7/8 GB = 1.75 GB; at 450 GB/s each way, 3.889 ms.
     assert parallel.allreduce_bytes_sent(1e9, 8) == pytest.approx(1.75e9)
-    assert parallel.allreduce_time(1e9, 8, 450e9) == pytest.approx(1.75e9 / 450e9)
+    assert parallel.allreduce_s(1e9, 8, 450e9) == pytest.approx(1.75e9 / 450e9)
     # Two devices: each sends exactly the message once (half, then the other half).
-    assert parallel.allreduce_time(1e6, 2, 1e9) == pytest.approx(1e-3)
+    assert parallel.allreduce_s(1e6, 2, 1e9) == pytest.approx(1e-3)
 
 
 def test_ring_allreduce_latency_terms():
     # 2(N-1) = 14 steps of 0.6 us, plus 6.6 us a call: 15 us on top of the bandwidth term.
-    t = parallel.allreduce_time(1e9, 8, 450e9, 0.6e-6, base_latency=6.6e-6)
+    t = parallel.allreduce_s(1e9, 8, 450e9, 0.6e-6, base_latency=6.6e-6)
     assert t == pytest.approx(1.75e9 / 450e9 + 15e-6)
-    assert parallel.allreduce_time(0, 8, 450e9, 0.6e-6) == pytest.approx(8.4e-6)
+    assert parallel.allreduce_s(0, 8, 450e9, 0.6e-6) == pytest.approx(8.4e-6)
 
 
 def test_one_device_communicates_nothing():
-    assert parallel.allreduce_time(1e9, 1, 450e9, 1e-6, base_latency=1e-5) == 0.0
+    assert parallel.allreduce_s(1e9, 1, 450e9, 1e-6, base_latency=1e-5) == 0.0
     assert parallel.allreduce_bytes_sent(1e9, 1) == 0.0
 
 
 def test_allreduce_is_vectorised_over_sizes():
-    np.testing.assert_allclose(parallel.allreduce_time(np.array([0.0, 1e6]), 2, 1e9),
+    np.testing.assert_allclose(parallel.allreduce_s(np.array([0.0, 1e6]), 2, 1e9),
                                [0.0, 1e-3])
 
 
@@ -53,8 +53,8 @@ def test_interconnect_allreduce_takes_nccls_fastest_protocol():
     assert table.loc[("ring", "Simple"), "seconds"] == pytest.approx(simple)
     assert table.loc[("ring", "LL"), "fastest"] and table["fastest"].sum() == 1
     ic = hardware.get_interconnect("NVLink 4")
-    assert parallel.interconnect_allreduce_time(16384, 4, ic) == pytest.approx(ll)
-    assert parallel.interconnect_allreduce_time(16384, 4, "nvlink4", protocol="Simple") \
+    assert parallel.interconnect_allreduce_s(16384, 4, ic) == pytest.approx(ll)
+    assert parallel.interconnect_allreduce_s(16384, 4, "nvlink4", protocol="Simple") \
         == pytest.approx(simple)
     # 1 GB: the bandwidth term wins and Simple's full bandwidth pays.
     big = parallel.allreduce_protocols(1e9, 4, "NVLink 4")
@@ -86,8 +86,8 @@ def test_past_the_nvlink_domain_the_ring_crosses_the_network():
     # ring"), since 16384 B / (16 channels x 16 ranks) = 64 B reaches the 64 B threshold.
     simple = 1.4 * (8.4e-6 + 28 * 3.4e-6 + 2 * 14e-6) + 2 * 15 / 16 * 16384 / 370.8e9
     assert table.loc[("ring", "Simple"), "seconds"] == pytest.approx(simple)
-    inside = parallel.interconnect_allreduce_time(16384, 8, "NVLink 4")
-    assert parallel.interconnect_allreduce_time(16384, 16, "NVLink 4") == pytest.approx(tree_ll)
+    inside = parallel.interconnect_allreduce_s(16384, 8, "NVLink 4")
+    assert parallel.interconnect_allreduce_s(16384, 16, "NVLink 4") == pytest.approx(tree_ll)
     assert tree_ll > 1.5 * inside
 
 
@@ -95,14 +95,14 @@ def test_crossover_bytes_balances_the_two_terms():
     # 15 us of latency x 450 GB/s x 8/14 = 3.857 MB.
     n_star = parallel.allreduce_crossover_bytes(8, 450e9, 0.6e-6, base_latency=6.6e-6)
     assert n_star == pytest.approx(15e-6 * 450e9 * 8 / 14)
-    bandwidth_term = parallel.allreduce_time(n_star, 8, 450e9)
+    bandwidth_term = parallel.allreduce_s(n_star, 8, 450e9)
     assert bandwidth_term == pytest.approx(15e-6)
     assert parallel.allreduce_crossover_bytes(8, 450e9) == 0.0
     assert parallel.allreduce_crossover_bytes(1, 450e9, 1e-6) == math.inf
 
 
 def test_bus_bandwidth_recovers_the_link():
-    t = parallel.allreduce_time(1e9, 8, 450e9)
+    t = parallel.allreduce_s(1e9, 8, 450e9)
     assert parallel.allreduce_bus_bandwidth(1e9, 8, t) == pytest.approx(450e9)
     with pytest.raises(ValueError, match="n_devices >= 2"):
         parallel.allreduce_bus_bandwidth(1e9, 1, 1.0)
@@ -110,7 +110,7 @@ def test_bus_bandwidth_recovers_the_link():
 
 def test_fit_recovers_bandwidth_and_latency():
     sizes = np.geomspace(1e3, 1e8, 8)
-    times = parallel.allreduce_time(sizes, 4, 2e9, base_latency=50e-6)
+    times = parallel.allreduce_s(sizes, 4, 2e9, base_latency=50e-6)
     fit = parallel.fit_allreduce(sizes, times, 4)
     assert fit["bandwidth_bytes_per_s"] == pytest.approx(2e9, rel=1e-6)
     assert fit["latency_s"] == pytest.approx(50e-6, rel=1e-4)
@@ -125,7 +125,7 @@ def test_fit_recovers_bandwidth_and_latency():
                                         (True, TypeError), (None, TypeError)])
 def test_device_count_must_be_a_whole_number_at_least_one(bad, error):
     with pytest.raises(error, match="n_devices"):
-        parallel.allreduce_time(1e6, bad, 1e9)
+        parallel.allreduce_s(1e6, bad, 1e9)
 
 
 def test_searches_over_degrees_are_bounded():
@@ -136,11 +136,11 @@ def test_searches_over_degrees_are_bounded():
 
 def test_other_bad_collective_input():
     with pytest.raises(ValueError, match="bandwidth"):
-        parallel.allreduce_time(1e6, 2, 0)
+        parallel.allreduce_s(1e6, 2, 0)
     with pytest.raises(ValueError, match="n_bytes"):
-        parallel.allreduce_time(-1, 2, 1e9)
+        parallel.allreduce_s(-1, 2, 1e9)
     with pytest.raises(ValueError, match="latency"):
-        parallel.allreduce_time(1e6, 2, 1e9, latency=-1e-6)
+        parallel.allreduce_s(1e6, 2, 1e9, latency=-1e-6)
 
 
 # --- sharding a decoder ---------------------------------------------------------------
@@ -161,9 +161,9 @@ def test_bad_degrees_name_what_does_not_divide():
     with pytest.raises(ValueError, match="KV heads"):
         parallel.check_tp_degree(odd_kv, 12)
     with pytest.raises(ValueError, match="n_devices"):
-        parallel.tp_decode_step_time("llama-2-70b", "H100 SXM", 0)
+        parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", 0, achievable=False)
     with pytest.raises(KeyError, match="model"):
-        parallel.tp_decode_step_time("llama-9", "H100 SXM", 2)
+        parallel.tp_decode_step_s("llama-9", "H100 SXM", 2, achievable=False)
 
 
 def test_kv_heads_are_split_then_replicated():
@@ -255,14 +255,14 @@ def test_tp_decode_step_by_hand():
     assert parts["comm_s"] == pytest.approx(161 * one)
     assert parts["total_s"] == pytest.approx(parts["shard_s"] + 161 * one)
     assert parts["interconnect"] == "NVLink 4" and parts["nodes"] == 1
-    assert parallel.tp_decode_step_time("llama-2-70b", "H100 SXM", 8) \
+    assert parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", 8, achievable=False) \
         == pytest.approx(parts["total_s"])
 
 
 def test_tp_on_one_device_is_the_single_device_roofline():
     for batch, context in ((1, 0), (64, 2048)):
-        assert parallel.tp_decode_step_time("llama-2-7b", "A100 80GB", 1, batch, context) \
-            == pytest.approx(llm.decode_step_time("llama-2-7b", "A100 80GB", batch, context))
+        assert parallel.tp_decode_step_s("llama-2-7b", "A100 80GB", 1, batch, context, achievable=False) \
+            == pytest.approx(llm.decode_step_s("llama-2-7b", "A100 80GB", batch, context))
 
 
 def test_tp_counts_the_sharded_kv_read():
@@ -273,24 +273,24 @@ def test_tp_counts_the_sharded_kv_read():
 
 
 def test_pcie_links_cost_more_and_gpus_without_nvlink_need_one_named():
-    nvlink = parallel.tp_decode_step_time("llama-2-70b", "H100 SXM", 8)
-    pcie = parallel.tp_decode_step_time("llama-2-70b", "H100 SXM", 8,
-                                        interconnect="PCIe Gen5 x16")
+    nvlink = parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", 8, achievable=False)
+    pcie = parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", 8,
+                                        interconnect="PCIe Gen5 x16", achievable=False)
     assert pcie > nvlink
     with pytest.raises(KeyError, match="PCIe"):
-        parallel.tp_decode_step_time("llama-2-7b", "T4", 2)
-    assert parallel.tp_decode_step_time("llama-2-7b", "T4", 2, interconnect="PCIe Gen4 x16") > 0
+        parallel.tp_decode_step_s("llama-2-7b", "T4", 2, achievable=False)
+    assert parallel.tp_decode_step_s("llama-2-7b", "T4", 2, interconnect="PCIe Gen4 x16", achievable=False) > 0
 
 
 def test_past_one_server_tp_buys_little_latency_for_twice_the_gpus():
     # Batch 1, Llama-2-70B on H100s: 16 GPUs on two servers shave about a tenth off the
     # step (NCCL's tree across the servers), for half the tokens/s a GPU; 32 are slower
     # than 16; at batch 128 the bandwidth of the network makes 16 slower than 8.
-    t = {n: parallel.tp_decode_step_time("llama-2-70b", "H100 SXM", n) for n in (4, 8, 16, 32)}
+    t = {n: parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", n, achievable=False) for n in (4, 8, 16, 32)}
     assert t[8] < t[4] and 0.8 * t[8] < t[16] < t[8] and t[32] > t[16]
     per_gpu = {n: 1 / t[n] / n for n in t}
     assert per_gpu[16] < 0.6 * per_gpu[8]
-    big = {n: parallel.tp_decode_step_time("llama-2-70b", "H100 SXM", n, 128) for n in (8, 16)}
+    big = {n: parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", n, 128, achievable=False) for n in (8, 16)}
     assert big[16] > big[8]
     # At batch 1, communication overtakes the shard at 16: 161 all-reduces of ~26 us
     # (4.2 ms) against a shard read of 2 x 68.98e9 / 16 / 3.35e12 (2.6 ms).
@@ -313,8 +313,8 @@ def test_tradeoff_table_compares_tp_with_replicas():
     base = table.index[0]
     assert base == parallel.min_tp_degree("llama-2-70b", "H100 SXM", 2048, batch=16)
     row = table.loc[8]
-    assert row["tokens_per_s"] == pytest.approx(16 / parallel.tp_decode_step_time(
-        "llama-2-70b", "H100 SXM", 8, 16, 2048))
+    assert row["tokens_per_s"] == pytest.approx(16 / parallel.tp_decode_step_s(
+        "llama-2-70b", "H100 SXM", 8, 16, 2048, achievable=False))
     assert row["tokens_per_s_per_gpu"] == pytest.approx(row["tokens_per_s"] / 8)
     # Replicas of the smallest degree keep its latency and its throughput per GPU.
     assert (table["replicas_tokens_per_s_per_gpu"] == table.loc[base, "tokens_per_s_per_gpu"]).all()
@@ -327,7 +327,7 @@ def test_launch_floor():
 
 
 def test_pipeline_latency_is_the_whole_model_and_throughput_scales():
-    whole = llm.decode_step_time("llama-2-70b", "H100 SXM", 1, 0)
+    whole = llm.decode_step_s("llama-2-70b", "H100 SXM", 1, 0)
     pp = parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 4)
     send = 8.4e-6 + 3.4e-6 + 16384 / 370.8e9   # NCCL's Simple protocol on NVLink 4 (topology bandwidth)
     assert pp["stage_s"] == pytest.approx(whole / 4)
@@ -359,7 +359,7 @@ def test_tp_step_on_the_achievable_model_and_its_ceiling_by_hand():
     # The all-reduces are priced as without it: 161 of NCCL's LL ring (the test above).
     assert ach["comm_s"] == roof["comm_s"]
     assert ach["total_s"] == pytest.approx(2 * roof["shard_s"] + 1e-3 + roof["comm_s"])
-    assert parallel.tp_decode_step_time("llama-2-70b", "H100 SXM", 8, achievable=eff) \
+    assert parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", 8, achievable=eff) \
         == pytest.approx(ach["total_s"])
     # The ceiling, a lower bound on time, is the same in both: the roofline shard plus
     # 161 all-reduces of 16,384 B at NVLink 4's NCCL bus bandwidth, 370.8 GB/s, no
@@ -390,7 +390,7 @@ def test_fp8_all_reduces_in_16_bits_on_the_achievable_model_as_in_the_simulator(
     assert ach["allreduce_bytes"] == 16_384 and roof["allreduce_bytes"] == 8_192
     # 2 x 80 + 1 = 161 all-reduces, each at NCCL's model for its message.
     assert ach["comm_s"] == pytest.approx(
-        161 * parallel.interconnect_allreduce_time(16_384, 2, "NVLink 4"), rel=1e-12)
+        161 * parallel.interconnect_allreduce_s(16_384, 2, "NVLink 4"), rel=1e-12)
     # The bound is the same in both: 161 x 8,192 B over NVLink 4's 370.8 GB/s bus
     # bandwidth (2 GPUs: each sends the message once) = 3.557 us, beside the roofline.
     floor = 161 * 8_192 / 370.8e9
@@ -421,7 +421,7 @@ def test_allreduce_floor_by_hand():
     for n in (2, 8, 16, 64):
         for size in (16384, 1e6, 1e9):
             assert parallel.allreduce_floor_s(size, n, "NVLink 4") < \
-                parallel.interconnect_allreduce_time(size, n, "NVLink 4")
+                parallel.interconnect_allreduce_s(size, n, "NVLink 4")
     with pytest.raises(ValueError, match="n_bytes"):
         parallel.allreduce_floor_s(-1, 2, "NVLink 4")
 
@@ -431,7 +431,7 @@ def test_pp_stage_is_its_share_of_the_achievable_step():
 
     # 4 stages of llama-2-70b (80 layers): a stage is 1/4 of the whole decode step, on
     # the roofline by default, on the achievable model (overheads included) with it.
-    whole = llm.decode_step_time("llama-2-70b", "H100 SXM", 8, 1024)
+    whole = llm.decode_step_s("llama-2-70b", "H100 SXM", 8, 1024)
     ach = achievable.decode_step_s("llama-2-70b", "H100 SXM", 8, 1024)
     roof = parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 4, 8, 1024)
     fit = parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 4, 8, 1024, achievable=True)
@@ -499,10 +499,10 @@ def test_tp_decode_step_s_is_the_shard_plus_allreduces_plus_overheads():
         want = rows["seconds"].sum() + comm + 80 * 13 * eff.kernel_gap_s + eff.step_s
         assert parallel.tp_decode_step_s("llama-2-70b", "H200", n, b, 4096) == pytest.approx(
             want, rel=1e-12)
-        # achievable=False: the chapter's ceiling model, tp_decode_step_time
+        # achievable=False: the chapter's ceiling model, tp_decode_step_s(..., achievable=False)
         assert parallel.tp_decode_step_s("llama-2-70b", "H200", n, b, 4096,
                                          achievable=False) \
-            == parallel.tp_decode_step_time("llama-2-70b", "H200", n, b, 4096)
+            == parallel.tp_decode_step_s("llama-2-70b", "H200", n, b, 4096, achievable=False)
 
 
 def _linear_scan(model, gpu, n, context, tpot_s, achievable=True):

@@ -119,17 +119,28 @@ def test_ridge_rows_by_hand():
         roofline.ridge_rows(64, 64, "A100 80GB")   # at most 64 FLOP/byte: below the ridge
 
 
-def test_the_old_seconds_names_are_aliases_for_one_release():
-    # Issue 25: seconds carry the suffix `_s` across the public API; the old names stay,
-    # the same objects, for one release.
-    from gpuinfer import achievable, llm_serving
+def test_a_time_is_named_in_seconds_once():
+    # Issue 32: one name per thing. Every public function of the package that returns a
+    # time ends in `_s`; none ends in `_time` or `_seconds`, and no module keeps the old
+    # names as aliases (one function bound under two names).
+    import importlib
+    import inspect
+    import pkgutil
 
-    for module, old, new in [(roofline, "op_seconds", "op_time_s"),
-                             (roofline, "op_seconds_unchecked", "op_time_s_unchecked"),
-                             (roofline, "total_seconds", "total_s"),
-                             (roofline, "step_seconds", "step_s"),
-                             (achievable, "step_seconds", "step_s"),
-                             (achievable, "decode_step_seconds", "decode_step_s"),
-                             (achievable, "table_seconds", "table_s"),
-                             (llm_serving, "tp_step_seconds", "tp_step_s")]:
-        assert getattr(module, old) is getattr(module, new), (module.__name__, old)
+    import gpuinfer
+
+    bad = []
+    for info in pkgutil.walk_packages(gpuinfer.__path__, "gpuinfer."):
+        if info.name.endswith("__main__") or info.name.endswith("triton_server"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if name.startswith("_") or not inspect.isfunction(obj):
+                continue
+            if name.endswith(("_time", "_seconds")):
+                bad.append(f"{info.name}.{name}")
+            elif obj.__name__ != name and getattr(module, obj.__name__, None) is obj:
+                bad.append(f"{info.name}.{name} is an alias of {obj.__name__}")
+    assert not bad, bad
+
+

@@ -170,11 +170,11 @@ def test_conversation_prefix_hits_by_hand():
 
 
 def test_prefix_ttft_is_the_uncached_tokens_on_top_of_the_cached():
-    # The ceiling: llm.forward_step_time of 1,000 new tokens on 19,000 cached.
+    # The ceiling: llm.forward_step_s of 1,000 new tokens on 19,000 cached.
     assert paged_kv.prefix_ttft_s(MODEL, GPU, 20000, 19000) == pytest.approx(
-        llm.forward_step_time(MODEL, GPU, [1000], [19000]))
+        llm.forward_step_s(MODEL, GPU, [1000], [19000]))
     assert paged_kv.prefix_ttft_s(MODEL, GPU, 20000, 0) == pytest.approx(
-        llm.prefill_time(MODEL, GPU, 20000))
+        llm.prefill_s(MODEL, GPU, 20000))
     with pytest.raises(ValueError, match="cached_tokens"):
         paged_kv.prefix_ttft_s(MODEL, GPU, 100, 100)
 

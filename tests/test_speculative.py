@@ -54,7 +54,7 @@ def test_round_breakdown_adds_up_the_package_tables():
     b, c, k = 4, 512, 3
     r = spec.round_breakdown(TARGET, DRAFT, GPU, acceptance=0.7, k=k, batch=b, context=c)
     # Plain step: one target decode step.
-    assert r["plain_step_s"] == pytest.approx(llm.decode_step_time(TARGET, GPU, b, c))
+    assert r["plain_step_s"] == pytest.approx(llm.decode_step_s(TARGET, GPU, b, c))
     # Verify: matmuls, embedding and LM head over b (k + 1) = 16 tokens, attention of
     # 4 new tokens per sequence on 512 cached.
     wide = llm.decode_step_breakdown(TARGET, GPU, 16, c)["seconds"]
@@ -62,7 +62,7 @@ def test_round_breakdown_adds_up_the_package_tables():
     assert r["verify_s"] == pytest.approx(wide["embedding"] + wide["linear"]
                                           + wide["lm_head"] + attn)
     # Draft: 3 decode steps of the draft at contexts 512, 513, 514.
-    assert r["draft_s"] == pytest.approx(sum(llm.decode_step_time(DRAFT, GPU, b, c + j)
+    assert r["draft_s"] == pytest.approx(sum(llm.decode_step_s(DRAFT, GPU, b, c + j)
                                              for j in range(3)))
     e = 1 + 0.7 + 0.49 + 0.343
     assert r["speedup"] == pytest.approx(e * r["plain_step_s"] / (r["verify_s"] + r["draft_s"]))
@@ -187,7 +187,7 @@ def test_a_draft_step_pays_its_kernel_gaps_and_without_graphs_its_launches():
                        kernel_gap_s=0.5e-6, attention_dtype=None)
     r = speculative.round_breakdown("llama-3-8b", "llama-3.2-1b", "B200", acceptance=0.8,
                                     k=3, achievable=eff)
-    roof = sum(llm.decode_step_time("llama-3.2-1b", "B200", 1, j) for j in range(3))
+    roof = sum(llm.decode_step_s("llama-3.2-1b", "B200", 1, j) for j in range(3))
     assert r["draft_s"] == pytest.approx(roof + 3 * 208 * 0.5e-6)
     # Eager: the host launches 208 kernels at 3.8 us = 790.4 us a step, more than the
     # B200 needs to read the 1B model (~0.32 ms at the datasheet rate): launch-bound.

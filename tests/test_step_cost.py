@@ -27,7 +27,7 @@ def test_step_timer_is_the_sum_of_the_breakdowns_rows_on_random_mixed_steps():
             lg = (rng.random(b) < 0.7).astype(int)
             rows = llm.forward_step_breakdown(model, gpu, q, c, dtype, logits=lg, flash=flash)
             assert timer(q, c, lg) == pytest.approx(rows["seconds"].sum(), rel=1e-12)
-            assert llm.forward_step_time(model, gpu, q, c, dtype, logits=lg,
+            assert llm.forward_step_s(model, gpu, q, c, dtype, logits=lg,
                                          flash=flash) == timer(q, c, lg)
 
 

@@ -44,19 +44,6 @@ def test_every_page_only_name_is_on_a_page():
     assert not missing, f"no page uses these any more (delete them or the entry): {missing}"
 
 
-def test_every_alias_is_the_same_object_as_a_newer_name():
-    wl = _load()
-    tree = ast.parse(WHITELIST.read_text(encoding="utf-8"))
-    entries = next(n.value.elts for n in tree.body
-                   if isinstance(n, ast.Assign) and n.targets[0].id == "_ALIASES")
-    assert len(entries) == len(wl._ALIASES) > 0
-    for entry, obj in zip(entries, wl._ALIASES):
-        module = getattr(wl, entry.value.id)
-        others = [k for k, v in vars(module).items() if v is obj and k != entry.attr]
-        assert any(k.endswith("_s") or "_s_" in k for k in others), (
-            f"{module.__name__}.{entry.attr} is no alias of an `_s` name: {others}")
-
-
 def test_every_source_is_a_citation():
     def cites(value):
         if isinstance(value, dict):

@@ -9,7 +9,7 @@ Remove an entry when its reason goes; never add one to quiet vulture about code 
 """
 
 from gpuinfer import (
-    achievable, decoding, exercises, llm_serving, onnx_runtime, quality, roofline, tabular, triton_server,
+    exercises, onnx_runtime, quality, tabular, triton_server,
 )
 from gpuinfer.hardware import links, measured
 
@@ -18,13 +18,6 @@ _PAGES = [
     onnx_runtime.TENSORRT_PUBLISHED, onnx_runtime.level_table, onnx_runtime.fusion_savings,
     onnx_runtime.tensorrt_comparison, onnx_runtime.environment_note,
     triton_server.Server.rss_by_process, quality.Published.claim,
-]
-
-#: The old names of seconds, kept one release after the `_s` suffix (issue 25).
-_ALIASES = [
-    roofline.op_seconds, roofline.op_seconds_unchecked, roofline.step_seconds,
-    achievable.step_seconds, achievable.decode_step_seconds, achievable.table_seconds,
-    llm_serving.tp_step_seconds, tabular.overlapped_seconds, decoding.stack_step_seconds,
 ]
 
 #: Citations kept beside the constants they source (read in the code, shown by no page).

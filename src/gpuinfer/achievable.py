@@ -105,7 +105,7 @@ class Efficiency:
     adds the host's eager launches (`launch_s` each, chapter 6's overlap model);
     `sequence_s`: seconds a step per sequence it runs; `all_to_all`: how an expert-parallel
     step's all-to-alls are priced, "ceiling" (the link's bandwidth,
-    `expert_parallel.all_to_all_time`) or "measured" (that ceiling over the fraction of
+    `expert_parallel.all_to_all_s`) or "measured" (that ceiling over the fraction of
     it DeepEP's kernels reach at the EP degree, `expert_parallel.deepep_fraction`)."""
 
     matmul: float | None = None
@@ -396,7 +396,7 @@ def step_breakdown(model_, accelerator, new_tokens, context=0, dtype="fp16", *,
 def step_s(model_, accelerator, new_tokens, context=0, dtype="fp16", *, logits=None,
            kv_dtype=None, compute_dtype=None, achievable=True) -> float:
     """Seconds of one forward step on the achievable model (`achievable=False`: the
-    ceiling, `llm.forward_step_time`): the rows of `step_breakdown` plus `overheads`."""
+    ceiling, `llm.forward_step_s`): the rows of `step_breakdown` plus `overheads`."""
     eff = as_efficiency(achievable)
     t = step_breakdown(model_, accelerator, new_tokens, context, dtype, logits=logits,
                        kv_dtype=kv_dtype, compute_dtype=compute_dtype, achievable=eff)
@@ -524,6 +524,3 @@ def max_batch_within(model_, accelerator, context, tpot_s, dtype="fp16", *, kv_d
     return _search.largest_meeting(meets, 1, min(fits, 1 << 24))
 
 # Names before the seconds suffix became `_s` everywhere (issue 25).
-step_seconds = step_s  # deprecated alias, kept for one release
-decode_step_seconds = decode_step_s  # deprecated alias, kept for one release
-table_seconds = table_s  # deprecated alias, kept for one release

@@ -151,7 +151,7 @@ def service_table(batches, seconds) -> Callable:
     return service
 
 
-def model_service_time(model, accelerator, context=0, dtype="fp16", *, tokens_per_request=1,
+def model_service_s(model, accelerator, context=0, dtype="fp16", *, tokens_per_request=1,
                        lm_head=True, overhead_s=0.0, achievable=True) -> Callable:
     """Service time (s) of a batch of requests, each one forward pass of `model`, plus a
     fixed `overhead_s` per batch (launches, scheduling). Returns a function batch ->
@@ -197,7 +197,7 @@ def model_service_time(model, accelerator, context=0, dtype="fp16", *, tokens_pe
             raise ValueError(f"batch must be <= {MAX_BATCH:,}, got {b.max():,.0f}")
         if ceiling and q == 1 and lm_head:  # a decode step: the vectorised form
             return _v.scalar_or_array(
-                np.asarray(_llm.decode_step_time(m, acc, b, c, dtype)) + overhead)
+                np.asarray(_llm.decode_step_s(m, acc, b, c, dtype)) + overhead)
         out = np.array([one(int(x)) for x in b.ravel()]).reshape(b.shape)
         return _v.scalar_or_array(out)
 
@@ -208,11 +208,11 @@ def model_service_time(model, accelerator, context=0, dtype="fp16", *, tokens_pe
     return service
 
 
-def roofline_service_time(model, accelerator, context=0, dtype="fp16", *,
+def roofline_service_s(model, accelerator, context=0, dtype="fp16", *,
                           tokens_per_request=1, lm_head=True, overhead_s=0.0) -> Callable:
-    """The ceiling's service time: `model_service_time(..., achievable=False)`, the
+    """The ceiling's service time: `model_service_s(..., achievable=False)`, the
     per-operation roofline of each batch's forward pass (plus `overhead_s`)."""
-    return model_service_time(model, accelerator, context, dtype,
+    return model_service_s(model, accelerator, context, dtype,
                               tokens_per_request=tokens_per_request, lm_head=lm_head,
                               overhead_s=overhead_s, achievable=False)
 

@@ -516,7 +516,7 @@ def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_ca
                 "fraction_of_peak": fraction(achieved, acc.bandwidth)}
 
     estimate = read_estimate_s(sizes, dtype, acc, cache=cache,
-                               min_run_time=default_min_run_time(device, min_run_time))
+                               min_run_time=default_min_run_s(device, min_run_time))
     try:
         return sweep(sizes, measure, "weight reads", progress,
                       estimate if math.isfinite(estimate) else None)
@@ -524,7 +524,7 @@ def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_ca
         flat.clear()
 
 
-def default_min_run_time(device, min_run_time):
+def default_min_run_s(device, min_run_time):
     """`min_run_time`, or `time_fn`'s default for `device`'s kind when it is None."""
     if min_run_time is not None:
         return min_run_time
@@ -653,7 +653,7 @@ def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
                 "fraction_of_roofline": fraction(achieved, roof)}
 
     estimate = matmul_estimate_s(shapes, dtype, acc,
-                                 min_run_time=default_min_run_time(device, min_run_time),
+                                 min_run_time=default_min_run_s(device, min_run_time),
                                  sustain_s=sustain_s)
     with _dev.fp32_matmul_mode(dtype):
         return sweep(shapes, measure, "matmuls", progress,

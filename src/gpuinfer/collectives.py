@@ -20,9 +20,9 @@ ring for decode's small messages inside an NVLink domain, are `custom_allreduce_
 custom all-reduce kernels, with NCCL's NVLink constants).
 
 Two prices, as everywhere in the course: `allreduce_floor_s`, a lower bound (the bytes
-at NCCL's bus bandwidth, no latency), and `interconnect_allreduce_time` /
+at NCCL's bus bandwidth, no latency), and `interconnect_allreduce_s` /
 `fastest_allreduce`, NCCL's model of its fastest ring or tree, latency included.
-`allreduce_time`, `allreduce_crossover_bytes`, `allreduce_bus_bandwidth` and
+`allreduce_s`, `allreduce_crossover_bytes`, `allreduce_bus_bandwidth` and
 `fit_allreduce` are the textbook ring and what a measurement gives (nccl-tests' bus
 bandwidth, a fitted latency and bandwidth).
 
@@ -59,7 +59,7 @@ def allreduce_bytes_sent(n_bytes, n_devices):
     return _v.scalar_or_array(2.0 * (n - 1) / n * s)
 
 
-def allreduce_time(n_bytes, n_devices, bandwidth, latency=0.0, *, base_latency=0.0):
+def allreduce_s(n_bytes, n_devices, bandwidth, latency=0.0, *, base_latency=0.0):
     """Seconds for a ring all-reduce of `n_bytes` (bytes, scalar or array) on `n_devices`:
     2(N-1)/N x n_bytes / bandwidth + 2(N-1) x latency + base_latency; 0 for one device.
 
@@ -83,7 +83,7 @@ def allreduce_floor_s(n_bytes, n_devices, interconnect, *, network=None) -> floa
     reduction's best case), no latency; across nodes, at least each node's 2(k-1)/k x
     n_bytes over its network bandwidth (k nodes), whichever is longer. 0 on one device.
     `parallel`'s decode models price NCCL's ring or tree with its latency instead
-    (`interconnect_allreduce_time`): more, always."""
+    (`interconnect_allreduce_s`): more, always."""
     n = check_devices(n_devices)
     s = _v.non_negative("n_bytes", n_bytes)
     if n == 1:
@@ -249,7 +249,7 @@ def fastest_allreduce(n_bytes, n_devices, interconnect, *, network=None) -> dict
             "interconnect": ic_name, "network": net_name, "nodes": nodes}
 
 
-def interconnect_allreduce_time(n_bytes, n_devices, interconnect, *, network=None,
+def interconnect_allreduce_s(n_bytes, n_devices, interconnect, *, network=None,
                                 protocol=None):
     """Seconds of an all-reduce of `n_bytes` on `n_devices` over a catalogue link (a
     name such as "NVLink 4", or a `hardware.Interconnect`): NCCL's fastest algorithm

@@ -455,7 +455,7 @@ class DecodeStack:
         batches = [_validate.count("batch", b) for b in batches]
         estimate = sweep_estimate_s(self.spec, self.accelerator, batches, context,
                                     self.weight_format, self.dtype, min_run_time=
-                                    _bench.default_min_run_time(self.device, min_run_time))
+                                    _bench.default_min_run_s(self.device, min_run_time))
         return _bench.sweep(batches, lambda b: self.measure(
             b, context, cuda_graph=cuda_graph, compile=compile, min_run_time=min_run_time),
             f"decode {self.kernel} context {context}", progress,
@@ -465,13 +465,13 @@ class DecodeStack:
 def sweep_estimate_s(model, accelerator, batches, context, weight_format, dtype, *,
                      min_run_time) -> float:
     """Seconds of timing `DecodeStack.sweep` takes on `accelerator`, each step at the
-    roofline's time (`llm.decode_step_time`; NaN if a peak is unknown). Set-up (building
+    roofline's time (`llm.decode_step_s`; NaN if a peak is unknown). Set-up (building
     the KV cache, capturing graphs) not included."""
     min_run_time = _validate.positive("min_run_time", min_run_time)
     for b in batches:  # bad sizes or formats are errors; only an unknown peak is NaN
         _llm.decode_step_bytes(model, b, context, weight_format, dtype)
     return sum(_bench.timing_estimate_s(_bench.call_or_nan(
-        _llm.decode_step_time, model, accelerator, b, context, weight_format,
+        _llm.decode_step_s, model, accelerator, b, context, weight_format,
         kv_dtype=dtype, compute_dtype=dtype), min_run_time) for b in batches)
 
 
@@ -571,4 +571,3 @@ def _tiny_spec():
                                n_heads=1, n_kv_heads=1, head_dim=64, d_ff=64, vocab_size=0)
 
 
-stack_step_seconds = stack_step_s  # deprecated alias, kept for one release

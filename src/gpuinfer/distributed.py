@@ -93,7 +93,7 @@ def tp_mlp_forward(x, w_in_shard, w_out_shard, group=None):
     return y
 
 
-def _lockstep_time(call, group, leader, device, min_run_time, chunk=32):
+def _lockstep_s(call, group, leader, device, min_run_time, chunk=32):
     """Time a collective `call()` with `bench.time_fn` on the leader rank while the other
     ranks keep joining it.
 
@@ -148,7 +148,7 @@ def _timed_allreduce(n_elems, group, leader, device, tdtype, min_run_time):
     def call():
         dist.all_reduce(buf, group=group)
 
-    return _lockstep_time(call, group, leader, device, min_run_time)
+    return _lockstep_s(call, group, leader, device, min_run_time)
 
 
 def _timed_tp_step(x, w_in, w_out, group, leader, device, min_run_time):
@@ -162,7 +162,7 @@ def _timed_tp_step(x, w_in, w_out, group, leader, device, min_run_time):
         tp_mlp_partial(x, w_in, w_out, out=out)
         dist.all_reduce(out, group=group)
 
-    return _lockstep_time(call, group, leader, device, min_run_time)
+    return _lockstep_s(call, group, leader, device, min_run_time)
 
 
 def _join_group(backend, rank, world_size, device, timeout_s):

@@ -45,7 +45,7 @@ class EngineStep(_llm.StepCost):
     + 1 all-reduces of [tokens, d_model] (the ceiling, a lower bound on time:
     `collectives.allreduce_floor_s`, each GPU sending and receiving the message once at
     NCCL's bus bandwidth for the link, no latency; the achievable model: NCCL's fastest
-    ring or tree and protocol with its latency, `collectives.interconnect_allreduce_time`). `efficiency` (an
+    ring or tree and protocol with its latency, `collectives.interconnect_allreduce_s`). `efficiency` (an
     `achievable.Efficiency`; default the ceiling) derates each row's peak and bandwidth
     (`achievable.row_rates`) and adds the step's overheads (`achievable.overheads`)."""
 
@@ -74,7 +74,7 @@ class EngineStep(_llm.StepCost):
                 s = tokens * self.message_per_token
                 if eff.is_ceiling:
                     return _parallel.allreduce_floor_s(s, self.tp, ic)
-                return _parallel.interconnect_allreduce_time(s, self.tp, ic)
+                return _parallel.interconnect_allreduce_s(s, self.tp, ic)
             self._one = one
 
     def comm_s(self, tokens):
@@ -113,9 +113,9 @@ def tp_step_s(model, accelerator, tp, new_tokens, context=0, logits=None, *,
     as `parallel.tp_decode_breakdown(...)["ceiling_s"]`). True (or an
     `achievable.Efficiency`): the achievable model (derated rates, kernel gaps, the
     step's fixed cost) and NCCL's fastest ring or tree with its latency
-    (`collectives.interconnect_allreduce_time`), messages in 16 bits; for a decode step,
+    (`collectives.interconnect_allreduce_s`), messages in 16 bits; for a decode step,
     the same number as `parallel.tp_decode_step_s`, which the chapter's decisions use.
-    `parallel.tp_decode_step_time` is neither: the roofline with NCCL's latencies, a
+    `parallel.tp_decode_step_s(..., achievable=False)` is neither: the roofline with NCCL's latencies, a
     model, not this bound. With `parts=True` returns {"total_s", "comm_s",
     "n_allreduces"}."""
     q = np.atleast_1d(_v.positive("new_tokens", new_tokens, integer=True, array=True))
@@ -140,4 +140,3 @@ def tp_step_s(model, accelerator, tp, new_tokens, context=0, logits=None, *,
 
 
 # Names before the seconds suffix became `_s` everywhere (issue 25).
-tp_step_seconds = tp_step_s  # deprecated alias, kept for one release

@@ -99,7 +99,7 @@ def moe_all_to_all_bytes(model, tokens, n_devices, *, dispatch_dtype=DEFAULT_DIS
             "dispatch_sent_bytes": d * remote, "combine_sent_bytes": c * remote}
 
 
-def all_to_all_time(sent_bytes, n_devices, interconnect, *, network=None) -> float:
+def all_to_all_s(sent_bytes, n_devices, interconnect, *, network=None) -> float:
     """Seconds of an all-to-all in which each device sends `sent_bytes` spread evenly over
     the other N - 1 devices: inside a link domain (8 GPUs on an HGX board's NVLink) the
     bytes go at the link's per-direction bandwidth; past it, the share bound for other
@@ -133,7 +133,7 @@ DEEPEP_LOW_LATENCY_US = {8: (77, 114), 16: (118, 195), 32: (155, 273), 64: (173,
 
 @functools.lru_cache(maxsize=64)
 def deepep_fraction(n_devices, interconnect="NVLink 4") -> tuple:
-    """(dispatch, combine): the fraction of the all-to-all ceiling (`all_to_all_time` on
+    """(dispatch, combine): the fraction of the all-to-all ceiling (`all_to_all_s` on
     `interconnect`, 8 GPUs a domain, the network past it) that DeepEP's low-latency
     kernels reach (`DEEPEP_LOW_LATENCY_US`, DeepSeek-V3's 128 tokens a GPU) at the
     largest measured EP degree at most `n_devices` (EP8's below 8): ceiling / measured.
@@ -144,8 +144,8 @@ def deepep_fraction(n_devices, interconnect="NVLink 4") -> tuple:
     d_us, c_us = DEEPEP_LOW_LATENCY_US[key]
     a2a = moe_all_to_all_bytes(_llm.get("deepseek-v3"), 128, key)
     ic = _hardware.get_interconnect(interconnect)
-    return (all_to_all_time(a2a["dispatch_sent_bytes"], key, ic) / (d_us * 1e-6),
-            all_to_all_time(a2a["combine_sent_bytes"], key, ic) / (c_us * 1e-6))
+    return (all_to_all_s(a2a["dispatch_sent_bytes"], key, ic) / (d_us * 1e-6),
+            all_to_all_s(a2a["combine_sent_bytes"], key, ic) / (c_us * 1e-6))
 
 
 def uniform_routing_imbalance(tokens, n_devices, experts_per_token=1, local_experts=None) -> float:
@@ -182,7 +182,7 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     serve DeepSeek-V3): every device holds the attention, dense layers, shared experts
     and LM head and runs them for its own batch / N sequences; each MoE layer dispatches
     its tokens to the experts' devices and combines the results (`moe_all_to_all_bytes`,
-    `all_to_all_time`): 2 all-to-alls a MoE layer, added to the step. DeepSeek's and
+    `all_to_all_s`): 2 all-to-alls a MoE layer, added to the step. DeepSeek's and
     SGLang's two-batch overlap run one micro-batch's communication under the other's
     computation: `overlap=True` takes the step as max(computation, communication), the
     ideal of that overlap (the default, no overlap, is then not an upper bound on what an
@@ -273,9 +273,9 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
             a2a = moe_all_to_all_bytes(m, local_b * q, n, dispatch_dtype=dispatch_dtype,
                                        combine_dtype=combine_dtype)
             comm.update(a2a)
-            comm["dispatch_s"] = all_to_all_time(a2a["dispatch_sent_bytes"], n, ic,
+            comm["dispatch_s"] = all_to_all_s(a2a["dispatch_sent_bytes"], n, ic,
                                                  network=network)
-            comm["combine_s"] = all_to_all_time(a2a["combine_sent_bytes"], n, ic,
+            comm["combine_s"] = all_to_all_s(a2a["combine_sent_bytes"], n, ic,
                                                 network=network)
             if eff.all_to_all == "measured":
                 f_d, f_c = deepep_fraction(n)

@@ -138,7 +138,7 @@ def decode_step_breakdown(model, accelerator, batch=1, context=0, dtype="fp16", 
     before the LM head: `operations(model)`) with `flops`, `bytes`, `dtype` (the format it computes in),
     `intensity` (FLOP/byte), `memory_s`, `compute_s`, `seconds` (that row's own
     roofline: the larger), `bound` and `share` (of the step's time). The step takes
-    `seconds.sum()`. `batch` and `context` are single numbers here; `decode_step_time`
+    `seconds.sum()`. `batch` and `context` are single numbers here; `decode_step_s`
     and `decode_ceiling` take arrays."""
     b = _v.count("batch", batch, maximum=1 << 30)
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
@@ -146,7 +146,7 @@ def decode_step_breakdown(model, accelerator, batch=1, context=0, dtype="fp16", 
     return breakdown(sm.decode_terms(b, c), accelerator)
 
 
-def decode_step_time(model, accelerator, batch=1, context=0, dtype="fp16", *,
+def decode_step_s(model, accelerator, batch=1, context=0, dtype="fp16", *,
                      kv_dtype=None, compute_dtype=None):
     """Roofline seconds of one decode step: the sum over its operations of each one's
     max(bytes / bandwidth, FLOPs / peak) (see `decode_step_breakdown`). Vectorised over
@@ -161,7 +161,7 @@ def decode_ceiling(model, accelerator, batch=1, context=0, dtype="fp16", *,
     """Total tokens/s across the batch under the per-operation roofline. Divide by
     `batch` for tokens/s per sequence. Vectorised over batch and context."""
     b, c = _decode_args(batch, context)
-    t = decode_step_time(model, accelerator, b, c, dtype, kv_dtype=kv_dtype,
+    t = decode_step_s(model, accelerator, b, c, dtype, kv_dtype=kv_dtype,
                          compute_dtype=compute_dtype)
     return _v.scalar_or_array(b / t)
 
@@ -171,7 +171,7 @@ def decode_step_time_overlapped(model, accelerator, batch=1, context=0, dtype="f
     """What a decode step would take if every operation's traffic overlapped every
     other's arithmetic: max(all bytes / bandwidth, all FLOPs / peak), pooled over the
     step. No real step runs like this (attention's KV reads and the matmuls are separate
-    kernels); it is a lower bound on `decode_step_time`, shown to explain why the pooled
+    kernels); it is a lower bound on `decode_step_s`, shown to explain why the pooled
     model used to be too optimistic at large batches. Vectorised."""
     acc = _hardware.get(accelerator)
     b, c = _decode_args(batch, context)
@@ -378,7 +378,7 @@ def forward_step_breakdown(model, accelerator, new_tokens, context=0, dtype="fp1
     return breakdown(sm.step_terms(q, c, lg), accelerator)
 
 
-def forward_step_time(model, accelerator, new_tokens, context=0, dtype="fp16", *,
+def forward_step_s(model, accelerator, new_tokens, context=0, dtype="fp16", *,
                       logits=None, kv_dtype=None, compute_dtype=None, flash=True) -> float:
     """Seconds of one mixed forward step: the sum of `forward_step_breakdown`'s rows."""
     q, c, lg = _step_args(new_tokens, context, logits)
@@ -386,7 +386,7 @@ def forward_step_time(model, accelerator, new_tokens, context=0, dtype="fp16", *
                       compute_dtype=compute_dtype, flash=flash)(q, c, lg)
 
 
-def prefill_time(model, accelerator, prompt_tokens, batch=1, dtype="fp16", *,
+def prefill_s(model, accelerator, prompt_tokens, batch=1, dtype="fp16", *,
                  kv_dtype=None, compute_dtype=None, flash=True) -> float:
     """Roofline seconds to prefill `batch` prompts of `prompt_tokens` each in one step:
     the weights read once while 2 FLOPs per weight are spent on every prompt token,
@@ -394,7 +394,7 @@ def prefill_time(model, accelerator, prompt_tokens, batch=1, dtype="fp16", *,
     token). Usually compute-bound; short prompts on a fast GPU are not."""
     p = _v.count("prompt_tokens", prompt_tokens, maximum=1 << 30)
     b = _v.count("batch", batch, maximum=1 << 30)
-    return forward_step_time(model, accelerator, np.full(b, p), np.zeros(b), dtype,
+    return forward_step_s(model, accelerator, np.full(b, p), np.zeros(b), dtype,
                              kv_dtype=kv_dtype, compute_dtype=compute_dtype, flash=flash)
 
 

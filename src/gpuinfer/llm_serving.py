@@ -43,7 +43,7 @@ from . import roofline as _roofline
 from . import search as _search
 from . import validate as _v
 from .batching import MAX_BATCH, MAX_TOKENS
-from .engine_step import EngineStep, tp_shard, tp_step_s, tp_step_seconds
+from .engine_step import EngineStep, tp_shard, tp_step_s
 from .llm_simulator import LLM_COLUMNS, simulate_disaggregated, simulate_llm
 from .llm_slo import goodput, slo_attainment, summarize_llm
 from .paged_kv import (
@@ -64,7 +64,6 @@ __all__ = [
     "kv_blocks", "kv_cache_budget", "kv_memory_use", "kv_sequences",
     "largest_chunk_budget", "offline_throughput", "ep_dp_step", "paging_gain", "simulate_disaggregated",
     "simulate_llm", "slo_attainment", "summarize_llm", "tp_shard", "tp_step_s",
-    "tp_step_seconds",
 ]
 
 
@@ -237,7 +236,7 @@ def ep_dp_step(model, accelerator, n_devices, z, *, dtype="fp16", kv_dtype=None,
     aggregates (N x z's tokens) over N, its FLOPs times the busiest GPU's imbalance
     (`expert_parallel.uniform_routing_imbalance`; the ceiling takes the mean, 1). Two
     all-to-alls a MoE layer (`expert_parallel.moe_all_to_all_bytes` of z's tokens,
-    `all_to_all_time`, over `expert_parallel.deepep_fraction` where the Efficiency's
+    `all_to_all_s`, over `expert_parallel.deepep_fraction` where the Efficiency's
     `all_to_all` is "measured"). The ceiling overlaps them with the computation, max(the
     two) (a bound holds under any overlap); the achievable model adds them and its
     overheads (`achievable.overheads`). Returns {"step_s", "comm_s", "rows_s" (seconds
@@ -262,8 +261,8 @@ def ep_dp_step(model, accelerator, n_devices, z, *, dtype="fp16", kv_dtype=None,
     if n > 1:
         ic = _parallel.link_for(interconnect, acc)
         a2a = _ep.moe_all_to_all_bytes(m, z[1], n)
-        d = _ep.all_to_all_time(a2a["dispatch_sent_bytes"], n, ic)
-        c = _ep.all_to_all_time(a2a["combine_sent_bytes"], n, ic)
+        d = _ep.all_to_all_s(a2a["dispatch_sent_bytes"], n, ic)
+        c = _ep.all_to_all_s(a2a["combine_sent_bytes"], n, ic)
         if eff.all_to_all == "measured":
             f_d, f_c = _ep.deepep_fraction(n)
             d, c = d / f_d, c / f_c

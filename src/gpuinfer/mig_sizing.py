@@ -43,7 +43,7 @@ def mig_options(model, gpu, batch, context, dtype="fp16", *, compute_dtype=None,
         (`llm.max_batch` on `hardware.mig_slice`, `llm.DEFAULT_RESERVE_BYTES` held back);
       tpot_s: seconds of a decode step at `batch` on the achievable model
         (`achievable.decode_step_s` on the slice), each sequence's time per output token;
-      tpot_ceiling_s: the same on the roofline (`llm.decode_step_time`).
+      tpot_ceiling_s: the same on the roofline (`llm.decode_step_s`).
 
     Both times are NaN where `batch` does not fit. `compute_dtype`: the format the
     matmuls run in (`"fp8"` with `dtype="fp8"`: FP8 W8A8; default the weights' own
@@ -59,7 +59,7 @@ def mig_options(model, gpu, batch, context, dtype="fp16", *, compute_dtype=None,
             continue
         part = _hardware.mig_slice(gpu, name)
         fits = _llm.max_batch(model, part, context, dtype)
-        ceiling = (float(_llm.decode_step_time(model, part, b, context, dtype,
+        ceiling = (float(_llm.decode_step_s(model, part, b, context, dtype,
                                                compute_dtype=compute_dtype))
                    if fits >= b else math.nan)
         tpot = (float(_achievable.decode_step_s(model, part, b, context, dtype,

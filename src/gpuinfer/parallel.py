@@ -30,7 +30,7 @@ Three step times; tell them apart by what they charge the all-reduces and the sh
   (`engine_step.tp_step_s`) is the same number for a decode step;
 - the *roofline model*, not a bound: the shard's roofline plus NCCL's cost model of its
   fastest ring or tree, latency included, no overheads. It is `tp_decode_breakdown`'s
-  `total_s`, `tp_decode_step_time` and `tp_decode_step_s(..., achievable=False)`: the
+  `total_s`, `tp_decode_step_s(..., achievable=False)` and `tp_decode_step_s(..., achievable=False)`: the
   chapter's worked numbers. NVLS and the engines' one-shot all-reduces can beat NCCL's
   ring, so it can overstate the communication; it leaves out kernel gaps and the step's
   fixed cost, so it understates the rest;
@@ -62,9 +62,9 @@ from . import validate as _v
 # NCCL's collectives live in `collectives`; their names stay importable from here.
 from .collectives import (  # noqa: F401  (re-exported)
     ALGORITHMS, DEFAULT_NETWORK, allreduce_bus_bandwidth, allreduce_bytes_sent,
-    allreduce_crossover_bytes, allreduce_floor_s, allreduce_protocols, allreduce_time,
+    allreduce_crossover_bytes, allreduce_floor_s, allreduce_protocols, allreduce_s,
     check_devices, custom_allreduce_parts, custom_allreduce_s, engine_allreduce,
-    fastest_allreduce, fit_allreduce, interconnect_allreduce_time, ring_route,
+    fastest_allreduce, fit_allreduce, interconnect_allreduce_s, ring_route,
 )
 
 # --- sharding a decoder ------------------------------------------------------------------
@@ -311,21 +311,6 @@ def tp_prefill_breakdown(model, accelerator, n_devices, prompt_tokens, dtype="fp
                             interconnect, network, achievable, allreduce)
 
 
-def tp_decode_step_time(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
-                        interconnect=None, *, network=None, kv_dtype=None,
-                        compute_dtype=None, achievable=False, allreduce="nccl") -> float:
-    """Seconds for one tensor-parallel decode step on N devices: the shard's step (on
-    the roofline, or with `achievable` the achievable model's) plus 2 x layers + 1
-    all-reduces at NCCL's modelled cost, latency included (the module's *roofline
-    model*). A model, not a lower bound: the bound is
-    `tp_decode_breakdown(...)["ceiling_s"]`, which the serving simulator's ceiling
-    (`engine_step.tp_step_s` with `achievable=False`) also gives."""
-    return tp_decode_breakdown(model, accelerator, n_devices, batch, context, dtype,
-                               interconnect, network=network, kv_dtype=kv_dtype,
-                               compute_dtype=compute_dtype, achievable=achievable,
-                               allreduce=allreduce)["total_s"]
-
-
 def tp_tradeoff(model, accelerator, batch=1, context=0, dtype="fp16", interconnect=None, *,
                 degrees=None, network=None, kv_dtype=None):
     """Chapter *Beyond one GPU*: what each TP degree buys, one row per degree N (that
@@ -343,8 +328,9 @@ def tp_tradeoff(model, accelerator, batch=1, context=0, dtype="fp16", interconne
         raise ValueError(f"no TP degree among {degrees} holds {m.name} at batch {batch}, "
                          f"context {context} on {_hardware.get(accelerator).name}")
     base = fits[0]
-    base_t = tp_decode_step_time(m, accelerator, base, batch, context, dtype, interconnect,
-                                 network=network, kv_dtype=kv_dtype)
+    base_t = tp_decode_step_s(m, accelerator, base, batch, context, dtype=dtype,
+                              interconnect=interconnect, network=network, kv_dtype=kv_dtype,
+                              achievable=False)
     rows = []
     for n in fits:
         parts = tp_decode_breakdown(m, accelerator, n, batch, context, dtype, interconnect,
@@ -451,7 +437,7 @@ def tp_decode_step_s(model, accelerator, n_devices, batch=1, context=0, *, dtype
     shard's operations at `achievable.FITTED`'s derated rates, plus the 2 x layers + 1
     all-reduces of NCCL's cost model (latency included), plus the achievable model's
     kernel gaps and fixed cost a step. `achievable=False`: the roofline model, the same
-    number as `tp_decode_step_time` (the roofline plus NCCL's all-reduces with their
+    number as `tp_decode_step_s(..., achievable=False)` (the roofline plus NCCL's all-reduces with their
     latencies; not a bound); an `achievable.Efficiency` times the shard on it. Equal to
     `tp_decode_breakdown(..., achievable=achievable)["total_s"]`, cached (a search asks
     for the same step many times).
@@ -545,7 +531,7 @@ def tp_options(model, prices, context, tpot_s, *, degrees=(1, 2, 4, 8), dtype="f
     currency), e.g. {"H200": cost.price_per_gpu_hour("AWS p5e.48xlarge (Capacity Block)")};
     `degrees`: the TP degrees to try (each must shard the model, `check_tp_degree`);
     `achievable`: the steps on the achievable model (default) or, with False, on the
-    roofline model (`tp_decode_step_time`: the roofline and NCCL's all-reduces, no
+    roofline model (`tp_decode_step_s(..., achievable=False)`: the roofline and NCCL's all-reduces, no
     overheads; optimistic beside an engine, though not a strict bound); `allreduce`:
     "nccl" (default) or "custom", the engines' one-shot/two-shot all-reduce
     (`tp_decode_step_s`); `kv_dtype`, `compute_dtype`: the cache's and the matmuls'

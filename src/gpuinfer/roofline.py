@@ -286,7 +286,3 @@ def _place_points(ax, points, peak, bandwidth):
 
 
 # Names before the seconds suffix became `_s` everywhere (issue 25).
-op_seconds = op_time_s  # deprecated alias, kept for one release
-op_seconds_unchecked = op_time_s_unchecked  # deprecated alias, kept for one release
-total_seconds = total_s  # deprecated alias, kept for one release
-step_seconds = step_s  # deprecated alias, kept for one release

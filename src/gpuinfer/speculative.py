@@ -115,7 +115,7 @@ def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, conte
     """One speculative round for `batch` sequences at `context` cached tokens each, on
     the per-operation roofline, against plain decoding of the same batch:
 
-    - `plain_step_s`: a target decode step (`llm.decode_step_time`), one token each;
+    - `plain_step_s`: a target decode step (`llm.decode_step_s`), one token each;
     - `verify_s`: the target step that checks k + 1 tokens per sequence: its weight
       matmuls, embedding and LM head over batch x (k + 1) tokens (the rows of
       `llm.decode_step_breakdown` at that batch: every position needs its logits), its
@@ -166,10 +166,10 @@ def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, conte
     attention = _llm.forward_step_breakdown(t, acc, np.full(b, nodes + 1), np.full(b, c),
                                             dtype)
     if achievable is False:
-        plain = _llm.decode_step_time(t, acc, b, c, dtype)
+        plain = _llm.decode_step_s(t, acc, b, c, dtype)
         verify = float(wide["seconds"].drop("attention").sum()
                        + attention.loc["attention", "seconds"])
-        steps = np.array([float(_llm.decode_step_time(d, acc, b * width[j], c + j, ddt))
+        steps = np.array([float(_llm.decode_step_s(d, acc, b * width[j], c + j, ddt))
                           for j in range(k)])
     else:
         eff = _ach.as_efficiency(achievable)

@@ -28,7 +28,7 @@ def step_aggregates(new_tokens, context, logits=None):
     (a sequence's q new tokens attend to its c cached ones and to the earlier new ones:
     q c + q (q + 1) / 2), cached tokens, and score-matrix entries q (c + q) (what an
     attention kernel that writes the scores stores: `flash=False`). Per-sequence arrays
-    in, no checks (`llm.forward_step_time` checks)."""
+    in, no checks (`llm.forward_step_s` checks)."""
     q = np.asarray(new_tokens, dtype=float)
     c = np.asarray(context, dtype=float)
     lg = np.ones_like(q) if logits is None else np.asarray(logits, dtype=float)
@@ -118,7 +118,7 @@ class StepCost:
     bandwidths) replaces the datasheet's (`datasheet_rates`), e.g. `achievable.row_rates`
     with an efficiency; `rows` is [(name, does arithmetic, compute dtype)]. Call it as
     `cost(new_tokens, context, logits=None)` -> seconds (per-sequence arrays, unchecked
-    for speed: `llm.forward_step_time` checks them)."""
+    for speed: `llm.forward_step_s` checks them)."""
 
     def __init__(self, model, accelerator, dtype="fp16", *, kv_dtype=None, compute_dtype=None,
                  flash=True, rates=None):

@@ -200,4 +200,3 @@ def predicted_latency_s(batch, accelerator, overhead_per_kernel_s, *,
     return float(out[0]) if np.ndim(batch) == 0 else np.array(out)
 
 
-overlapped_seconds = overlapped_s  # deprecated alias, kept for one release

@@ -294,12 +294,12 @@ def serve(models: Sequence[ServedModel], *, quiet=True):
 # --- an open-loop Poisson client ------------------------------------------------------------
 
 def poisson_load(server: Server, rates: Mapping[str, float], n: int, inputs, *, seed=0,
-                 max_s=30.0, warmup=8, max_seconds=None):
+                 max_s=30.0, warmup=8):
     """Send `n` requests as one Poisson stream of sum(rates) requests/s, each to model
     `name` with probability rates[name] / sum(rates), at its arrival time and without
     waiting for earlier answers (open loop). Request i sends row i of `inputs`
     ([n_rows, n_features], reused cyclically). Stops sending after `max_s` seconds and
-    waits at most `max_s` more for answers (`max_seconds`: its old name, kept for a release). `warmup` requests per model go first,
+    waits at most `max_s` more for answers. `warmup` requests per model go first,
     one at a time, and are not recorded (nor are their batches).
 
     Returns one row per request: `model`, `arrival` (scheduled, s from the first),
@@ -310,8 +310,6 @@ def poisson_load(server: Server, rates: Mapping[str, float], n: int, inputs, *, 
 
     _v.ensure(isinstance(server, Server), "server must be what serve() yields", TypeError)
     n = _v.count("n", n, maximum=100_000, why_maximum="a lab's load stays small")
-    if max_seconds is not None:  # the old keyword, kept for one release
-        max_s = max_seconds
     _v.positive("max_s", max_s)
     _v.ensure(isinstance(rates, Mapping) and rates, "rates must be {model name: requests/s}",
               TypeError)

@@ -101,7 +101,7 @@ def _():
           question="Decision: Llama-3-8B fp16 on an A100 80GB, every sequence at 4,096 "
           f"tokens of context, time per output token at most {DECISION_TPOT_S * 1e3:.0f} ms "
           "as an engine would run it: on the achievable model "
-          "(achievable.decode_step_s; its ceiling, llm.decode_step_time, beside it). "
+          "(achievable.decode_step_s; its ceiling, llm.decode_step_s, beside it). "
           "The largest batch that meets the objective and fits in memory serves the most "
           "tokens per GPU-hour, the lowest cost. What batch is it? A whole number of "
           "sequences; within 3% is accepted.", unit="sequences",

@@ -19,8 +19,8 @@ def _ratio(wrong, right) -> float:
 
 
 #: The example's batch service time on the roofline, S(b) (batch -> seconds); what an
-#: engine achieves is `batching.model_service_time` with the same arguments.
-ROOFLINE_SERVICE = batching.roofline_service_time(MODEL, GPU, tokens_per_request=QUERY_TOKENS,
+#: engine achieves is `batching.model_service_s` with the same arguments.
+ROOFLINE_SERVICE = batching.roofline_service_s(MODEL, GPU, tokens_per_request=QUERY_TOKENS,
                                                   lm_head=False)
 
 
@@ -55,7 +55,7 @@ def _():
           "service, 32-token queries to e5-mistral-7b-instruct (Mistral-7B's shape, fp16) "
           "on an A100 80GB, with max_batch 8, from the roofline. In requests/s, 3 "
           "significant figures.", unit="requests/s",
-          hint="Every batch is full: 8 / S(8), with S from batching.roofline_service_time"
+          hint="Every batch is full: 8 / S(8), with S from batching.roofline_service_s"
           "(model, GPU, tokens_per_request=32, lm_head=False): a forward pass over 256 "
           "tokens.",
           # 8 / S(1) over 8 / S(8) = S(8) / S(1), about 1.7: the slip's own factor.
@@ -70,7 +70,7 @@ def _():
 @register("batching-light-load-latency", where=WHERE,
           question="At light load (one request, nobody else), the chapter's embedding "
           "service with max_batch 8 and max_queue_delay 2 ms: the request's latency, in "
-          "seconds, with the roofline's service time S(1) (batching.roofline_service_time"
+          "seconds, with the roofline's service time S(1) (batching.roofline_service_s"
           "(\"mistral-7b\", \"A100 80GB\", tokens_per_request=32, lm_head=False)).", unit="s",
           hint="Alone, the request waits the whole queue delay for company that never "
           "comes, then runs as a batch of one.")
@@ -82,7 +82,7 @@ def _():
           question="Decision: the chapter's embedding service must keep the p99 latency "
           "within 50 ms. Among max_batch 1, 2, 4, 8, 16 and 32 (greedy, no queue delay), "
           "which serves the most requests/s within the SLO, on what an engine achieves "
-          "(batching.model_service_time(\"mistral-7b\", \"A100 80GB\", tokens_per_request=32, "
+          "(batching.model_service_s(\"mistral-7b\", \"A100 80GB\", tokens_per_request=32, "
           "lm_head=False): "
           "the achievable model, the ceiling beside)? Take the "
           "smallest limit within 2% of the best capacity (batching.sweep, then "
@@ -93,7 +93,7 @@ def _():
           "query: a few queries pass the ridge point). Saturation throughput alone is "
           "flat past that point: it cannot choose.", rel_tol=0.0)
 def _():
-    achieved = batching.model_service_time(MODEL, GPU, tokens_per_request=QUERY_TOKENS,
+    achieved = batching.model_service_s(MODEL, GPU, tokens_per_request=QUERY_TOKENS,
                                            lm_head=False)
     table = batching.sweep(achieved, DECISION_BATCHES, [0.0], slo=DECISION_SLO_S, n=2000)
     return float(batching.best_policy(table, within=0.02)["max_batch"])

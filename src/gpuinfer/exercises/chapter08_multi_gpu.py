@@ -70,7 +70,7 @@ _NV5_NCCL_GBS = _NV5.nccl_bus_bandwidth_bytes_per_s / 1e9
                  f"llMaxBw, {_LL_MAX_GBS['hopper']:.0f} GB/s for Hopper."})
 def _():
     m = llm.get(MODEL)
-    return parallel.interconnect_allreduce_time(64 * m.d_model * 2, 8, "NVLink 4")
+    return parallel.interconnect_allreduce_s(64 * m.d_model * 2, 8, "NVLink 4")
 
 
 @register("parallel-fewest-h100", where=WHERE,
@@ -95,7 +95,7 @@ def _():
           "a server of 8, NCCL's ring LL protocol; InfiniBand beyond). A whole number of "
           "devices.", unit="devices",
           hint="The chapter's closed form: 2 alpha N^2 + (t0 - 2 alpha + 2S/beta) N - "
-          "(T1/K + 2S/beta) = 0, with T1 = llm.decode_step_time(model, 'B200', 1, 4096), "
+          "(T1/K + 2S/beta) = 0, with T1 = llm.decode_step_s(model, 'B200', 1, 4096), "
           "K = 161, S = 16,384 B and LL's t0 and alpha on NVLink 5, beta its bandwidth: "
           f"half of NVLink 5's {_NV5_NCCL_GBS:.1f} GB/s in NCCL's topology (18 links x "
           f"{hardware.NCCL_NVLINK_GB_PER_S['blackwell']:g}; the datasheet says "
@@ -164,7 +164,7 @@ def _():
           "tokens/s) x 1e6. Compare all eight and take the smallest. Below the answer: "
           f"the batch that memory allows misses {DECISION_TPOT_S * 1e3:g} ms somewhere, so cap "
           "it by the objective "
-          "too; or the roofline model's steps (parallel.tp_decode_step_time: the roofline "
+          "too; or the roofline model's steps (parallel.tp_decode_step_s(..., achievable=False): the roofline "
           "and NCCL's all-reduces, no overheads), which no engine reaches. Above it: compare both GPUs and every degree, not only the H100s or "
           "only N = 8.",
           rel_tol=0.03,

@@ -81,23 +81,23 @@ def two_instances_sequences(context=TWO_CONTEXT, utilisation=0.45, instances=2) 
           f"token of a request with a {TTFT_PROMPT:,}-token prompt, from the per-operation "
           "roofline. In seconds, 3 significant figures.", unit="s",
           hint="Alone, a request waits for nothing: its TTFT is one prefill step over the "
-          "whole prompt (llm.prefill_time), compute-bound: 2 FLOPs x "
+          "whole prompt (llm.prefill_s), compute-bound: 2 FLOPs x "
           f"{matmul_weights() / 1e9:.2f}e9 matmul weights x {TTFT_PROMPT:,} tokens over the "
           "peak (the "
           "embedding table is gathered, not multiplied, and the LM head runs for the last "
           "token only), plus a few milliseconds of causal attention over the prompt.",
-          slips={TTFT_PROMPT * llm.decode_step_time(MODEL, GPU, 1, TTFT_PROMPT // 2)
-                 / llm.prefill_time(MODEL, GPU, TTFT_PROMPT):
+          slips={TTFT_PROMPT * llm.decode_step_s(MODEL, GPU, 1, TTFT_PROMPT // 2)
+                 / llm.prefill_s(MODEL, GPU, TTFT_PROMPT):
                  f"That is {TTFT_PROMPT:,} decode steps: a prompt goes through the model in "
                  "one forward pass, not one token at a time.",
                  1000.0: "Give seconds, not milliseconds.",
                  # the matmuls alone: 2 x 6.98e9 x 3,000 / 989e12 = 42.3 ms of 45.1
-                 2 * matmul_weights() * TTFT_PROMPT / llm.prefill_time(MODEL, GPU, TTFT_PROMPT)
+                 2 * matmul_weights() * TTFT_PROMPT / llm.prefill_s(MODEL, GPU, TTFT_PROMPT)
                  / hardware.get(GPU).peak_flops("fp16"):
                  "That is the matmuls alone: add the prompt's causal attention and the LM "
                  "head for the last token (llm.forward_step_breakdown lists each)."})
 def _():
-    return llm.prefill_time(MODEL, GPU, TTFT_PROMPT)
+    return llm.prefill_s(MODEL, GPU, TTFT_PROMPT)
 
 
 @register("llm-chunk-budget", where=WHERE,
@@ -118,7 +118,7 @@ def _():
           "32 decode tokens too, and the step pays its fixed cost whatever its size.",
           rel_tol=0.0,
           slips={largest_budget(False) / largest_budget():
-                 "That is the budget on the ceiling (llm.forward_step_time): an engine's "
+                 "That is the budget on the ceiling (llm.forward_step_s): an engine's "
                  "step is slower (derated matmuls and bandwidth, a fixed cost a step). "
                  "Decide on the achievable model."})
 def _():

@@ -43,4 +43,4 @@ def ll_slip(n_bytes, n_devices, link, fraction=1.0):
     steps, share = 2 * (n_devices - 1), 2 * (n_devices - 1) / n_devices
     slip = ll.base_latency_s + steps * ll.step_latency_s \
         + share * n_bytes / (fraction * ic.nccl_bus_bandwidth_bytes_per_s)
-    return slip / parallel.interconnect_allreduce_time(n_bytes, n_devices, link)
+    return slip / parallel.interconnect_allreduce_s(n_bytes, n_devices, link)

@@ -105,6 +105,8 @@ def test_inconclusive_names_what_and_the_largest_spread():
     text = v.inconclusive("the GEMV against its ceiling", 0.12, 0.7)
     assert "(the GEMV against its ceiling)" in text and "70% of the median" in text
     assert text.startswith("Inconclusive on this run") and "rerun" in text
+    # It names no device: a CPU runtime prints it too (a "quiet GPU" there misleads).
+    assert "quiet machine" in text and "GPU." not in text
     # No spread given, or an infinite one (a single run): says so instead of a percentage.
     assert "too few runs to tell" in v.inconclusive("x")
     assert "too few runs to tell" in v.inconclusive("x", 0.1, math.inf)

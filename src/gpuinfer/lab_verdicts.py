@@ -93,7 +93,7 @@ def inconclusive(what, *spreads) -> str:
                 default=math.inf)
     shown = "too few runs to tell" if math.isinf(worst) else f"{worst:.0%} of the median"
     return (f"Inconclusive on this run ({what}): the spread is {shown}; rerun, or run on a "
-            "quiet GPU.")
+            "quiet machine (nothing else running on its GPU or CPU).")
 
 
 # --- labs 1, 2 and 10: verdicts behind the noise gate -----------------------------------------

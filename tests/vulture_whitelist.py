@@ -11,7 +11,7 @@ Remove an entry when its reason goes; never add one to quiet vulture about code 
 from gpuinfer import (
     exercises, onnx_runtime, quality, tabular, triton_server,
 )
-from gpuinfer.hardware import links, measured
+from gpuinfer.hardware import links
 
 #: Used only by pages (chapters, labs, workshop).
 _PAGES = [
@@ -22,7 +22,7 @@ _PAGES = [
 
 #: Citations kept beside the constants they source (read in the code, shown by no page).
 _SOURCES = [
-    links.NCCL_TREE_CORRECTION_SOURCE, measured.MAMF_SOURCE, onnx_runtime.TENSORRT_DOCS,
+    links.NCCL_TREE_CORRECTION_SOURCE, onnx_runtime.TENSORRT_DOCS,
     tabular.CUDA_GRAPHS_BLOG_URL, tabular.HOST_COPY_SOURCE,
 ]
 

@@ -15,11 +15,12 @@ date, not facts about your bill.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
+from . import hardware
 from . import validate as _v
+from .hardware import devices as _devices
 
 SECONDS_PER_HOUR = 3600.0
 MILLION = 1e6
@@ -151,46 +152,19 @@ def priced(table, price_per_hour, *, by=None, throughput="tokens_per_s", utilisa
                              dtype=float)
     return out
 
-@dataclass(frozen=True)
-class ExamplePrice:
-    """An hourly price to start from: edit it for your provider, region and discount."""
-
-    name: str
-    hardware: str
-    price_per_hour: float
-    currency: str
-    as_of: str
-    source: str
-    note: str = ""
-
-
-EXAMPLE_PRICES = (
-    ExamplePrice(
+#: Instances without a GPU: no catalogue GPU holds their price.
+_CPU_PRICES = (
+    _devices.ExamplePrice(
         "AWS c5.2xlarge", "8 vCPU (Intel Xeon), no GPU", 0.34, "USD", "AWS documentation "
         "example, read 2026-12", "https://docs.aws.amazon.com/autoscaling/ec2/userguide/"
         "weights-spot-price-per-unit-hour-example.html",
         "us-east-1 On-Demand, Linux. AWS marks the table as 'example pricing and not "
         "current pricing'."),
-    ExamplePrice(
-        "AWS g4dn.xlarge", "1x NVIDIA T4, 4 vCPU", 0.526, "USD", "list price since 2019, "
-        "read 2026-12", "https://aws.amazon.com/ec2/instance-types/g4/",
-        "us-east-1 On-Demand, Linux. Check the live price page before relying on it."),
-    ExamplePrice(
-        "AWS g5.xlarge", "1x NVIDIA A10G, 4 vCPU", 1.006, "USD", "list price since 2021, "
-        "read 2026-12", "https://aws.amazon.com/ec2/instance-types/g5/",
-        "us-east-1 On-Demand, Linux. Check the live price page before relying on it."),
-    ExamplePrice(
-        "AWS p5.48xlarge (Capacity Block)", "8x NVIDIA H100 SXM", 39.33, "USD",
-        "reservation rate listed before 2025-01-01, read 2026-12",
-        "https://aws.amazon.com/ec2/capacityblocks/pricing/",
-        "EC2 Capacity Blocks for ML, 4.916 USD per GPU-hour. Rates change; check the live page."),
-    ExamplePrice(
-        "AWS p5e.48xlarge (Capacity Block)", "8x NVIDIA H200", 43.26, "USD",
-        "reservation rate listed before 2025-01-01, read 2026-12",
-        "https://aws.amazon.com/ec2/capacityblocks/pricing/",
-        "EC2 Capacity Blocks for ML, US East (Ohio), 5.408 USD per GPU-hour. Rates change; "
-        "check the live page."),
 )
+#: Example hourly prices: the CPU instances, then each catalogue GPU's `prices` (the
+#: instances that hold it), in catalogue order.
+EXAMPLE_PRICES = _CPU_PRICES + tuple(p for name in hardware.names()
+                                     for p in hardware.get(name).prices)
 
 
 def price_per_gpu_hour(name) -> float:
@@ -217,7 +191,7 @@ def price_per_gpu_hour(name) -> float:
     return p.price_per_hour / count
 
 
-def _gpus_of(price: ExamplePrice):
+def _gpus_of(price):
     """(GPUs in the instance, the GPU's name) from its `hardware` text; (0, None) if none."""
     import re
 
@@ -227,8 +201,6 @@ def _gpus_of(price: ExamplePrice):
 
 def _gpu_name(name, instances, by_gpu) -> str:
     """`name` as the GPU of one of the example instances, or an error naming what is known."""
-    from . import hardware
-
     known = (f"an instance ({', '.join(repr(p.name) for p in instances)}) or a GPU one of "
              f"them holds ({', '.join(map(repr, by_gpu))})")
     if not isinstance(name, str):
@@ -250,7 +222,7 @@ def _gpu_name(name, instances, by_gpu) -> str:
     return gpu
 
 
-def example_price(name) -> ExamplePrice:
+def example_price(name):
     """One of `EXAMPLE_PRICES` by name ("AWS g4dn.xlarge")."""
     by_name = {p.name: p for p in EXAMPLE_PRICES}
     return by_name[_v.choice("name", name, list(by_name), normalise=lambda s: s.strip().lower())]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from . import dtypes as _dtypes
 from . import hardware as _hardware
-from .hardware import measured as _measured
+from .hardware import devices as _devices
 from . import llm as _llm
 from . import validate as _validate
 
@@ -325,10 +325,10 @@ def gpt_fast_fraction(weight_format="bf16") -> float:
 
 #: Measured figures other people published, for devices with no reference run here.
 #: value in SI units; `source` is the course's references.bib key.
-_MAMF_BF16 = _measured.MAMF_TFLOPS["bf16"]
+_MAMF_BF16 = _devices.MAMF_TFLOPS["bf16"]
 PUBLISHED = [
     # Maximum achievable matmul FLOP/s (MAMF): bf16, best shape found by a search; the
-    # figures live in hardware.measured (MAMF_TFLOPS), as `hardware.achievable` reads them.
+    # figures live in hardware.devices (MAMF_TFLOPS), as the catalogue entries read them.
     {"experiment": "matmul", "catalogue_entry": "A100 80GB", "dtype": "bf16",
      "value": _MAMF_BF16["NVIDIA A100 SXM"] * 1e12,
      "what": "MAMF, A100 SXM", "source": "bekman2024mlengineering"},

@@ -7,7 +7,9 @@ operations/s), Hz.
 
 One idea a module; this package re-exports the public names of each:
 - `devices`: the cited device table (`Accelerator`, `names`, `catalogue`; the traps it
-  gets right are in its docstring).
+  gets right are in its docstring). A GPU is one record there: its NVLink and PCIe
+  generation, MIG profiles, measured matmul and copy rates and example prices are fields
+  of its entry, which the modules below (and `cost`) read.
 - `mig`: MIG slices of one GPU (`mig_profiles`, `mig_slice`).
 - `lookup`: `get`, a device by any name it goes by (catalogue row or MIG slice).
 - `measured`: what real code reaches (`achievable`, `achievable_table`, `derated`).

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from .. import validate as _v
 from .devices import (A100_DATASHEET, BLACKWELL_DATASHEET, GB, V100_DATASHEET, Table,
-                      check_text)
+                      catalogue_entry, check_text, names)
 from .lookup import get
 
 _NCCL_COMMIT = "5067397c2676d5aed50042fc39e5c8ee96eb0027"
@@ -291,11 +291,13 @@ _HGX_DOMAIN = ("8 GPUs per HGX/DGX board by NVLink/NVSwitch; beyond it, the netw
                "supercomputers-expands-the-frontier-of-ai")
 
 
-def _nvlink(name, bidirectional_gb_per_s, gpus, source, note, aliases=(), domain_gpus=8,
+def _nvlink(name, bidirectional_gb_per_s, source, note, aliases=(), domain_gpus=8,
             domain_source=_HGX_DOMAIN, *, links, architecture):
     """`links` NVLinks a GPU; NCCL's topology prices each at NCCL_NVLINK_GB_PER_S of its
-    `architecture` (topo.h), which bounds every NCCL bus bandwidth on the link."""
+    `architecture` (topo.h), which bounds every NCCL bus bandwidth on the link. The GPUs
+    that carry it are the catalogue entries whose `nvlink` names it."""
     per_link = NCCL_NVLINK_GB_PER_S[architecture]
+    gpus = tuple(n for n in names() if catalogue_entry(n).nvlink == name)
     return Interconnect(
         name, "nvlink", "per GPU", bidirectional_gb_per_s * GB / 2,
         _NCCL_STEP_S["nvlink"], _NCCL_RING_LL_BASE_S, source,
@@ -332,28 +334,28 @@ def _network(name, ports, gbit_per_s, source, note, aliases=()):
 
 
 _INTERCONNECTS = [
-    _nvlink("NVLink 2", 300, ("V100 SXM2", "V100 SXM2 32GB"), V100_DATASHEET,
+    _nvlink("NVLink 2", 300, V100_DATASHEET,
             "Six links of 25 GB/s each way. DGX-1 joins 8 V100s in a hybrid cube-mesh: "
             "not every pair is directly linked.", aliases=("nvlink2", "nvlink v100"),
             domain_source="8 GPUs (DGX-1): UNSOURCED here", links=6, architecture="volta"),
-    _nvlink("NVLink 3", 600, ("A100 40GB", "A100 80GB"), A100_DATASHEET,
+    _nvlink("NVLink 3", 600, A100_DATASHEET,
             "A100 SXM: twelve links of 25 GB/s each way.", aliases=("nvlink3", "nvlink a100"),
             links=12, architecture="ampere"),
-    _nvlink("NVLink 4", 900, ("H100 SXM", "H200"), "https://www.nvidia.com/en-us/data-center/h100/",
+    _nvlink("NVLink 4", 900, "https://www.nvidia.com/en-us/data-center/h100/",
             "H100 SXM and H200 SXM (https://www.nvidia.com/en-us/data-center/h200/): "
             "eighteen links of 25 GB/s each way.",
             aliases=("nvlink4", "nvlink h100", "nvlink h200"), links=18, architecture="hopper"),
-    _nvlink("NVLink 5", 1800, ("B200",), BLACKWELL_DATASHEET,
+    _nvlink("NVLink 5", 1800, BLACKWELL_DATASHEET,
             "HGX B200, per GPU (8 GPUs, 14.4 TB/s total): eighteen links of 50 GB/s each way.",
             aliases=("nvlink5", "nvlink b200"), links=18, architecture="blackwell"),
-    _nvlink("NVLink bridge (H100 NVL pair)", 600, ("H100 NVL",),
+    _nvlink("NVLink bridge (H100 NVL pair)", 600,
             "https://www.aiminingco.com/gpu/h100-nvl/specs",
             "H100 NVL cards are bridged in pairs (600 GB/s bidirectional: twelve NVLink 4 "
             "links of 25 GB/s each way, derived from the total).",
             aliases=("h100 nvl bridge",), domain_gpus=2,
             domain_source="a pair of cards: https://www.aiminingco.com/gpu/h100-nvl/specs",
             links=12, architecture="hopper"),
-    _nvlink("NVLink 4 (GH200 NVL32)", 900, ("GH200", "GH200 144GB"),
+    _nvlink("NVLink 4 (GH200 NVL32)", 900,
             "https://developer.nvidia.com/blog/one-giant-superchip-for-llms-recommenders-and-"
             "gnns-introducing-nvidia-gh200-nvl32/",
             "NVLink-switch rack of 32 GH200 superchips; the GPU's NVLink 4 is 900 GB/s "
@@ -363,7 +365,7 @@ _INTERCONNECTS = [
             domain_source="'a 32-GPU NVIDIA NVLink domain': https://developer.nvidia.com/blog/"
                           "one-giant-superchip-for-llms-recommenders-and-gnns-introducing-"
                           "nvidia-gh200-nvl32/"),
-    _nvlink("NVLink 5 (GB200 NVL72)", 1800, ("GB200",), BLACKWELL_DATASHEET,
+    _nvlink("NVLink 5 (GB200 NVL72)", 1800, BLACKWELL_DATASHEET,
             "NVLink-switch rack: 72 Blackwell GPUs, 130 TB/s of NVLink in total (eighteen "
             "links a GPU).", aliases=("gb200 nvl72", "nvl72"), domain_gpus=72,
             links=18, architecture="blackwell",
@@ -392,6 +394,11 @@ _INTERCONNECTS = [
 ]
 
 _LINKS = Table(_INTERCONNECTS, "interconnect", "interconnect")
+_UNKNOWN_NVLINKS = sorted({catalogue_entry(n).nvlink for n in names()} - {None}
+                          - {i.name for i in _INTERCONNECTS if i.kind == "nvlink"})
+if _UNKNOWN_NVLINKS:
+    raise ValueError(f"catalogue entries name NVLinks the link table does not have: "
+                     f"{', '.join(_UNKNOWN_NVLINKS)}")
 
 
 def interconnect_names() -> list[str]:
@@ -420,33 +427,11 @@ def interconnect_for(accelerator) -> Interconnect:
         f"get_interconnect('PCIe Gen4 x16')")
 
 
-# The host link (PCIe generation, x16) of catalogue GPUs, where a source says it: how a
-# card's host-to-device copies are bounded (`host_link`).
-_HOST_LINKS = {
-    "T4": (3, "https://manualmachine.com/pny/tcst4mpb/8129101-user-manual"),
-    "V100 PCIe 16GB": (3, "https://sysrqmts.com/it/gpus/compare/nvidia-tesla-t10-processor-"
-                          "vs-nvidia-tesla-v100-pcie-16-gb"),
-    "V100 PCIe 32GB": (3, "the V100 PCIe 16GB's, assumed"),
-    "P100 PCIe": (3, "https://cputronic.com/gpu/nvidia-tesla-p100-pcie-16-gb"),
-    "L4": (4, "https://store.sourcecode.com/en-us/bg-bucket-compare/125/9820"),
-    "L40": (4, "https://www.mullet.se/product.html?product_id=355414"),
-    "L40S": (4, "https://www.mullet.se/product.html?product_id=355414"),
-    "A40": (4, "NVIDIA A40 datasheet as reproduced in https://www.ecer.com/corp/details-"
-               "uuuedqa-p1bsay9-multi-display-setups-supported-by-48gb-gddr6-ecc-memory-"
-               "nvidia-a40-gpu-and-vga-outputs.html"),
-    "A10": (4, "https://sysrqmts.com/vi/gpus/compare/nvidia-a10-pcie-vs-nvidia-a2"),
-    "RTX A6000": (4, "https://servethehome.com/nvidia-rtx-a6000-48gb-gpu-drops-quadro-designation"),
-    "RTX 6000 Ada": (4, "https://github.com/atineoSE/coding-model-seeks-gpu/blob/"
-                        "cbdfc2fb1d6363eabc8aeadf6f5aac297bfc0def/pipeline/pipeline/sources/"
-                        "rtx6000ada_specs.md"),
-    "A100 40GB PCIe": (4, A100_DATASHEET + " ('PCIe Gen4: 64GB/s')"),
-    "A100 80GB PCIe": (4, A100_DATASHEET + " ('PCIe Gen4: 64GB/s')"),
-    "H100 PCIe": (5, "https://docs.nvidia.com/launchpad/ai/h100-mig/latest/h100-mig-gpu.html"),
-    "H200": (5, "https://raw.githubusercontent.com/mlcommons/inference_results_v4.1/main/closed/"
-                "NVIDIA/systems/H200-SXM-141GBx8_TRT_MaxQ.json"),
-    "B200": (5, BLACKWELL_DATASHEET),
-    "GB200": (5, BLACKWELL_DATASHEET),
-}
+# The host link (PCIe generation, x16) of catalogue GPUs, where a source says it (each
+# entry's `pcie_generation` and `pcie_source`): how a card's host-to-device copies are
+# bounded (`host_link`).
+_HOST_LINKS = {n: (catalogue_entry(n).pcie_generation, catalogue_entry(n).pcie_source)
+               for n in names() if catalogue_entry(n).pcie_generation is not None}
 
 
 def host_link(accelerator) -> Interconnect:

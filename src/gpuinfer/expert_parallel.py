@@ -168,12 +168,75 @@ def uniform_routing_imbalance(tokens, n_devices, experts_per_token=1, local_expe
     return float(min(1.0 + math.sqrt(2.0 * math.log(n) / mu), n * min(k, local) / k))
 
 
+
+def nodes_touched(n_experts, experts_per_token, n_nodes, max_nodes=None) -> float:
+    """Expected number of distinct nodes a token's `experts_per_token` (k) routed experts
+    sit on, with `n_experts` (E) spread evenly over `n_nodes` (N), g = E/N a node, under
+    uniform routing among the nodes the token may use. DeepSeek-V3's node-limited routing
+    lets each token use at most `max_nodes` (M) nodes (M = 4 of 8 expert groups: the
+    report's "each token is sent to at most 4 nodes"); None lets it use all N. The k
+    experts are then k of the M g on its M nodes, each node missed with probability
+    C((M - 1) g, k) / C(M g, k):
+
+        M x (1 - C((M - 1) g, k) / C(M g, k)),
+
+    at most M. Inter-node dispatch sends one copy a destination node (DeepEP forwards over
+    NVLink inside it), so this, x (N - 1)/N for the nodes other than the token's own (each
+    node equally likely), counts a token's network copies, against k (N - 1)/N copies sent
+    one a (token, expert) pair."""
+    e = _v.count("n_experts", n_experts, maximum=1 << 20)
+    k = _v.count("experts_per_token", experts_per_token, maximum=e)
+    nodes = _v.count("n_nodes", n_nodes, maximum=e)
+    if e % nodes:
+        raise ValueError(f"n_nodes ({nodes}) must divide n_experts ({e}) so each node holds"
+                         f" as many experts")
+    m = nodes if max_nodes is None else _v.count("max_nodes", max_nodes, maximum=nodes)
+    g = e // nodes
+    if m * g < k:
+        raise ValueError(f"max_nodes ({m}) x {g} experts a node is fewer than the "
+                         f"{k} experts a token needs (experts_per_token)")
+    return m * (1.0 - math.comb((m - 1) * g, k) / math.comb(m * g, k))
+
+
+def eplb_imbalance(expert_loads, n_devices, redundant_experts=0) -> float:
+    """The busiest device's load over the mean once DeepSeek's expert-parallelism load
+    balancer (EPLB, its global policy) has placed `expert_loads` (one layer's tokens per
+    expert, measured or modelled) on `n_devices` with `redundant_experts` extra replicas:
+    each replica goes, one at a time, to the expert with the most load per replica (its
+    load then splits evenly over its replicas); then the (E + r) replicas, heaviest first,
+    each go to the least-loaded device that still has a free slot, (E + r)/N slots a
+    device. 1 is perfect balance. Pass the result as `imbalance` to
+    `ep_decode_breakdown` (with the same `redundant_experts`)."""
+    loads = np.asarray(expert_loads, dtype=float)
+    if loads.ndim != 1 or loads.size < 1:
+        raise ValueError(f"expert_loads must be a 1-D sequence of loads, one an expert; "
+                         f"got shape {loads.shape}")
+    if not np.all(np.isfinite(loads)) or np.any(loads < 0) or loads.sum() <= 0:
+        raise ValueError("expert_loads must be finite, non-negative and not all zero")
+    n = check_devices(n_devices)
+    r = _v.count("redundant_experts", redundant_experts, minimum=0, maximum=1 << 20)
+    slots = loads.size + r
+    if slots % n:
+        raise ValueError(f"n_devices ({n}) must divide the {loads.size} experts + {r} "
+                         f"redundant ({slots} slots) so each device holds as many")
+    replicas = np.ones(loads.size)
+    for _ in range(r):
+        replicas[np.argmax(loads / replicas)] += 1
+    share = np.repeat(loads / replicas, replicas.astype(int))   # one load a replica
+    device, used = np.zeros(n), np.zeros(n, dtype=int)
+    for x in np.sort(share)[::-1]:
+        free = np.flatnonzero(used < slots // n)
+        d = free[np.argmin(device[free])]
+        device[d] += x
+        used[d] += 1
+    return float(device.max() / device.mean())
+
 def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
                         interconnect=None, *, attention="dp", network=None, kv_dtype=None,
                         dispatch_dtype=DEFAULT_DISPATCH_DTYPE,
                         combine_dtype=DEFAULT_COMBINE_DTYPE, imbalance=None,
                         redundant_experts=0, new_tokens=1, overlap=False,
-                        achievable=False) -> dict:
+                        achievable=False, compute_dtype=None) -> dict:
     """One decode step of an MoE model on N devices with its routed experts spread whole,
     E/N per device (expert parallelism), `batch` sequences in all, at `context` cached
     tokens each. The step takes its slowest device: the busiest one.
@@ -207,7 +270,9 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     `attention_s` and the ceiling's row times kept in `ops["ceiling_s"]`; the all-to-alls
     at their ceiling, or, where the Efficiency's `all_to_all` is "measured", at that
     ceiling over `deepep_fraction(n_devices)`; the all-reduces are priced as
-    `parallel.tp_decode_breakdown`'s.
+    `parallel.tp_decode_breakdown`'s. `compute_dtype`: the matmuls' format where it is not
+    the weights' default (`dtypes.formats`: a 4-bit weight format computes at the 16-bit
+    peak unless told; NVFP4 weights with fp8 matmuls: compute_dtype="fp8").
 
     Returns a dict: `ops` (the busiest device's operations table), `attention_s` (its
     non-expert rows), `experts_s`, `comm_s`, `total_s`, `tokens_per_s` (all devices),
@@ -229,18 +294,18 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     if imb < 1:
         raise ValueError(f"imbalance is the busiest device's load over the mean, at least 1;"
                          f" got {imbalance}")
-    _, kv, compute = _dtypes.formats(dtype, kv_dtype)
+    _, kv, compute = _dtypes.formats(dtype, kv_dtype, compute_dtype)
     if mode == "dp":
         part, local_b = m, math.ceil(b / n)
     else:
         check_tp_degree(m, n)
         part, local_b = shard(m, n), b
-    sm = _llm.StepModel(part, dtype, kv_dtype)
+    sm = _llm.StepModel(part, dtype, kv_dtype, compute_dtype)
     terms = sm.step_terms(np.full(local_b, float(q)), np.full(local_b, float(c)),
                           np.ones(local_b))
     terms.pop("experts")
     # The busiest device's experts: whole experts (the full model's), its share of pairs.
-    full = _llm.StepModel(m, dtype, kv_dtype)
+    full = _llm.StepModel(m, dtype, kv_dtype, compute_dtype)
     pairs = tokens * k / n * imb
     touched = min(local_experts, E) * (1.0 - (1.0 - k / E) ** tokens)
     experts = (pairs / k * full.expert_flops_per_token,

@@ -1,0 +1,117 @@
+"""Issue 31, decisions with their uncertainty, chapters 4, 8 and 9: each page shows an
+achievable-model answer with the interval of its regime (chapter 7's validation) and says
+whether the runner-up lies inside it. Here the intervals are derived by hand from the
+validation errors (the 10th and 90th percentiles of measured / achievable over the
+regime's rows) and compared with what the pages compute through `validation`."""
+import numpy as np
+import pytest
+
+from gpuinfer import achievable, llm, llm_serving, parallel, paged_kv, validation
+from gpuinfer.exercises import chapter04_quantisation as ch04
+from gpuinfer.exercises import chapter08_multi_gpu as ch08
+from gpuinfer.exercises import chapter09_llm_serving as ch09
+
+
+def _ratios(rows):
+    """The 10th and 90th percentiles (80% coverage) of measured / achievable rates."""
+    r = (rows["measured"] / rows["achievable"]).to_numpy()
+    return tuple(np.quantile(r, [0.1, 0.9]))
+
+
+@pytest.fixture(scope="module")
+def errors():
+    return validation.validation_errors("fitted")
+
+
+def test_chapter08_decision_cost_range_and_flip(errors):
+    # Regime "tp>1": the fit pool's modelled rows run with more than one GPU a group.
+    lo, hi = _ratios(errors[errors["tp"] > 1])
+    assert len(errors[errors["tp"] > 1]) >= 5 and lo < 1 < hi
+    options = parallel.tp_options(ch08.MODEL, ch08.DECISION_PRICES, ch08.CONTEXT,
+                                  ch08.DECISION_TPOT_S, degrees=ch08.DECISION_DEGREES)
+    best, second = options["usd_per_million"].iloc[:2]
+    # A cost moves against the rate: a measured rate r x the predicted one costs best / r,
+    # so the range runs from best / hi to best / lo (about 1.33 / 1.11 = 1.19 to
+    # 1.33 / 0.49 = 2.7 USD a million tokens).
+    page = validation.choice(best, second, "tp>1", per="cost")
+    assert page["low"] == pytest.approx(best / hi) and page["high"] == pytest.approx(best / lo)
+    # The runner-up (H200 TP8, about 1.54 USD) is dearer than the winner, so it lies inside
+    # when it is below best / lo: the page then says "measure both".
+    assert second > best
+    assert page["flips"] == bool(second <= best / lo)
+    # The ceiling beside it: the roofline model's cheapest choice, below the whole range
+    # (no overheads, so cheaper than any engine runs).
+    ceiling = parallel.tp_options(ch08.MODEL, ch08.DECISION_PRICES, ch08.CONTEXT,
+                                  ch08.DECISION_TPOT_S, degrees=ch08.DECISION_DEGREES,
+                                  achievable=False)["usd_per_million"].iloc[0]
+    assert ceiling < page["low"]
+
+
+def test_chapter08_tp16_step_range(errors):
+    # TP16's batch-1 step (a time: per="cost") within the model's error at TP > 1 holds
+    # TP8's step whenever TP8 / TP16 < 1 / lo (the tenth TP16 gains against 1 / 0.49).
+    lo, hi = _ratios(errors[errors["tp"] > 1])
+    tp8, tp16 = (parallel.tp_decode_step_s(ch08.MODEL, "H100 SXM", n, 1, ch08.CONTEXT)
+                 for n in (8, 16))
+    page = validation.choice(tp16, tp8, "tp>1", per="cost")
+    assert (page["low"], page["high"]) == pytest.approx((tp16 / hi, tp16 / lo))
+    assert page["flips"] == bool(tp16 / hi <= tp8 <= tp16 / lo)
+
+
+def test_chapter04_format_decision_range_against_the_bar(errors):
+    # Regime "dense throughput": throughput rows of dense models.
+    rows = errors[(errors["kind"] == "throughput") & ~errors["moe"]]
+    lo, hi = _ratios(rows)
+    table = achievable.decode_options(ch04.DECISION_MODEL, ch04.CANDIDATES, baseline="bf16",
+                                      **ch04.DECISION_SETTING)
+    fp8, bf16 = table.loc["W8A8 fp8", "tokens_per_s"], table.loc["bf16", "tokens_per_s"]
+    bar = ch04.MIN_SPEEDUP * bf16                     # 1.3 x bf16's achievable tokens/s
+    page = validation.choice(fp8, bar, "dense throughput", per="rate")
+    # A rate: the range is fp8 x lo to fp8 x hi (about 29,200 x 0.77 = 22,600 to
+    # 29,200 x 1.14 = 33,100 tokens/s).
+    assert (page["low"], page["high"]) == pytest.approx((fp8 * lo, fp8 * hi))
+    # fp8 clears the bar on the model (the answer) by less than 1 / lo: the bar lies inside.
+    assert fp8 >= bar
+    assert page["flips"] == bool(fp8 * lo <= bar)
+    # W4A16 stays out: its tokens/s x hi is under the bar (the page asserts it too).
+    assert table.loc["W4A16 int4 g128", "tokens_per_s"] * hi < bar
+
+
+def test_chapter09_offload_breakeven_range(errors):
+    # No regime is a lone prefill: the page takes all the rows ("all").
+    lo, hi = _ratios(errors)
+    # 32,768 tokens x 131,072 B of fp16 cache (32 layers x 8 KV heads x 128 x 2 x 2 B)
+    # over the achievable prefill's seconds.
+    kv_bytes = ch09.OFFLOAD_TOKENS * 32 * 8 * 128 * 2 * 2
+    assert kv_bytes == ch09.OFFLOAD_TOKENS * llm.kv_cache_bytes_per_token(ch09.MODEL)
+    seconds = float(achievable.step_s(ch09.MODEL, ch09.GPU, [ch09.OFFLOAD_TOKENS], [0],
+                                      logits=[0]))
+    breakeven_gbs = kv_bytes / seconds / 1e9
+    r = paged_kv.kv_reload_or_recompute(ch09.MODEL, ch09.GPU, ch09.OFFLOAD_TOKENS,
+                                        bandwidth_bytes_per_s=7e9, achievable=True)
+    assert r["breakeven_bytes_per_s"] / 1e9 == pytest.approx(breakeven_gbs)
+    # The break-even is bytes / seconds: a rate, so lo x to hi x it.
+    page = validation.choice(breakeven_gbs, 7.0, "all", per="rate")
+    assert (page["low"], page["high"]) == pytest.approx((breakeven_gbs * lo, breakeven_gbs * hi))
+    assert page["flips"] == bool(breakeven_gbs * lo <= 7.0 <= breakeven_gbs * hi)
+
+
+def test_chapter09_chunk_budget_range(errors):
+    # A step measured at 1/r of the achievable one meets 15 ms where the achievable step is
+    # at most r x 15 ms: scan the budgets by hand (multiples of 64 above the 32 decodes).
+    rows = errors[(errors["kind"] == "throughput") & ~errors["moe"]]
+    lo, hi = _ratios(rows)
+
+    def largest(slo_s):
+        ok = [b for b in range(64, ch09.DECODES + ch09.PROMPT + 1, 64)
+              if llm_serving.chunk_step_s(ch09.MODEL, ch09.GPU, b, **ch09.CHUNK_QUESTION)
+              <= slo_s]
+        return max(ok, default=0)
+
+    low, high = largest(ch09.STEP_SLO_S * lo), largest(ch09.STEP_SLO_S * hi)
+    page = [llm_serving.largest_chunk_budget(ch09.MODEL, ch09.GPU, **ch09.CHUNK_QUESTION,
+                                             step_slo_s=ch09.STEP_SLO_S * r,
+                                             granularity=ch09.BUDGET_STEP)
+            for r in validation.interval(1.0, "dense throughput")]
+    assert page == [low, high]
+    assert low <= ch09.largest_budget() <= high < ch09.largest_budget(False)

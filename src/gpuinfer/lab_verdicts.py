@@ -313,9 +313,10 @@ def batch_growth(growth, top, ridge_batch) -> str:
 
 
 #: Lab 10: an MoE layer whose time grows at least this many times as much as its dense
-#: twin's from 1 to 16 tokens shows the routing: uniform routing touches 7.2 of 8
-#: Mixtral-shaped experts at 16 tokens against 2 at 1 (3.6x the bytes), and the margin
-#: leaves room for costs that grow with both.
+#: twin's from 1 to 16 tokens shows the routing: uniform routing touches 7.92 of 8
+#: Mixtral-shaped experts at 16 tokens against 2 at 1 (`llm.experts_touched`: 8 x (1 -
+#: (6/8)^16) = 7.92, 3.96x the bytes), and the margin leaves room for costs that grow with
+#: both.
 MOE_OUTGROWS = 1.5
 #: Lab 10: a measured growth within this factor of the roofline's (either way) is the
 #: bytes' growth; beyond it, something else grew (or did not).
@@ -347,6 +348,16 @@ def moe_growth(moe, dense, *, predicted, predicted_dense, of_ceiling, on_gpu) ->
                  f"while the dense\ntwin read the same weights; at 16 tokens the layer ran "
                  f"at {of_ceiling.median:.0%} of its roofline, so the bytes\nplausibly set "
                  "its time.")
+    elif outgrew == "larger" and high == "smaller" and low == "larger" and share == "smaller":
+        first = (f"The growth follows the touched experts ({g_moe.median:.1f}x against the "
+                 f"bytes' {pred:.1f}x, the dense twin\n{g_dense.median:.1f}x), but at 16 "
+                 f"tokens the layer ran at {of_ceiling.median:.0%} of its roofline: " + (
+                     "per-expert kernel\nlaunches (three matmuls and their gather and "
+                     "scatter for each touched expert), not the bytes,\nset its time; they "
+                     "grow with the experts touched as the bytes do." if on_gpu else
+                     "each touched\nexpert's fixed cost (its small matmuls' call "
+                     "overheads), not the bytes, set its time;\nit grows with the experts "
+                     "touched as the bytes do."))
     elif outgrew == "larger" and (high == "larger" or low == "smaller"):
         first = (f"The predicted direction (the MoE layer grew {g_moe.median / g_dense.median:.1f}x "
                  f"as much as its dense twin), but\n{g_moe.median:.1f}x against the bytes' "
@@ -359,8 +370,9 @@ def moe_growth(moe, dense, *, predicted, predicted_dense, of_ceiling, on_gpu) ->
                      "Grown less: a fixed cost that does not\ngrow with the experts (the "
                      "call overheads of a step) already padded the 1-token time."))
     elif outgrew == "smaller":
-        first = ("Not the predicted shape here: the MoE layer grew no more than its dense "
-                 "twin, so the\nexperts' bytes did not set its time: " + (
+        first = ("Not the predicted shape here: the MoE layer grew less than "
+                 f"{MOE_OUTGROWS:g}x its dense twin's growth\n({g_moe.median:.1f}x against "
+                 f"{g_dense.median:.1f}x), so the experts' bytes did not set its time: " + (
                      "the loop over experts launches three matmuls per\ntouched expert, "
                      "and at these sizes the launches set the time." if on_gpu else
                      "each small matmul's fixed cost on this CPU\ndoes."))

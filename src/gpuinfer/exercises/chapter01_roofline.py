@@ -1,7 +1,7 @@
 """The exercises asked in `chapters/01_roofline` (every registration here has
 `where="chapters/01_roofline"`) and the helpers only they use."""
 
-from .. import achievable, cost, hardware, llm, reference, roofline
+from .. import achievable, cost, hardware, llm, reference, roofline, validation
 from . import register
 
 WHERE = "chapters/01_roofline"
@@ -18,6 +18,10 @@ DECISION_OPTIONS = {(gpu, fmt): {"accelerator": gpu, "dtype": fmt}
 DECISION_USD_PER_HOUR = {gpu: cost.example_price(name).price_per_hour
                          for gpu, name in (("T4", "AWS g4dn.xlarge"), ("A10G", "AWS g5.xlarge"))}
 
+
+#: The validation rows whose errors bound the decision's answer (`validation.interval`): one
+#: user at a time, batch-1 decode.
+DECISION_REGIME = "batch-1"
 
 #: The fitted constants the hand derivation of the decision uses (hint and solution).
 _FIT, _N_LAYERS = achievable.FITTED, llm.get(DECISION_MODEL).n_layers
@@ -47,6 +51,27 @@ def decision_table():
 def _decision_answer(table) -> float:
     """The lowest cost per million tokens among the options that meet the objective."""
     return float(table.loc[table["meets_slo"], "cost_per_million"].min())
+
+
+def decision_uncertainty(table=None) -> dict:
+    """How far the decision holds within the achievable model's error in `DECISION_REGIME`
+    (80% of published measurements, `validation.interval`), on `decision_table()` (or
+    `table`): the chosen option (best: (GPU, weights)) and its tokens/s interval
+    (rate_low, rate_high), with slo_inside True when the objective lies inside it (the
+    option could miss it: measure first); and its cost against the cheapest other option
+    that meets the objective (runner_up), as `validation.choice` per="cost" gives them
+    (cost_value, cost_low, cost_high, cost_other, cost_flips: True when the runner-up's
+    cost lies inside the chosen option's interval)."""
+    t = decision_table() if table is None else table
+    meets = t[t["meets_slo"]]
+    best = meets["cost_per_million"].idxmin()
+    runner_up = meets.drop(index=best)["cost_per_million"].idxmin()
+    rate_low, rate_high = validation.interval(t.loc[best, "tokens_per_s"], DECISION_REGIME)
+    c = validation.choice(t.loc[best, "cost_per_million"], t.loc[runner_up, "cost_per_million"],
+                          DECISION_REGIME, per="cost")
+    return {"best": best, "runner_up": runner_up, "rate_low": rate_low, "rate_high": rate_high,
+            "slo_inside": bool(rate_low <= SLO_TOKENS_PER_S <= rate_high),
+            **{f"cost_{k}": v for k, v in c.items()}}
 
 
 def _decision_slips() -> dict:

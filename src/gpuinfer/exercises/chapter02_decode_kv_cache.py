@@ -3,7 +3,7 @@
 
 import dataclasses
 
-from .. import achievable, hardware, llm
+from .. import achievable, hardware, llm, validation
 from . import register
 
 WHERE = "chapters/02_decode_kv_cache"
@@ -13,6 +13,9 @@ WHERE = "chapters/02_decode_kv_cache"
 DECISION_MODEL, DECISION_GPU = "llama-3-8b", "A100 80GB"
 DECISION_CONTEXT = 4096
 DECISION_TPOT_S = 0.035
+#: The validation rows whose errors bound the decision's answer (`validation.interval`):
+#: batched decode of a dense model.
+DECISION_REGIME = "dense throughput"
 #: The fitted constants the hand estimate of the decision uses (its hint and slip).
 _FIT, _N_LAYERS = achievable.FITTED, llm.get(DECISION_MODEL).n_layers
 
@@ -95,6 +98,26 @@ def _():
                  "are read."})
 def _():
     return llm.attention_dominant_context("llama-2-13b", "A100 80GB")
+
+
+def decision_batch_range() -> dict:
+    """The decision's batch within the achievable model's error: engines' measured steps
+    fall within (low, high) times the model's rate in `DECISION_REGIME`
+    (`validation.interval` of 1.0: 80% of published measurements), so a step the model
+    puts at t takes t / ratio, and a batch meets the objective when its modelled step is
+    at most the objective x ratio. Returns {"low", "high"}: `achievable.max_batch_within`
+    at the objective x the low and x the high ratio (the batch a slower and a faster
+    engine meet it with); "fits": the batch memory holds (`llm.max_batch`);
+    "memory_binds": True when memory, not the objective, caps the high end (the binding
+    constraint could flip); "ceiling" (the ceiling's batch) and "ceiling_inside"."""
+    args = (DECISION_MODEL, DECISION_GPU, DECISION_CONTEXT)
+    ratio_low, ratio_high = validation.interval(1.0, DECISION_REGIME)
+    low = achievable.max_batch_within(*args, DECISION_TPOT_S * ratio_low)
+    high = achievable.max_batch_within(*args, DECISION_TPOT_S * ratio_high)
+    fits = llm.max_batch(*args)
+    ceiling = achievable.max_batch_within(*args, DECISION_TPOT_S, achievable=False)
+    return {"low": low, "high": high, "fits": fits, "memory_binds": high >= fits,
+            "ceiling": ceiling, "ceiling_inside": low <= ceiling <= high}
 
 
 @register("decode-decision-batch-tpot", where=WHERE,

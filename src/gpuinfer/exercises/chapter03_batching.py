@@ -1,7 +1,7 @@
 """The exercises asked in `chapters/03_batching` (every registration here has
 `where="chapters/03_batching"`) and the helpers only they use."""
 
-from .. import batching
+from .. import batching, validation
 from . import register
 
 WHERE = "chapters/03_batching"
@@ -11,6 +11,23 @@ WHERE = "chapters/03_batching"
 # query, fp16, no LM head (the embedding is a pooled hidden state), on an A100 80GB.
 MODEL, GPU, QUERY_TOKENS = "mistral-7b", "A100 80GB", 32
 DECISION_SLO_S, DECISION_BATCHES = 0.050, (1, 2, 4, 8, 16, 32)
+#: The validation rows whose errors bound the decision's capacity (`validation.interval`):
+#: batched passes of a dense model.
+DECISION_REGIME = "dense throughput"
+
+
+def decision_choice(table, within=0.02) -> dict:
+    """A `batching.sweep` table's choice within the achievable model's error in
+    `DECISION_REGIME`: the policy `batching.best_policy(table, within)` picks, and the
+    best capacity of any other `max_batch` (runner_up_batch), as `validation.choice`
+    per="rate" gives them ({"value", "low", "high", "other", "flips"}: flips True when the
+    runner-up's capacity lies inside the chosen policy's interval: measure both)."""
+    best = batching.best_policy(table, within=within)
+    others = table[table["max_batch"] != best["max_batch"]]
+    runner = others.loc[others["capacity_per_s"].idxmax()]
+    return {"batch": float(best["max_batch"]), "runner_up_batch": float(runner["max_batch"]),
+            **validation.choice(float(best["capacity_per_s"]), float(runner["capacity_per_s"]),
+                                DECISION_REGIME, per="rate")}
 
 
 def _ratio(wrong, right) -> float:

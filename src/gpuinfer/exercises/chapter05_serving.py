@@ -1,7 +1,7 @@
 """The exercises asked in `chapters/05_serving` (every registration here has
 `where="chapters/05_serving"`) and the helpers only they use."""
 
-from .. import hardware, llm, mig_sizing, serving
+from .. import hardware, llm, mig_sizing, serving, validation
 from . import register
 
 WHERE = "chapters/05_serving"
@@ -13,6 +13,27 @@ WHERE = "chapters/05_serving"
 #: an H100 deployment uses (chapter 4), not int8 weight-only.
 DECISION = {"model": "llama-3-8b", "dtype": "fp8", "compute_dtype": "fp8", "gpu": "H100 SXM",
             "batch": 8, "context": 4096, "tpot_s": 0.015}
+#: The validation rows whose errors bound the decision's steps (`validation.interval`):
+#: batched decode of a dense model.
+DECISION_REGIME = "dense throughput"
+
+
+def decision_intervals():
+    """The decision's profiles within the achievable model's error in `DECISION_REGIME`:
+    `mig_sizing.mig_options` for `DECISION` (rows that hold the batch), with the step's
+    interval (tpot_low_s, tpot_high_s: `validation.interval` per="cost", 80% of published
+    measurements) and two flags: could_meet (the interval's low end meets the objective)
+    and could_miss (its high end misses it). The choice could flip where a smaller
+    profile could meet the objective or the chosen one could miss it."""
+    d = DECISION
+    t = mig_sizing.mig_options(d["model"], d["gpu"], d["batch"], d["context"], d["dtype"],
+                               compute_dtype=d["compute_dtype"])
+    t = t[t["max_batch"] >= d["batch"]].copy()
+    bounds = [validation.interval(s, DECISION_REGIME, per="cost") for s in t["tpot_s"]]
+    t["tpot_low_s"], t["tpot_high_s"] = [b[0] for b in bounds], [b[1] for b in bounds]
+    t["could_meet"] = t["tpot_low_s"] <= d["tpot_s"]
+    t["could_miss"] = t["tpot_high_s"] > d["tpot_s"]
+    return t
 
 
 @register("serving-gelu-unfused-bytes", where=WHERE,

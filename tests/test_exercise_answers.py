@@ -745,6 +745,7 @@ def test_lab_matmul_answers():
 
 #: Exercises whose answers another test file already reaches by another route.
 DERIVED_ELSEWHERE = {
+    "test_profiling.py": ["bench-profile-linear-fraction", "bench-interactivity-per-gpu"],
     "test_serving_stack.py": ["llm-prefix-hit-rate", "llm-routing-prefill-ratio",
                               "llm-offload-breakeven", "llm-kv-transfer-ms",
                               "serving-decision-mig-profile"],
@@ -759,7 +760,7 @@ DERIVED_ELSEWHERE = {
                                 "llm-spec-batch", "lab-decode-kv-bytes-per-sequence"],
     "test_exercises_ch10.py": [
         "moe-b1-step-ms-mixtral-h200", "moe-experts-touched-qwen3-235b-32",
-        "moe-step-gb-mixtral-4", "moe-rule-batch-mixtral-a100"],
+        "moe-step-gb-mixtral-4", "moe-rule-batch-mixtral-a100", "moe-node-limited-copies-16"],
     "test_exercises_moe.py": [
         "moe-dispatch-bytes-ep32", "moe-decision-qwen3-235b", "lab-moe-touched-mixtral-16",
         "lab-moe-bytes-growth-qwen3", "lab-moe-half-experts-tokens"],

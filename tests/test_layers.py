@@ -46,7 +46,7 @@ MEASURING = MEASUREMENT | {
     "gpuinfer.triton_server", "gpuinfer.tabular_model", "gpuinfer.reference",
     "gpuinfer.lab_verdicts", "gpuinfer.hardware.detection",
     "gpuinfer.float_formats", "gpuinfer.lab_measurements",
-    "gpuinfer.real_model",
+    "gpuinfer.real_model", "gpuinfer.profiling",
 }
 #: The pages' plumbing: glue, plots, verdict sentences, the exercises. A prediction module
 #: never imports one of these (a formula does not depend on how a page shows it).

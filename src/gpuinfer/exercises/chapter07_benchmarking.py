@@ -3,7 +3,7 @@
 
 import numpy as np
 
-from .. import bench, cost, fleet_sizing, hardware, llm, roofline
+from .. import bench, cost, fleet_sizing, hardware, llm, profiling, roofline
 from . import register
 
 WHERE = "chapters/07_benchmarking"
@@ -135,3 +135,54 @@ def _():
     table = fleet_sizing.fleet_options(FLEET_MACHINES, FLEET_DEMAND_PER_S, FLEET_SLO_S,
                                        n=FLEET_REQUESTS)
     return float(table["usd_per_million"].min())
+
+
+#: The profiling exercise: a trace's aten::mm rows for the linear layers of one batch-1
+#: decode step of Llama-2-7B (fp16, H100 SXM), summed (illustrative).
+PROFILED_LINEAR_S = 6.10e-3
+
+
+@register("bench-profile-linear-fraction", where=WHERE,
+          question="A torch.profiler trace of one batch-1 decode step of Llama-2-7B in fp16 "
+          "on an H100 SXM shows the linear layers' matrix products (aten::mm, the LM head "
+          f"not included) taking {PROFILED_LINEAR_S * 1e3:.2f} ms in all. What fraction of "
+          "their roofline time is that: roofline seconds / measured seconds (a fraction, "
+          "3 significant figures)?",
+          unit="fraction (0-1)",
+          hint="At batch 1 the linear layers are memory-bound: their time on the roofline "
+          "is their weights' bytes (32 layers of 4 matrices of 4096 x 4096 and 3 of "
+          "4096 x 11008, 2 bytes each) over the H100's datasheet bandwidth.",
+          slips={1 / 0.85: "That compares with the bandwidth a copy reaches, not the "
+                           "datasheet's: the roofline uses the datasheet figure."})
+def _():
+    table = llm.decode_step_breakdown("llama-2-7b", "H100 SXM", 1, 0, "fp16")
+    row = table.loc[["linear"], ["flops", "bytes"]].assign(seconds=PROFILED_LINEAR_S)
+    return float(profiling.against_roofline(row, "H100 SXM", "fp16")["of_roofline"].iloc[0])
+
+
+#: The interactivity exercise: a decode step of (10 + 0.2 B) ms at batch B on a server of
+#: `INTERACTIVE_GPUS` GPUs (tensor parallel), against MLPerf's interactive Llama-2-70B
+#: objective (TPOT 40 ms).
+INTERACTIVE_GPUS = 4
+_TPOT_S = profiling.MLPERF_LLM_OBJECTIVES[("llama2-70b", "interactive")][1]
+
+
+def interactive_step_s(batch):
+    """Seconds of the exercise's decode step at `batch`: 10 ms + 0.2 ms a sequence."""
+    return (10 + batch / 5) * 1e-3
+
+
+@register("bench-interactivity-per-gpu", where=WHERE,
+          question=f"A decode step on a {INTERACTIVE_GPUS}-GPU tensor-parallel server takes "
+          "10 ms + 0.2 ms x B at batch B (a fit to traces). MLPerf's interactive Llama-2-70B "
+          f"category asks for a time per output token of at most {_TPOT_S * 1e3:.0f} ms. "
+          "What is the most tokens/s per GPU the server gives within it (tokens/s per "
+          "GPU, 3 significant figures)?",
+          unit="tokens/s per GPU",
+          hint="Each user gets one token a step, so the step time is the TPOT: find the "
+          "largest batch whose step fits, then tokens/s per GPU = B / step / GPUs.",
+          slips={INTERACTIVE_GPUS: "That is the server's tokens/s: throughput charts "
+                                   "divide by the GPUs it takes."})
+def _():
+    table = profiling.curve(interactive_step_s, range(1, 1025), n_gpus=INTERACTIVE_GPUS)
+    return float(profiling.best_within(table, _TPOT_S)["tokens_per_s_per_gpu"])

@@ -46,3 +46,26 @@ def test_lab_matmul_shapes_run_from_gemv_to_squares():
     shapes = lab_measurements.lab_matmul_shapes("cpu")
     assert shapes[0] == (1, 1024, 1024) and shapes[-1] == (1024, 1024, 1024)
     assert len(lab_measurements.lab_matmul_shapes("cpu", quick=True)) < len(shapes)
+
+
+def test_touched_copies_cycle_the_touched_experts_beyond_the_cache(monkeypatch):
+    monkeypatch.setattr(dev, "cache_bytes", lambda device=None: 2**20)     # a 1 MiB cache
+    # 8 experts, two tensors of 16,384 fp32 each: 2 x 64 KiB = 128 KiB an expert.
+    gate = torch.arange(8.0)[:, None].expand(8, 16384).contiguous()
+    weights = {"gate": gate, "down": gate + 100}
+    pool = lab_measurements.touched_copies(weights, [5, 2], "cpu")
+    # Two touched experts: 256 KiB a call; 4 x 1 MiB / 256 KiB = 16 copies (the whole
+    # layer's 1 MiB would have given 4, all of them cached between calls at one token).
+    assert len(pool) == 16
+    assert lab_measurements.copies_beyond_cache(8 * 128 * 1024, "cpu") == 4
+    for copy in pool:
+        assert copy["gate"].shape == (2, 16384)
+        assert copy["gate"][:, 0].tolist() == [5.0, 2.0]          # expert 5 is row 0
+        assert copy["down"][:, 0].tolist() == [105.0, 102.0]
+    assert len({c["gate"].data_ptr() for c in pool}) == 16       # 16 distinct buffers
+    # Eight touched experts: 1 MiB a call, 4 copies.
+    assert len(lab_measurements.touched_copies(weights, range(8), "cpu")) == 4
+    with pytest.raises(ValueError, match="experts"):
+        lab_measurements.touched_copies(weights, [], "cpu")
+    with pytest.raises(ValueError, match="out of range"):
+        lab_measurements.touched_copies(weights, [8], "cpu")

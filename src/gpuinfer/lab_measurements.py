@@ -161,13 +161,37 @@ def time_repeated(fn, repeats=3, **time_fn_kwargs) -> dict:
 def copies_beyond_cache(nbytes, device=None, *, max_copies=64) -> int:
     """How many copies of a working set of `nbytes` make a pool at least
     `bench.CACHE_FLUSH_FACTOR` times the last-level cache `device` reports
-    (`device.cache_bytes`): a timed call that reads the next copy each time then reads
-    memory, not the cache. 1 where one copy is already that large; at most `max_copies`.
-    Lab: *An MoE layer's experts* (its narrowed CPU layers are smaller than an L3)."""
+    (`device.cache_bytes`; L2 on a GPU): a timed call that reads the next copy each time
+    then reads memory, not the cache. `nbytes` is what one call reads (for a routed layer,
+    its touched experts, not the whole layer: `touched_copies`). 1 where one copy is
+    already that large; at most `max_copies`. Lab: *An MoE layer's experts*."""
     n = _validate.positive("nbytes", nbytes)
     top = _validate.count("max_copies", max_copies, maximum=4096)
     pool = _bench.CACHE_FLUSH_FACTOR * _dev.cache_bytes(device)
     return int(min(top, max(1, math.ceil(pool / n))))
+
+
+def touched_copies(weights, experts, device=None, *, max_copies=256) -> list[dict]:
+    """Copies of the weights one routed call reads, to cycle through: `weights` maps names
+    to tensors whose first axis is the expert (`[experts, ...]`), `experts` lists the
+    touched experts' indices. Each copy holds those experts alone, in that order (expert
+    `experts[i]` is row i), and there are `copies_beyond_cache` of them for their bytes, so
+    that a call reading the next copy reads memory, not the cache (L2 on a GPU), whatever
+    the routing. (Copies of the whole layer would not do: with the routing fixed, a call
+    reads only its touched experts of each copy, and those can all sit in the cache.)
+    Lab: *An MoE layer's experts*."""
+    ids = [int(e) for e in experts]
+    _validate.ensure(len(ids) > 0, "experts must list at least one touched expert, got none")
+    _validate.ensure(isinstance(weights, dict) and len(weights) > 0,
+                     f"weights must be a non-empty dict of tensors, got {type(weights).__name__}")
+    for name, w in weights.items():
+        _validate.ensure(w.dim() >= 1 and all(0 <= e < w.shape[0] for e in ids),
+                         f"weights[{name!r}] has {w.shape[0] if w.dim() else 0} experts on its "
+                         f"first axis; experts={ids} is out of range")
+    picked = {name: w[ids] for name, w in weights.items()}        # a copy: [len(ids), ...]
+    nbytes = sum(w.numel() * w.element_size() for w in picked.values())
+    n = copies_beyond_cache(nbytes, device, max_copies=max_copies)
+    return [picked] + [{name: w.clone() for name, w in picked.items()} for _ in range(n - 1)]
 
 
 # --- the roofline a sweep measured, and ceilings for a GPU the catalogue lacks ---------------

@@ -8,8 +8,12 @@ download and Colab buttons.
 from `gpuinfer.hardware.catalogue()`, `gpuinfer.llm.catalogue()` and, for every model and
 number format, `gpuinfer.llm.step_constants()`: the constants of the per-operation decode
 model, from which _static/calculator.js rebuilds a step exactly as `gpuinfer.llm` does
-(tests/test_calculator.py checks the two agree on a grid). One source of truth, never a
-hand copy. Units are SI: bytes, bytes/s, FLOP/s, FLOP.
+(tests/test_calculator.py checks the two agree on a grid). Beside the ceiling: the
+achievable model's constants (`gpuinfer.achievable.FITTED`, each GPU's matmul fraction per
+peak), the 80% intervals of its out-of-sample errors by regime (`gpuinfer.validation.
+interval` of 1: the ratios), the fp8 KV cache's bytes and the engines' memory fractions
+(`gpuinfer.paged_kv`). One source of truth, never a hand copy. Units are SI: bytes,
+bytes/s, FLOP/s, FLOP.
 """
 
 from __future__ import annotations
@@ -37,10 +41,12 @@ def _clean(value):
 
 
 def catalogue_payload() -> dict:
-    """The calculator's data, computed by the package: formats, accelerators, models
-    with their step constants per format, and the memory reserve `max_batch` subtracts."""
+    """The calculator's data, computed by the package: formats, accelerators (with their
+    achievable matmul fractions), models with their step constants per format, the memory
+    reserve `max_batch` subtracts, the achievable model with its intervals, the fp8 KV
+    cache and the engines' memory fractions."""
     import gpuinfer
-    from gpuinfer import dtypes, hardware, llm
+    from gpuinfer import achievable, dtypes, hardware, llm
 
     formats = {}
     for name in dtypes.DTYPES:
@@ -81,10 +87,63 @@ def catalogue_payload() -> dict:
             "step": {d: llm.step_constants(name, d) for d in dtypes.DTYPES},
             "source": row["source"]})
 
+    for acc in accelerators:  # achievable.matmul_fraction, for each peak the device has
+        acc["matmul_fraction"] = {p: achievable.matmul_fraction(acc["name"], p)
+                                  for p in acc["peak_flops"]}
     return {"version": gpuinfer.__version__, "dtypes": formats,
             "reserve_bytes": llm.DEFAULT_RESERVE_BYTES,
             "operations": list(llm.OPERATIONS),
-            "accelerators": accelerators, "models": models}
+            "accelerators": accelerators, "models": models,
+            "achievable": achievable_payload(),
+            # The KV-cache format an engine offers beside the activations' (vLLM's
+            # kv_cache_dtype="fp8", TensorRT-LLM's FP8 KV cache): its bytes per token are
+            # each model's kv_cache_bytes_per_token[KV_FP8].
+            "kv_dtypes": [KV_FP8],
+            "memory_utilization": memory_utilization_payload()}
+
+
+#: The fp8 KV cache the calculator offers: e4m3, the format the engines store.
+KV_FP8 = "fp8_e4m3"
+
+
+def achievable_payload() -> dict:
+    """The achievable model the calculator times a step with: `achievable.FITTED`'s
+    constants (calculator.js's `achievableStepS` mirrors `achievable.row_rates` and
+    `achievable.overheads`), each format's bits, peak, whether it is quantised and its
+    weight-only bandwidth factor, and the central `coverage` of measured / predicted
+    (`validation.interval(1, regime, per=...)`: the ratios an interval multiplies by)."""
+    import inspect
+
+    from gpuinfer import achievable, dtypes, validation
+
+    eff = achievable.FITTED
+    if not eff.cuda_graphs:
+        raise ValueError("the calculator times steps replayed as CUDA graphs; FITTED has "
+                         "cuda_graphs=False, which calculator.js does not model")
+    coverage = inspect.signature(validation.interval).parameters["coverage"].default
+    return {
+        "matmul": eff.matmul, "matmul_scale": eff.matmul_scale, "bandwidth": eff.bandwidth,
+        "attention": eff.attention, "attention_dtype": eff.attention_dtype,
+        "step_s": eff.step_s, "kernel_gap_s": eff.kernel_gap_s,
+        "kernels_per_layer": eff.kernels_per_layer, "sequence_s": eff.sequence_s,
+        "formats": {d: {"bits": dtypes.get(d).bits, "peak": dtypes.get(d).peak,
+                        "quantised": dtypes.get(d).quantised,
+                        "weight_only": eff.weight_only_fraction(d)} for d in dtypes.DTYPES},
+        "coverage": coverage,
+        "intervals": {regime: {per: list(validation.interval(1.0, regime, per=per))
+                               for per in validation.PER}
+                      for regime in validation.INTERVAL_REGIMES}}
+
+
+def memory_utilization_payload() -> list:
+    """The memory fractions an engine lets weights, activations and KV cache use
+    (`paged_kv.kv_cache_budget`'s `gpu_memory_utilization`), the calculator's choices
+    beside the whole card (null)."""
+    from gpuinfer import paged_kv
+
+    return [{"value": None, "name": "whole card"},
+            {"value": paged_kv.VLLM_GPU_MEMORY_UTILIZATION, "name": "vLLM"},
+            {"value": paged_kv.ACHIEVABLE_GPU_MEMORY_UTILIZATION, "name": "achievable"}]
 
 
 def write_catalogue(outdir) -> pathlib.Path:

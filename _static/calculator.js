@@ -1,10 +1,13 @@
 // The decode calculator (appendix/calculator.md). No kernel: it runs in the browser on
 // the catalogue that _ext/gpuinfer_site.py exports from gpuinfer at build time
 // (_static/gpuinfer-catalogue.js): devices, models and, per model and number format, the
-// constants of gpuinfer.llm's per-operation decode model (llm.step_constants). `decodeTerms`
-// mirrors llm.StepModel.decode_terms and `opSeconds` roofline.op_time_s, line for line;
-// tests/test_calculator.py runs this file under Node and checks `compute` against the
-// package on every model x device x format x (batch, context) of a grid.
+// constants of gpuinfer.llm's per-operation decode model (llm.step_constants), and the
+// achievable model's constants with the intervals of its errors. `decodeTerms` mirrors
+// llm.StepModel.decode_terms, `opSeconds` roofline.op_time_s and `achievableStepS`
+// achievable.row_rates + achievable.overheads, line for line; tests/test_calculator.py runs
+// this file under Node and checks `compute` against the package on every model x device x
+// format x (batch, context) of a grid, with the fp8 KV cache and the engines' memory
+// fractions.
 // SI units throughout (bytes, bytes/s, FLOP, FLOP/s, seconds).
 (function (root) {
   "use strict";
@@ -119,8 +122,62 @@
     return hi;
   }
 
+  // achievable.row_rates: the rates a row of the step runs at on the achievable model
+  // (`a`: achievable.FITTED as exported): attention at `attention` x the peak (the 16-bit
+  // peak when the step computes in fewer bits), a matmul-like row at matmul_scale x the
+  // GPU's matmul fraction x the peak and, for weight-only quantised weights, its bandwidth
+  // x the format's weight-only factor; a row with no FLOPs (the embedding gather) moves
+  // bytes only. Every row's bytes at `bandwidth` x the datasheet's.
+  function achievableRowSeconds(a, acc, weightFormat, computeFormat, op, flops, bytes) {
+    const w = a.formats[weightFormat], c = a.formats[computeFormat];
+    const bw = acc.bandwidth_bytes_per_s * a.bandwidth;
+    const kind = op === "attention" ? "attention" : flops === 0 ? "gather" : "matmul";
+    let peak = c.peak in acc.peak_flops ? acc.peak_flops[c.peak] : NaN, rowBw = bw;
+    if (kind === "attention") {
+      if (a.attention_dtype !== null && c.bits < 16) {
+        const p = a.formats[a.attention_dtype].peak;
+        peak = p in acc.peak_flops ? acc.peak_flops[p] : NaN;
+      }
+      peak *= a.attention;
+    } else if (kind === "matmul") {
+      peak *= a.matmul_scale * (a.matmul !== null ? a.matmul : acc.matmul_fraction[c.peak]);
+      if (w.quantised && c.peak !== w.peak) rowBw = bw * w.weight_only;  // weight-only
+    }
+    return opSeconds(flops, bytes, peak, rowBw);
+  }
+
+  // achievable.overheads (CUDA graphs): the kernels' seconds, a gap between each two of
+  // n_layers x kernels_per_layer kernels, a fixed cost a step and one a sequence.
+  function achievableStepS(a, deviceS, nLayers, batch) {
+    const kernels = nLayers * a.kernels_per_layer;
+    return deviceS + kernels * a.kernel_gap_s + a.step_s + a.sequence_s * batch;
+  }
+
+  // validation.interval's regime for a decode step of this model and batch (no tensor
+  // parallelism here): batch 1, else dense or mixture-of-experts throughput.
+  function intervalRegime(model, batch) {
+    return batch === 1 ? "batch-1" : model.n_experts > 0 ? "moe throughput" : "dense throughput";
+  }
+
+  // The options beside the five inputs: `kvDtype` (null: the activations' format, or one of
+  // cat.kv_dtypes) and `memoryUtilization` (null: the whole card, or an engine's
+  // gpu_memory_utilization, paged_kv.kv_cache_budget).
+  function readOptions(cat, options) {
+    const o = options || {};
+    const kv = o.kvDtype === undefined || o.kvDtype === "" ? null : o.kvDtype;
+    if (kv !== null && cat.kv_dtypes.indexOf(kv) < 0) {
+      throw new Error("the KV cache can be in the activations' format or " + cat.kv_dtypes.join(", ") +
+                      ", not " + kv);
+    }
+    const u = o.memoryUtilization === undefined || o.memoryUtilization === "" ? null : o.memoryUtilization;
+    if (u !== null && !(Number.isFinite(u) && u > 0 && u <= 1)) {
+      throw new Error("the memory an engine may use must be a fraction in (0, 1], not " + u);
+    }
+    return { kvDtype: kv, memoryUtilization: u };
+  }
+
   // Everything the page shows, for one choice of inputs (the package's names in comments).
-  function compute(cat, accName, modelName, dtype, batch, context) {
+  function compute(cat, accName, modelName, dtype, batch, context, options) {
     const acc = cat.accelerators.find(function (a) { return a.name === accName; });
     const model = cat.models.find(function (m) { return m.name === modelName; });
     const fmt = cat.dtypes[dtype];
@@ -129,26 +186,41 @@
     if (!fmt) throw new Error("unknown dtype " + dtype);
     positiveInteger("batch", batch);
     positiveInteger("context", context);
-    const k = model.step[dtype];                                          // llm.step_constants
+    const opt = readOptions(cat, options);
+    let k = model.step[dtype];                                            // llm.step_constants
+    if (opt.kvDtype !== null) {  // step_constants(..., kv_dtype=): only the KV bytes change
+      k = Object.assign({}, k, { kv_dtype: opt.kvDtype,
+                                 kv_per_token: model.kv_cache_bytes_per_token[opt.kvDtype] });
+    }
     const bw = acc.bandwidth_bytes_per_s;
     const peak = peakFlops(acc, k.compute_dtype, fmt.peak);
     const terms = decodeTerms(k, batch, context);
-    const ops = {}; let stepS = 0, stepFlops = 0, stepBytes = 0;
+    const ops = {}; let stepS = 0, stepFlops = 0, stepBytes = 0, deviceS = 0;
     const operations = model.operations || cat.operations;               // llm.operations
     operations.forEach(function (op) {                                    // roofline.evaluate
       const flops = terms[op][0], bytes = terms[op][1];
       const seconds = opSeconds(flops, bytes, peak, bw);
-      ops[op] = { flops: flops, bytes: bytes, seconds: seconds,
+      const achievableSeconds = achievableRowSeconds(cat.achievable, acc, k.weight_dtype,  // achievable.table_s
+                                                     k.compute_dtype, op, flops, bytes);
+      ops[op] = { flops: flops, bytes: bytes, seconds: seconds, achievableSeconds: achievableSeconds,
                   bound: flops / peak > bytes / bw ? "compute" : "memory" };
-      stepS += seconds; stepFlops += flops; stepBytes += bytes;
+      stepS += seconds; stepFlops += flops; stepBytes += bytes; deviceS += achievableSeconds;
     });
-    // max_batch, with the stated reserve.
-    const free = acc.memory_bytes - cat.reserve_bytes - k.weight_bytes;
+    // achievable.decode_step_s, and validation.interval of its rate (tokens/s) and cost (s).
+    const achStepS = achievableStepS(cat.achievable, deviceS, model.n_layers, batch);
+    const regime = intervalRegime(model, batch), ratios = cat.achievable.intervals[regime];
+    // max_batch with the stated reserve, or with an engine's memory fraction u
+    // (paged_kv.kv_cache_budget: u x memory - weights - reserve for the KV cache).
+    const u = opt.memoryUtilization;
+    const usable = u === null ? acc.memory_bytes : u * acc.memory_bytes;
+    const free = u === null ? acc.memory_bytes - cat.reserve_bytes - k.weight_bytes
+      : Math.max(0, u * acc.memory_bytes - k.weight_bytes - cat.reserve_bytes);
     const maxBatch = free <= 0 ? 0 : Math.floor(free / (context * k.kv_per_token));
     return {
       accelerator: acc, model: model, dtype: dtype, kvDtype: k.kv_dtype, computeDtype: k.compute_dtype,
       weightBytes: k.weight_bytes, kvBytesPerToken: k.kv_per_token,
       memoryBytes: acc.memory_bytes, reserveBytes: cat.reserve_bytes,
+      memoryUtilization: u, usableBytes: usable,
       neededBytes: k.weight_bytes + batch * context * k.kv_per_token,
       operations: operations,
       // Weights only: the bytes of weights one step reads (llm.step_weight_bytes at this
@@ -163,12 +235,21 @@
       ridge: peak / bw,
       computeBoundBatch: computeBoundBatch(k, peak, bw),                   // compute_bound_batch
       maxBatch: maxBatch,
-      fits: batch <= maxBatch
+      fits: batch <= maxBatch,
+      // The second number: what an engine reaches (achievable.decode_tokens_per_s), with
+      // the central `coverage` of where a measurement falls (validation.interval).
+      achievableStepS: achStepS,                                          // achievable.decode_step_s
+      achievable: batch / achStepS,                                       // achievable.decode_tokens_per_s
+      achievablePerSequence: 1 / achStepS,
+      regime: regime, coverage: cat.achievable.coverage,
+      achievableInterval: [batch / achStepS * ratios.rate[0], batch / achStepS * ratios.rate[1]],
+      achievableStepInterval: [achStepS * ratios.cost[0], achStepS * ratios.cost[1]]
     };
   }
 
   const api = { compute: compute, decodeTerms: decodeTerms, opSeconds: opSeconds,
-                computeBoundBatch: computeBoundBatch, expertsTouched: expertsTouched };
+                computeBoundBatch: computeBoundBatch, expertsTouched: expertsTouched,
+                achievableStepS: achievableStepS, intervalRegime: intervalRegime };
   if (typeof module === "object" && module.exports) {  // Node: the grid test
     module.exports = api;
     return;
@@ -227,7 +308,7 @@
     return node;
   }
 
-  function drawChart(svg, cat, acc, model, dtype, batch, context, r) {
+  function drawChart(svg, cat, acc, model, dtype, batch, context, options, r) {
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     const W = 640, H = 300, L = 64, R = 16, T = 14, B = 46;
     // Batches 1, 2, 4 ... far enough to show the bend and the memory limit.
@@ -237,10 +318,12 @@
     for (let b = 1; b < 2 * limit; b *= 2) batches.push(b);
     batches.push(batches[batches.length - 1] * 2);  // one step past the limit
     const rows = batches.map(function (b) {
-      return { b: b, t: compute(cat, acc, model, dtype, b, context).decodeCeiling };
+      const at = compute(cat, acc, model, dtype, b, context, options);
+      return { b: b, t: at.decodeCeiling, a: at.achievable };
     });
     const xs = rows.map(function (p) { return p.b; }).concat([batch]);
-    const ys = rows.map(function (p) { return p.t; }).concat([r.decodeCeiling]);
+    const ys = rows.map(function (p) { return p.t; }).concat(rows.map(function (p) { return p.a; }),
+                                                               [r.decodeCeiling, r.achievable]);
     const x0 = 1, x1 = Math.max.apply(null, xs);
     const y0 = Math.pow(10, Math.floor(Math.log10(Math.min.apply(null, ys))));
     const y1 = Math.pow(10, Math.ceil(Math.log10(Math.max.apply(null, ys))));
@@ -260,21 +343,29 @@
     svg.appendChild(el("text", { x: (L + W - R) / 2, y: H - 8, "text-anchor": "middle", "font-size": 13, fill: ink },
                        "batch (sequences, log scale)"));
     svg.appendChild(el("text", { x: 14, y: (T + H - B) / 2, "text-anchor": "middle", "font-size": 13, fill: ink,
-                                 transform: "rotate(-90 14 " + (T + H - B) / 2 + ")" }, "decode ceiling (tokens/s, log scale)"));
+                                 transform: "rotate(-90 14 " + (T + H - B) / 2 + ")" }, "decode tokens/s (log scale)"));
     const fits = rows.filter(function (p) { return p.b <= r.maxBatch; });
     const over = rows.filter(function (p) { return p.b >= (fits.length ? fits[fits.length - 1].b : 1); });
-    const line = function (pts) { return pts.map(function (p, i) { return (i ? "L" : "M") + X(p.b).toFixed(1) + " " + Y(p.t).toFixed(1); }).join(" "); };
+    const line = function (pts, key) { return pts.map(function (p, i) { return (i ? "L" : "M") + X(p.b).toFixed(1) + " " + Y(p[key || "t"]).toFixed(1); }).join(" "); };
     if (fits.length) svg.appendChild(el("path", { d: line(fits), fill: "none", stroke: ink, "stroke-width": 2, "data-role": "chart-fits" }));
     if (over.length > 1) svg.appendChild(el("path", { d: line(over), fill: "none", stroke: ink, "stroke-width": 1.5, "stroke-dasharray": "5 4", "data-role": "chart-does-not-fit" }));
     if (r.maxBatch >= 1 && r.maxBatch <= x1) {
       svg.appendChild(el("line", { x1: X(r.maxBatch), x2: X(r.maxBatch), y1: T, y2: H - B, stroke: ink, "stroke-dasharray": "2 3" }));
       svg.appendChild(el("text", { x: X(r.maxBatch) - 4, y: T + 14, "text-anchor": "end", "font-size": 12, fill: ink }, "memory full"));
     }
+    // The achievable model (thin, dotted), its point filled.
+    svg.appendChild(el("path", { d: line(rows, "a"), fill: "none", stroke: ink, "stroke-width": 1.2,
+                                 "stroke-dasharray": "1 3", "data-role": "chart-achievable" }));
+    const last = rows[rows.length - 1];
+    svg.appendChild(el("text", { x: X(last.b) - 4, y: Y(last.a) + 16, "text-anchor": "end", "font-size": 12, fill: ink }, "achievable"));
+    svg.appendChild(el("circle", { cx: X(batch), cy: Y(r.achievable), r: 4, fill: ink,
+                                   "data-role": "chart-achievable-point", "data-value": String(r.achievable) }));
     svg.appendChild(el("circle", { cx: X(batch), cy: Y(r.decodeCeiling), r: 6, fill: "none", stroke: ink, "stroke-width": 2,
                                    "data-role": "chart-point", "data-value": String(r.decodeCeiling) }));
     svg.setAttribute("aria-label", "Decode ceiling in tokens per second against batch size for " + model + " in " + dtype +
                      " on " + acc + " at " + context + " tokens of context: it rises with the batch while the step is " +
-                     "memory-bound and levels off once it is compute-bound; the dashed part does not fit in memory.");
+                     "memory-bound and levels off once it is compute-bound; the dashed part does not fit in memory. " +
+                     "The dotted line below it is the achievable model, what an engine reaches.");
   }
 
   // --- the page ---------------------------------------------------------------------------
@@ -284,7 +375,7 @@
     const $ = function (role) { return root.querySelector("[data-role=" + role + "]"); };
     const form = root.querySelector("form");
     const accSel = form.elements.accelerator, modelSel = form.elements.model;
-    const dtypeSel = form.elements.dtype;
+    const dtypeSel = form.elements.dtype, kvSel = form.elements.kv, memorySel = form.elements.memory;
 
     const groups = { gpu: "GPUs", cpu: "CPUs (reference rows)" };
     Object.keys(groups).forEach(function (kind) {
@@ -306,8 +397,23 @@
       dtypeSel.appendChild(new Option(label, d));
     });
 
+    kvSel.appendChild(new Option("as the activations", ""));
+    cat.kv_dtypes.forEach(function (d) {
+      kvSel.appendChild(new Option(d.replace("_", " "), d));
+    });
+    // The engines' memory fractions (paged_kv): the whole card, vLLM's current default, the
+    // older default the achievable model's constants were fitted with.
+    const memoryLabels = { "whole card": "all, less the reserve",
+                           vLLM: "% (vLLM's default)",
+                           achievable: "% (vLLM's earlier default)" };
+    cat.memory_utilization.forEach(function (m) {
+      memorySel.appendChild(m.value === null ? new Option(memoryLabels[m.name], "")
+        : new Option(whole.format(100 * m.value) + memoryLabels[m.name], String(m.value)));
+    });
+
     // Defaults, then whatever the address says (#accelerator=T4&model=...&batch=8).
-    const defaults = { accelerator: "T4", model: "llama-2-7b", dtype: "fp16", batch: "1", context: "1024" };
+    const defaults = { accelerator: "T4", model: "llama-2-7b", dtype: "fp16", batch: "1", context: "1024",
+                       kv: "", memory: "" };
     function applyAddress() {
       const fromHash = new URLSearchParams(window.location.hash.replace(/^#/, ""));
       Object.keys(defaults).forEach(function (key) {
@@ -330,9 +436,11 @@
       const err = $("error");
       const batch = Number(form.elements.batch.value);
       const context = Number(form.elements.context.value);
+      const options = { kvDtype: kvSel.value,
+                        memoryUtilization: memorySel.value === "" ? null : Number(memorySel.value) };
       let r;
       try {
-        r = compute(cat, accSel.value, modelSel.value, dtypeSel.value, batch, context);
+        r = compute(cat, accSel.value, modelSel.value, dtypeSel.value, batch, context, options);
       } catch (e) {
         err.textContent = e.message + ".";
         err.hidden = false;
@@ -353,6 +461,19 @@
            r.weightReadCeiling);
       show("decode-ceiling", count(r.decodeCeiling) + " tokens/s in total, " +
            count(r.perSequence) + " per sequence (" + sig3.format(r.stepS * 1e3) + " ms a step)", r.decodeCeiling);
+      const pct = whole.format(100 * r.coverage) + "%";
+      show("achievable", count(r.achievable) + " tokens/s in total (" + pct + " interval " +
+           count(r.achievableInterval[0]) + "–" + count(r.achievableInterval[1]) + "), " +
+           count(r.achievablePerSequence) + " per sequence (" + sig3.format(r.achievableStepS * 1e3) + " ms a step, " +
+           sig3.format(r.achievableStepInterval[0] * 1e3) + "–" + sig3.format(r.achievableStepInterval[1] * 1e3) +
+           " ms); " + whole.format(100 * r.achievable / r.decodeCeiling) + "% of the ceiling", r.achievable);
+      const ach = $("achievable");
+      ach.setAttribute("data-low", String(r.achievableInterval[0]));
+      ach.setAttribute("data-high", String(r.achievableInterval[1]));
+      show("achievable-why", "the interval is where the central " + pct + " of measured / predicted fell on the " +
+           "published measurements of this regime, \u201c" + r.regime + "\u201d (gpuinfer.validation.interval)" +
+           (r.accelerator.kind === "cpu" ? "; the model is calibrated on GPU serving engines, not on CPUs" : ""),
+           r.regime);
       const opRows = $("ops");
       while (opRows.firstChild) opRows.removeChild(opRows.firstChild);
       r.operations.forEach(function (op) {
@@ -377,14 +498,20 @@
            ? "from batch " + count(r.computeBoundBatch) + " (at any context)"
            : "never: this device has no peak for " + r.computeDtype,
            Number.isFinite(r.computeBoundBatch) ? r.computeBoundBatch : "inf");
-      show("max-batch", r.maxBatch === 0 ? "0: the weights alone do not fit"
-           : count(r.maxBatch) + " sequences of " + count(context) + " tokens (" + si(r.reserveBytes, "B") +
-             " held back for the CUDA context and workspace)", r.maxBatch);
-      const memory = si(r.memoryBytes, "B") + " (" + sig3.format(r.memoryBytes / Math.pow(2, 30)) + " GiB" +
-        (r.accelerator.memory_cited ? ", what the card reports)"
-         : "; the datasheet's or an assumed figure: no published count of what this device reports)");
-      show("fits", r.fits ? "fits: " + si(r.neededBytes, "B") + " of " + memory
-           : "does not fit: " + si(r.neededBytes, "B") + " needed, " + memory + " on the device",
+      const engine = r.memoryUtilization === null ? ""
+        : "an engine using " + whole.format(100 * r.memoryUtilization) + "% of the memory, and ";
+      show("max-batch", r.maxBatch === 0 ? "0: the weights alone do not fit" + (engine ? " in " + engine.replace(/, and $/, "") : "")
+           : count(r.maxBatch) + " sequences of " + count(context) + " tokens (" + engine + si(r.reserveBytes, "B") +
+             " held back for the CUDA context and workspace; KV cache in " + r.kvDtype + ")", r.maxBatch);
+      const memoryNote = sig3.format(r.memoryBytes / Math.pow(2, 30)) + " GiB" +
+        (r.accelerator.memory_cited ? ", what the card reports"
+         : "; the datasheet's or an assumed figure: no published count of what this device reports");
+      const memory = si(r.memoryBytes, "B") + " (" + memoryNote + ")";
+      const usable = r.memoryUtilization === null ? memory
+        : si(r.usableBytes, "B") + " an engine may use (" + whole.format(100 * r.memoryUtilization) + "% of " +
+          si(r.memoryBytes, "B") + ", " + memoryNote + ")";
+      show("fits", r.fits ? "fits: " + si(r.neededBytes, "B") + " of " + usable
+           : "does not fit: " + si(r.neededBytes, "B") + " needed, " + usable + (r.memoryUtilization === null ? " on the device" : ""),
            r.fits ? 1 : 0);
       const acc = $("accelerator-source"), model = $("model-source");
       acc.href = r.accelerator.source; acc.textContent = r.accelerator.name + " datasheet";
@@ -392,8 +519,10 @@
       show("accelerator-note", r.accelerator.note);
       const params = new URLSearchParams({ accelerator: accSel.value, model: modelSel.value,
         dtype: dtypeSel.value, batch: String(batch), context: String(context) });
+      if (kvSel.value) params.set("kv", kvSel.value);
+      if (memorySel.value) params.set("memory", memorySel.value);
       history.replaceState(null, "", "#" + params.toString());
-      drawChart($("chart"), cat, accSel.value, modelSel.value, dtypeSel.value, batch, context, r);
+      drawChart($("chart"), cat, accSel.value, modelSel.value, dtypeSel.value, batch, context, options, r);
     }
 
     form.addEventListener("input", update);

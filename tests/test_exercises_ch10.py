@@ -73,6 +73,23 @@ def test_rule_batch_of_mixtral_on_an_a100():
     assert "activations" in repr(exercises.check(name, 641))          # the search's answer
 
 
+def test_node_limited_copies_on_16_nodes():
+    # 16 experts a node, at most M = 4 nodes: the 8 experts are 8 of 64, a node missed
+    # with C(48,8)/C(64,8) = prod_{i<8} (48 - i)/(64 - i) = 0.085255; 4 x 0.914745 =
+    # 3.65898 nodes, of which 15/16 are other nodes: 3.43030 copies.
+    miss = 1.0
+    for i in range(8):
+        miss *= (48 - i) / (64 - i)
+    expected = 4 * (1 - miss) * 15 / 16
+    assert expected == pytest.approx(3.4303, abs=1e-4)
+    name = "moe-node-limited-copies-16"
+    assert exercises.get(name).answer() == pytest.approx(expected, rel=1e-12)
+    assert exercises.check(name, 3.43)
+    assert "own node" in repr(exercises.check(name, expected * 16 / 15))
+    assert "(token, expert) pair" in repr(exercises.check(name, 8 * 15 / 16))
+    assert "cap M" in repr(exercises.check(name, 4))
+
+
 def _page_text():
     nb = json.loads(NOTEBOOK.read_text())
     return "\n".join("".join(c["source"]) for c in nb["cells"])
@@ -86,7 +103,7 @@ def test_the_questions_are_not_the_numbers_the_page_prints():
     text = _page_text()
     mine = [n for n in exercises.names()
             if exercises.get(n).where == "chapters/10_mixture_of_experts"]
-    assert len(mine) == 6
+    assert len(mine) == 7
     for name in mine:
         assert f'check("{name}"' in text, name
     # No problem is one the page's previous registrations asked (each repeated a number

@@ -152,3 +152,33 @@ def _():
                                         formats=DECISION_FORMATS, layouts=DECISION_LAYOUTS,
                                         achievable=DECISION_EFFICIENCY)
     return float(table["usd_per_million"].iloc[0])
+
+
+#: Node-limited routing (the page works DeepSeek-V3 on 8 nodes, one expert group a node;
+#: the exercise asks 16 nodes of 16 experts, each token on at most 4 of them).
+_NODE_COPIES = expert_parallel.nodes_touched(256, 8, 16, 4) * 15 / 16
+
+
+@register("moe-node-limited-copies-16", where=WHERE,
+          question="DeepSeek-V3 (256 routed experts, top-8) with its experts spread evenly "
+          "over 16 nodes (16 experts a node) and node-limited routing: each token's 8 "
+          "experts lie on at most M = 4 nodes, chosen by the router, and are uniform among "
+          "those 4 nodes' experts. The dispatch sends one copy of a token's hidden state to "
+          "each *other* node that holds one of its experts (forwarding over NVLink inside "
+          "it). How many network copies does a token send, in expectation? Nodes, two "
+          "decimals.", unit="nodes (expected copies a token sends over the network)",
+          rel_tol=0.005,
+          hint="On its M nodes a token's 8 experts are 8 of M x 16; a node is missed with "
+          "probability C((M - 1) x 16, 8) / C(M x 16, 8), so M (1 - that) nodes are touched "
+          "(expert_parallel.nodes_touched); each node is the token's own with chance 1/16.",
+          slips={16 / 15: "That counts the token's own node too: only the other nodes' "
+                 "copies cross the network, (N - 1)/N of them.",
+                 7.5 / _NODE_COPIES: "That is one copy a (token, expert) pair, 8 x 15/16: "
+                 "the dispatch sends one copy a node, and the 4-node limit caps the nodes.",
+                 4 / _NODE_COPIES: "That is the cap M itself: 8 experts on 4 nodes of 16 "
+                 "experts each sometimes miss a node, and one node may be the token's own.",
+                 expert_parallel.nodes_touched(256, 8, 16) * 15 / 16 / _NODE_COPIES:
+                 "That is routing without the node limit: each token may use at most 4 "
+                 "nodes."})
+def _():
+    return expert_parallel.nodes_touched(256, 8, 16, 4) * 15 / 16

@@ -227,12 +227,13 @@ def interactivity_curve(model, accelerator, batches, context=0, dtype="fp16", *,
                         kv_dtype=None, compute_dtype=None):
     """`curve` for a catalogue model decoding on one `accelerator`, every sequence at
     `context` cached tokens: the achievable model's columns (`achievable.decode_step_s`)
-    and the ceiling's beside, prefixed `ceiling_` (`llm.decode_step_s`). Batches that
-    do not fit in memory (`llm.max_batch`) are left out."""
+    and the ceiling's beside, prefixed `ceiling_` (`llm.decode_step_s`), one row per
+    distinct batch in increasing order. Batches that do not fit in memory
+    (`llm.max_batch`) are left out."""
     kw = dict(kv_dtype=kv_dtype, compute_dtype=compute_dtype)
     fits = _llm.max_batch(_achievable.model(model), accelerator, context, dtype,
                           kv_dtype=kv_dtype)
-    kept = [b for b in np.atleast_1d(batches) if b <= fits]
+    kept = sorted({int(b) for b in np.atleast_1d(batches) if b <= fits})
     _v.ensure(kept, f"no batch in batches={list(batches)} fits: at context={context} at "
               f"most {fits} sequences fit on {accelerator}")
     ach = curve(lambda b: _achievable.decode_step_s(model, accelerator, b, context, dtype,

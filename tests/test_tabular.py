@@ -201,6 +201,23 @@ def test_cpu_paths_times_each_path_it_is_asked_for():
         tabular_model.cpu_paths(model, 2, paths=("cuBLAS",))
 
 
+def test_cpu_paths_pin_the_first_allowed_core_not_core_0(monkeypatch):
+    # A container whose cpuset is {3, 5}: core 0 may not be used, so pinning to it would
+    # raise; cpu_paths pins to min({3, 5}) = 3 and restores the set afterwards.
+    import os
+
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("this OS has no affinity call")
+    allowed, calls = {3, 5}, []
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(allowed))
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cores: calls.append(set(cores)))
+    assert tabular_model.first_core() == 3
+    runs = tabular_model.cpu_paths(tabular_model.mlp(hidden=(8,)), 2, repeats=1,
+                                   paths=("numpy",))
+    assert runs["numpy"][0] > 0
+    assert calls[0] == {3} and calls[-1] == {3, 5}
+
+
 def test_cpu_path_verdict_branches_on_the_spread():
     # numpy's best run is 1.00 against eager's 2.00: twice the throughput, each within 5%.
     clear = tabular_model.cpu_path_verdict(

@@ -152,16 +152,29 @@ def _ort_forward(model, x):
     return lambda xn: sess.run(None, {name: xn})
 
 
-def cpu_paths(model, batch, *, repeats=5, pin_core=0, paths=CPU_PATHS):
+def first_core():
+    """The lowest-numbered core this process may run on (`os.sched_getaffinity`): the core
+    the chapter pins its CPU timings to. Core 0 is not always allowed (a container's
+    cpuset can exclude it). None where the OS has no affinity call (timings run unpinned)."""
+    import os
+
+    if not (hasattr(os, "sched_getaffinity") and hasattr(os, "sched_setaffinity")):
+        return None
+    return min(os.sched_getaffinity(0))
+
+
+def cpu_paths(model, batch, *, repeats=5, pin_core=None, paths=CPU_PATHS):
     """Seconds per forward pass of `model` (an fp32 `mlp` on the CPU) on a
     `synthetic_batch` of `batch`, by each of `paths` this machine can run (ONNX Runtime
     needs the `serving` extra), all on one thread (torch's threads, numpy's OpenBLAS,
     ONNX Runtime's intra-op pool) with the calling thread pinned to `pin_core`
-    (`bench.time_fn`). Each path is timed `repeats` times; returns {path: array of the
-    `repeats` medians, in seconds}. Chapter *CPU or GPU?* prices the fastest."""
+    (`bench.time_fn`; default `first_core()`, the first core this process may use). Each
+    path is timed `repeats` times; returns {path: array of the `repeats` medians, in
+    seconds}. Chapter *CPU or GPU?* prices the fastest."""
     import torch
 
     b = check_batch(batch)
+    pin_core = first_core() if pin_core is None else pin_core
     repeats = _v.count("repeats", repeats, maximum=1000)
     unknown = [p for p in paths if p not in CPU_PATHS]
     _v.ensure(not unknown, f"paths must be among {CPU_PATHS}, got {unknown}")

@@ -42,6 +42,8 @@ def test_elementwise_in_place_and_reductions_are_one_pass_and_the_rest_unpriced(
     assert profiling.op_cost("aten::sum", [[1, 576], [], [], [], [1, 1]], 4) == (576 + 1, 2308)
     for name in ("aten::view", "aten::empty", "aten::linear", "aten::_index_put_impl_"):
         assert all(math.isnan(x) for x in profiling.op_cost(name, [[4, 4]], 2))
+    # A list of tensors is recorded as [] (aten::stack([a, b])): no shape, no price.
+    assert all(math.isnan(x) for x in profiling.op_cost("aten::add", [[], []], 2))
 
 
 def test_op_cost_refuses_mismatched_shapes_and_bad_element_bytes():

@@ -45,8 +45,8 @@ MATMULS = {"aten::mm": 0, "aten::bmm": 0, "aten::addmm": 1, "aten::baddbmm": 1}
 ELEMENTWISE = {"aten::add", "aten::sub", "aten::mul", "aten::div", "aten::silu",
                "aten::gelu", "aten::neg", "aten::exp", "aten::rsqrt", "aten::pow",
                "aten::sigmoid", "aten::tanh", "aten::_softmax", "aten::_log_softmax",
-               "aten::_fused_rms_norm", "aten::native_layer_norm", "aten::cat",
-               "aten::where", "aten::masked_fill"}
+               "aten::_fused_rms_norm", "aten::native_layer_norm", "aten::where",
+               "aten::masked_fill"}
 #: In place (the first input is the result): each input read or written once.
 IN_PLACE = {"aten::copy_", "aten::add_", "aten::mul_", "aten::div_", "aten::masked_fill_"}
 #: Reductions: the inputs read once, the (small) result not counted.
@@ -62,7 +62,8 @@ def op_cost(name, shapes, element_bytes):
     profiler's `input_shapes`: a list of shapes, [] for a scalar), every tensor at
     `element_bytes` bytes an element; (NaN, NaN) for an operation this table does not
     price (views, allocation, indexing, composite operations whose work is their
-    children's)."""
+    children's, and any operation whose tensor shapes the profiler did not record, such
+    as a list of tensors)."""
     e = _v.positive("element_bytes", element_bytes)
     shapes = [list(s) if s is not None else [] for s in shapes]
     if name in MATMULS:
@@ -74,6 +75,8 @@ def op_cost(name, shapes, element_bytes):
         bias = _numel(shapes[0]) if MATMULS[name] else 0
         return 2.0 * lots * m * n * k, float(e * (lots * (m * k + k * n + m * n) + bias))
     sizes = [_numel(s) for s in shapes]
+    if not any(sizes):
+        return math.nan, math.nan      # no tensor shape recorded (a list input): unknown
     if name in ELEMENTWISE:
         return float(max(sizes, default=0)), float(e * (sum(sizes) + max(sizes, default=0)))
     if name in IN_PLACE:

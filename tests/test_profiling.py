@@ -117,6 +117,9 @@ def test_the_verdict_branches_on_the_data():
     # Runs 0.5x to 2x apart (spreads 1.5 and 0.67, over TOO_NOISY): nothing ordered.
     noisy = verdict(25.0, 25.0, runs=(0.5, 1.0, 2.0))
     assert noisy.count("Inconclusive") == 2
+    empty = profiling.pooled([profiling.operations([], element_bytes=2)] * 2)
+    assert "No operation was timed" in profiling.verdict(
+        profiling.against_roofline(empty, "H100 SXM", "fp16"), on_gpu=False)
     assert GOOD_STREAM == 0.6
 
 

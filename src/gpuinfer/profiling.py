@@ -151,10 +151,12 @@ def against_roofline(table, accelerator, dtype):
     device's) and `share`, each row's fraction of the measured seconds."""
     out = table.copy()
     priced = out["bytes"].notna()
-    ops = out.loc[priced, ["flops", "bytes"]].assign(dtype=dtype)
-    ev = _roofline.evaluate(ops, accelerator)
-    out["roofline_s"] = ev["seconds"].reindex(out.index)
-    out["bound"] = ev["bound"].reindex(out.index).fillna("unpriced")
+    out["roofline_s"], out["bound"] = math.nan, "unpriced"
+    if priced.any():
+        ops = out.loc[priced, ["flops", "bytes"]].assign(dtype=dtype)
+        ev = _roofline.evaluate(ops, accelerator)
+        out.loc[priced, "roofline_s"] = ev["seconds"]
+        out.loc[priced, "bound"] = ev["bound"]
     with np.errstate(invalid="ignore", divide="ignore"):
         out["of_roofline"] = out["roofline_s"] / out["seconds"]
     total = out["seconds"].sum()
@@ -168,6 +170,8 @@ def verdict(table, *, on_gpu) -> str:
     largest operation came to its roofline, each stated only where `lab_verdicts.compare`
     orders the numbers beyond their spread across the runs."""
     total = np.array(table.attrs["total_s"], dtype=float)
+    if not (total > 0).all():
+        return "No operation was timed in at least one run: profile a step that runs."
     share = _lv.Spread.of(np.array(table.attrs["priced_s"], dtype=float) / total)
     said = []
     where = "kernel" if on_gpu else "profiled"

@@ -17,7 +17,8 @@ competes too. NVLink SHARP (NVLS, in-switch reduction) is not modelled: on NVSwi
 systems it beats the ring for large messages (`gpuinfer.multinode` prices NVLS_TREE
 across servers). The engines' own one-shot and two-shot all-reduces, which replace NCCL's
 ring for decode's small messages inside an NVLink domain, are `custom_allreduce_s` (vLLM's
-custom all-reduce kernels, with NCCL's NVLink constants).
+custom all-reduce kernels, with NCCL's NVLink constants and a fixed cost a call calibrated
+on SGLang's measurement, `CUSTOM_ALLREDUCE_MEASURED`).
 
 Two prices, as everywhere in the course: `allreduce_floor_s`, a lower bound (the bytes
 at NCCL's bus bandwidth, no latency), and `interconnect_allreduce_s` /
@@ -335,18 +336,59 @@ CUSTOM_ALLREDUCE = {
               "csrc/custom_all_reduce.cuh",
 }
 
+#: SGLang's timing of its one-shot custom all-reduce on 8 H100 SXM (pull request 2904,
+#: references.bib: sglang2904; TensorRT-LLM's kernel, one kernel a call, as vLLM's is under
+#: CUDA graphs): seconds by message bytes. The test's sizes are fp32 values
+#: (sgl-kernel/tests/test_trt_reduce.py: 512, 4,096 and 32,768 of them, x 4 B); 5,000 calls
+#: timed back to back without CUDA graphs. 16,384 B is Llama-2-70B's [1, 8192] fp16
+#: message, batch 1's, and calibrates the fixed cost (`custom_allreduce_fixed_s`).
+CUSTOM_ALLREDUCE_MEASURED = {
+    "accelerator": "H100 SXM", "interconnect": "NVLink 4", "n_devices": 8,
+    "seconds_by_bytes": {2_048: 5.9e-6, 16_384: 5.7e-6, 131_072: 7.8e-6},
+    "calibration_bytes": 16_384,
+    "source": "https://github.com/sgl-project/sglang/pull/2904",
+}
+
+
+def _barriers_and_bytes(s, n, ic):
+    """(kind, bytes_in, barrier seconds, byte seconds) of vLLM's kernel for `s` bytes on
+    `n` GPUs over `ic`: each barrier one NVLink step of NCCL's LL protocol, the bytes a
+    rank reads at NCCL's bus bandwidth."""
+    kind = "one-shot" if s < CUSTOM_ALLREDUCE["one_stage_below_bytes"][n] else "two-shot"
+    bytes_in = (n - 1) * s if kind == "one-shot" else 2.0 * (n - 1) / n * s
+    barriers = CUSTOM_ALLREDUCE["barriers"][kind] * ic.nccl("LL").step_latency_s
+    return kind, bytes_in, barriers, bytes_in / ic.nccl_bus_bandwidth_bytes_per_s
+
+
+@functools.cache
+def custom_allreduce_fixed_s() -> float:
+    """Seconds a custom all-reduce costs a call besides its barriers and bytes: its launch
+    and the kernel's own work (reading the barrier flags, the sums). Calibrated on SGLang's
+    one-shot at batch 1's message (`CUSTOM_ALLREDUCE_MEASURED`): 5.7 us on 8 H100s, less
+    the model's 2 barriers (1.2 us) and 7 x 16,384 B at NCCL's 370.8 GB/s (0.31 us), 4.19
+    us. Timed without CUDA graphs, so part of it may be host launch that a graph removes;
+    the model keeps all of it, as NCCL's model charges its own base latency a call. One
+    measurement (H100s, 8 GPUs): the same cost is assumed for every NVLink and group size."""
+    m = CUSTOM_ALLREDUCE_MEASURED
+    s = m["calibration_bytes"]
+    _, _, barriers, moved = _barriers_and_bytes(
+        s, m["n_devices"], _hardware.get_interconnect(m["interconnect"]))
+    return m["seconds_by_bytes"][s] - barriers - moved
+
 
 def custom_allreduce_parts(n_bytes, n_devices, interconnect) -> dict:
     """An engine's custom all-reduce of `n_bytes` on `n_devices` inside one NVLink domain
     (`CUSTOM_ALLREDUCE`: vLLM's kernels), modelled with NCCL's own NVLink constants: a
     barrier costs one NVLink step of NCCL's LL protocol (a flag written to each peer and
-    waited for: `interconnect.nccl("LL").step_latency_s`, 0.6 us on NVLink), and the bytes
-    a rank reads from its peers move at NCCL's bus bandwidth for the link
-    (`nccl_bus_bandwidth_bytes_per_s`, 370.8 GB/s a direction on an H100). No kernel
-    launch: under CUDA graphs that is the step's gap between kernels. Returns `kind`
-    ("one-shot" or "two-shot", vLLM's choice for the size), `seconds`, `latency_s`,
-    `bandwidth_s` and `bytes_in` (per rank); ValueError where vLLM would not run it (a
-    group size other than 2, 4, 6, 8, or past the link's domain)."""
+    waited for: `interconnect.nccl("LL").step_latency_s`, 0.6 us on NVLink), the bytes a
+    rank reads from its peers move at NCCL's bus bandwidth for the link
+    (`nccl_bus_bandwidth_bytes_per_s`, 370.8 GB/s a direction on an H100), and each call
+    pays a fixed cost, its launch and kernel (`custom_allreduce_fixed_s`, 4.19 us,
+    calibrated so that batch 1's one-shot on 8 H100s takes SGLang's measured 5.7 us).
+    Returns `kind` ("one-shot" or "two-shot", vLLM's choice for the size), `seconds`,
+    `latency_s` (fixed cost and barriers), `fixed_s`, `bandwidth_s` and `bytes_in` (per
+    rank); ValueError where vLLM would not run it (a group size other than 2, 4, 6, 8, or
+    past the link's domain)."""
     s = _v.non_negative("n_bytes", n_bytes)
     n = check_devices(n_devices)
     ic = _hardware.get_interconnect(interconnect)
@@ -356,12 +398,11 @@ def custom_allreduce_parts(n_bytes, n_devices, interconnect) -> dict:
     _v.ensure(n <= ic.domain_gpus and ic.kind == "nvlink",
               f"n_devices={n} on {ic.name}: the custom all-reduce needs every GPU on one "
               f"NVLink domain ({ic.domain_gpus:g} GPUs here)")
-    kind = "one-shot" if s < CUSTOM_ALLREDUCE["one_stage_below_bytes"][n] else "two-shot"
-    bytes_in = (n - 1) * s if kind == "one-shot" else 2.0 * (n - 1) / n * s
-    latency = CUSTOM_ALLREDUCE["barriers"][kind] * ic.nccl("LL").step_latency_s
-    bandwidth = bytes_in / ic.nccl_bus_bandwidth_bytes_per_s
-    return {"kind": kind, "seconds": latency + bandwidth, "latency_s": latency,
-            "bandwidth_s": bandwidth, "bytes_in": bytes_in}
+    kind, bytes_in, barriers, bandwidth = _barriers_and_bytes(s, n, ic)
+    fixed = custom_allreduce_fixed_s()
+    return {"kind": kind, "seconds": fixed + barriers + bandwidth,
+            "latency_s": fixed + barriers, "fixed_s": fixed, "bandwidth_s": bandwidth,
+            "bytes_in": bytes_in}
 
 
 def custom_allreduce_s(n_bytes, n_devices, interconnect) -> float:

@@ -208,13 +208,13 @@ def test_sensitivity_to_kv_compares_the_assumption_with_its_flip():
 
 def test_independent_errors_are_what_achievable_states():
     # achievable.REFIT's comment: on the 346 independent rows (TensorRT-LLM v0.17),
-    # median |error| 13.6% (MoE 10.9%) against FITTED's 21.1%.
+    # median |error| 13.7% (MoE 11.9%) against FITTED's 21.1%.
     fitted = V.table()
     refit = V.table(A.REFIT, dec=V.decompose(caps=True))
     ind = fitted["pool"] == "independent"
     assert V.summary(fitted[ind])[:2] == pytest.approx((346, 21.1), abs=0.05)
-    assert V.summary(refit[ind])[:2] == pytest.approx((346, 13.6), abs=0.05)
-    assert V.summary(refit[ind & refit["moe"]])[1] == pytest.approx(10.9, abs=0.05)
+    assert V.summary(refit[ind])[:2] == pytest.approx((346, 13.7), abs=0.05)
+    assert V.summary(refit[ind & refit["moe"]])[1] == pytest.approx(11.9, abs=0.05)
 
 
 def test_expert_parallel_with_dp_attention_by_hand():
@@ -287,8 +287,8 @@ def test_the_ep_layout_decomposition_is_offline_throughputs():
 
 def test_leave_one_source_out_errors_are_what_achievable_states():
     # achievable.REFIT's comment: left one source out, REFIT's structure errs by a median
-    # 37% on the fit pool, FITTED (its constants fixed) by 24%.
+    # 38% on the fit pool, FITTED (its constants fixed) by 22%.
     out = V.loso(dec=V.decompose(caps=True), free=V.REFIT_FREE)
     fitted = V.table()
-    assert V.summary(out[out["pool"] == "fit"])[1] == pytest.approx(37.2, abs=0.05)
-    assert V.summary(fitted[fitted["pool"] == "fit"])[1] == pytest.approx(23.6, abs=0.05)
+    assert V.summary(out[out["pool"] == "fit"])[1] == pytest.approx(38.2, abs=0.05)
+    assert V.summary(fitted[fitted["pool"] == "fit"])[1] == pytest.approx(21.9, abs=0.05)

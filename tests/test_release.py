@@ -105,3 +105,94 @@ def test_the_package_says_the_version_pyproject_releases():
     # A run recorded without a checkout (reference.save's gpuinfer column) names the release.
     import gpuinfer
     assert gpuinfer.__version__ == release.package_version()
+
+
+def _checkout_copy(tmp_path):
+    """A temporary checkout: the repository's notebooks with setup cells, pyproject.toml and
+    the package's __init__.py (the repository itself is never rewritten)."""
+    import shutil
+
+    for path in release.setup_notebooks(ROOT):
+        target = tmp_path / path.relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, target)
+    (tmp_path / "src" / "gpuinfer").mkdir(parents=True)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copy(ROOT / "src" / "gpuinfer" / "__init__.py", tmp_path / "src/gpuinfer/__init__.py")
+    return tmp_path
+
+
+def _setup_sources(root):
+    out = {}
+    for path in release.setup_notebooks(root):
+        cells = json.loads(path.read_text())["cells"]
+        out[path.relative_to(root).as_posix()] = "".join(
+            "".join(c["source"]) for c in cells
+            if c["cell_type"] == "code" and release.is_setup_cell(c["source"]))
+    return out
+
+
+def test_every_notebook_with_a_setup_cell_is_found_and_installs_main_on_main():
+    found = _setup_sources(ROOT)
+    # all 11 labs and the three workshop notebooks (the capstone worksheet, key, debrief)
+    assert sum(p.startswith("labs/") for p in found) == len(list((ROOT / "labs").glob("*.ipynb")))
+    assert {"workshop/capstone_worksheet.ipynb", "workshop/debrief.ipynb",
+            "workshop/capstone_key.ipynb"} <= set(found)
+    for path, source in found.items():
+        assert "@main\"" in source and "@v" not in source, path
+
+
+def test_release_pins_every_setup_cell_and_main_unpins_them(tmp_path, capsys):
+    from gpuinfer import __main__ as cli
+
+    root = _checkout_copy(tmp_path)
+    before = _setup_sources(root)
+    assert cli.main(["release", "9.9.9", "--root", str(root)]) == 0
+    printed = capsys.readouterr().out
+    assert "git tag -a v9.9.9" in printed and "git push origin main v9.9.9" in printed
+    assert "release main" in printed
+    assert 'version = "9.9.9"' in (root / "pyproject.toml").read_text()
+    assert '__version__ = "9.9.9"' in (root / "src/gpuinfer/__init__.py").read_text()
+    assert release.package_version(root) == "9.9.9"
+    pinned = _setup_sources(root)
+    assert pinned.keys() == before.keys()
+    for path, source in pinned.items():
+        assert "@main" not in source and "repository.branch" not in source, path
+        assert source.count("@v9.9.9\"") == before[path].count("@main\""), path
+        # extras kept: lab 9's [onnx], lab 8's [serving]
+        assert re.findall(r"gpuinfer(\[\w+\])? @", source) == re.findall(
+            r"gpuinfer(\[\w+\])? @", before[path]), path
+    assert "gpuinfer[onnx] @" in pinned["labs/09_compile_fuse_calibrate.ipynb"]
+    assert "gpuinfer[serving] @" in pinned["labs/08_triton_dynamic_batching.ipynb"]
+    # after the tag, main installs main again: the cells as they were, the version kept
+    assert cli.main(["release", "main", "--root", str(root)]) == 0
+    assert _setup_sources(root) == before
+    assert release.package_version(root) == "9.9.9"
+
+
+def test_a_fork_pins_its_notebooks_to_a_full_commit(tmp_path, capsys):
+    from gpuinfer import __main__ as cli
+
+    root = _checkout_copy(tmp_path)
+    sha = "0123456789abcdef0123456789abcdef01234567"  # 40 hex digits
+    assert cli.main(["release", sha, "--root", str(root)]) == 0
+    assert "git tag" not in capsys.readouterr().out
+    assert release.package_version(root) == release.package_version(ROOT)  # version untouched
+    for path, source in _setup_sources(root).items():
+        assert "@main" not in source and f"@{sha}\"" in source and f"commit {sha}" in source, path
+
+
+def test_bad_versions_are_refused_with_a_clear_error(tmp_path):
+    from gpuinfer import __main__ as cli
+
+    root = _checkout_copy(tmp_path)
+    before = _setup_sources(root)
+    for bad, says in (("1.2", "MAJOR.MINOR.PATCH"), ("v1.2.3rc1", "MAJOR.MINOR.PATCH"),
+                      ("0123abc", "full 40-hex"), ("latest", "MAJOR.MINOR.PATCH")):
+        with pytest.raises(SystemExit, match=says):
+            cli.main(["release", bad, "--root", str(root)])
+    with pytest.raises(SystemExit, match="no notebook with a Colab/Kaggle setup cell"):
+        cli.main(["release", "9.9.9", "--root", str(tmp_path / "empty")])
+    # nothing was written by a refused release
+    assert _setup_sources(root) == before
+    assert release.package_version(root) == release.package_version(ROOT)

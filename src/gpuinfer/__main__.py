@@ -18,6 +18,14 @@
                     plan on the CPU, and exit 0; with `--report` also every lab on the
                     CPU and the report, headed as a CPU run. `--estimate H200` prints the full plan's
                     estimated run time on a catalogue GPU and exits.
+    release VERSION [--notebooks-only] [--root DIR]
+                    cut a release (CONTRIBUTING.md, "Cutting a release"): set VERSION
+                    (MAJOR.MINOR.PATCH) in pyproject.toml and gpuinfer/__init__.py, pin
+                    every notebook's Colab/Kaggle setup cell to the tag v<VERSION>, and
+                    print the git commands to commit, tag, build the wheel and push.
+                    `release main` puts the cells back to @main after the tag;
+                    `release <full commit SHA>` pins the cells to that commit (a fork's
+                    room with no tag), with no version change.
 
 The steps live in `gpuinfer.bench_suite` (what bench measures) and `gpuinfer.gpu_check`
 (the labs, the targets, the dry-run report); this file parses arguments and calls them.
@@ -126,8 +134,22 @@ def main(argv=None) -> int:
                               f"{DRY_RUN_REPORT}); without a GPU this runs the labs on the CPU")
     p_check.add_argument("--estimate", metavar="GPU", default=None,
                          help="only print the full plan's estimated timing on a catalogue GPU")
+    p_release = sub.add_parser("release", help="set the version and pin every notebook's "
+                               "setup cell to its tag ('main' unpins)")
+    p_release.add_argument("version", help="MAJOR.MINOR.PATCH, 'main', or a full commit SHA")
+    p_release.add_argument("--notebooks-only", action="store_true",
+                           help="pin the notebooks, leave the version alone")
+    p_release.add_argument("--root", default=".", help="the checkout (default: here)")
     args = parser.parse_args(argv)
-    if args.command == "strip":
+    if args.command == "release":
+        from . import release
+
+        try:
+            steps = release.cut(args.root, args.version, notebooks_only=args.notebooks_only)
+        except (TypeError, ValueError, FileNotFoundError) as error:
+            raise SystemExit(f"release: {error}") from None
+        print("\n".join(["Next:"] + steps))
+    elif args.command == "strip":
         n = strip(args.paths)
         print(f"stripped {n} notebook(s)")
     elif args.command == "gpu-check" and args.estimate:

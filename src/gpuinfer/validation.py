@@ -51,8 +51,17 @@ from . import llm_serving as _serving
 from . import validate as _v
 
 _DATA = pathlib.Path(__file__).parent / "data" / "published"
-#: The measurement files `dataset` reads, in order.
-DATA_FILES = (_DATA / "engine_measurements.csv", _DATA / "more_engine_measurements.csv")
+#: The measurement files `dataset` reads, in order: the engines' published measurements,
+#: then MLPerf Inference's closed results (`split` "mlperf": a pool of their own).
+DATA_FILES = (_DATA / "engine_measurements.csv", _DATA / "more_engine_measurements.csv",
+              _DATA / "mlperf_measurements.csv")
+#: `dataset`'s pools: "fit" (what fits may use), "independent" (TensorRT-LLM's perf
+#: overview older than 2025: a test only), "mlperf" (MLPerf Inference closed results: a
+#: test only, returned on request, so that no statistic over the engines' rows moves).
+POOLS = ("fit", "independent", "mlperf")
+#: MLPerf's Server latency bounds (TTFT, TPOT at the 99th percentile, seconds), as each
+#: run's log states them (mlperf_log_summary.txt: ttft_latency, tpot_latency).
+MLPERF_SERVER_BOUNDS_S = {"llama-2-70b": (2.0, 0.200), "llama-3-8b": (2.0, 0.100)}
 
 #: The constants `fit` adjusts; everything else stays as cited in `achievable`.
 FREE = ("bandwidth", "matmul_scale", "step_s")
@@ -73,34 +82,48 @@ def _bool(x) -> bool:
     return str(x).strip().lower() in ("true", "1", "yes")
 
 
-@functools.lru_cache(maxsize=1)
-def _dataset():
+def _read(paths):
     import pandas as pd
 
-    frames = [pd.read_csv(p) for p in DATA_FILES]
+    frames = [pd.read_csv(p) for p in paths]
     df = pd.concat(frames, ignore_index=True, sort=False)
     df["ep"] = df["ep"].fillna(1).astype(int)
     df["pp"] = df["pp"].fillna(1).astype(int)
     df["attention_dp"] = df["attention_dp"].map(_bool) if "attention_dp" in df else False
-    df["pool"] = np.where(df["split"] == "independent", "independent", "fit")
+    df["pool"] = np.where(df["split"].isin(["independent", "mlperf"]), df["split"], "fit")
     df["moe"] = [_achievable.model(m).is_moe for m in df["model"]]
-    df["kind"] = np.where(df["scenario"] == "offline", "throughput",
+    # MLPerf's Server scenario is a throughput at a latency bound (`decompose` maps it as
+    # the offline maximum; `mlperf_table` checks the bound).
+    df["kind"] = np.where(df["scenario"].isin(["offline", "server"]), "throughput",
                           np.where(df["batch"].fillna(0) == 1, "batch-1", "fixed batch"))
     df["gpus"] = df["tp"].astype(int) * df["pp"]
     return df
 
 
+@functools.lru_cache(maxsize=1)
+def _all_rows():
+    return _read(DATA_FILES)
+
+
+@functools.lru_cache(maxsize=1)
+def _dataset():
+    df = _all_rows()
+    return df[df["pool"] != "mlperf"].reset_index(drop=True)
+
+
 def dataset(pool=None):
-    """Every published measurement (a pandas DataFrame, a copy): the columns of the two
-    CSV files (`DATA_FILES`) and `pool` ("fit": the rows fits may use; "independent":
-    TensorRT-LLM's perf overview older than 2025, a test only), `moe` (the model is a
-    mixture of experts), `kind` ("throughput": maximum load; "batch-1"; "fixed batch"),
-    `gpus` (tp x pp). `pool`: None for all, or "fit"/"independent"."""
-    df = _dataset().copy()
-    if pool is not None:
-        pool = _v.choice("pool", pool, ["fit", "independent"])
-        df = df[df["pool"] == pool].reset_index(drop=True)
-    return df
+    """Every published measurement (a pandas DataFrame, a copy): the columns of the CSV
+    files (`DATA_FILES`) and `pool` ("fit": the rows fits may use; "independent":
+    TensorRT-LLM's perf overview older than 2025, a test only; "mlperf": MLPerf Inference
+    closed results, a test only), `moe` (the model is a mixture of experts), `kind`
+    ("throughput": maximum load, MLPerf's Offline and Server; "batch-1"; "fixed batch"),
+    `gpus` (tp x pp). `pool`: None for the engines' rows (fit and independent: what every
+    fit and statistic of this module reads), or one of `POOLS`."""
+    if pool is None:
+        return _dataset().copy()
+    pool = _v.choice("pool", pool, list(POOLS))
+    df = _dataset() if pool != "mlperf" else _all_rows()
+    return df[df["pool"] == pool].reset_index(drop=True)
 
 
 # --- each row's step, decomposed ------------------------------------------------------------
@@ -454,6 +477,32 @@ def errors_by(errors, by="source"):
     return g.agg(n=("abs", "size"), median_pct=("abs", "median"),
                  p90_pct=("abs", lambda x: float(np.quantile(x, 0.9))),
                  worst_pct=("abs", "max"), bias_pct=("error_pct", "median"))
+
+
+def mlperf_table(efficiency=None):
+    """MLPerf Inference's closed results (`dataset("mlperf")`) predicted on `efficiency`
+    (default `achievable.FITTED`): `table`'s columns and `step_s` (the achievable step at
+    the batch the memory holds, seconds), `tpot_bound_s` (the Server scenario's TPOT
+    bound, `MLPERF_SERVER_BOUNDS_S`; NaN for Offline), `within_bound` (step_s <= the
+    bound: the Server result is the offline maximum under its latency bound, as
+    `decompose` maps it) and `why` (the reason a row is not modelled, else "").
+
+    A Server result is the throughput a Poisson load sustains within TTFT and TPOT bounds
+    at the 99th percentile; it is mapped as the offline maximum (the batch the memory
+    holds), which is what it is when that batch's step already meets the TPOT bound (the
+    Server result then sits a few percent under the Offline one). A row whose step
+    exceeds the bound is predicted too high by that mapping: `within_bound` says which."""
+    rows = dataset("mlperf")
+    dec = decompose(rows)
+    eff = _achievable.FITTED if efficiency is None else _achievable.as_efficiency(efficiency)
+    t = table(eff, dec=dec, rows=rows)
+    t["step_s"] = np.where(dec.ok, dec.step_s(eff), np.nan)
+    bound = [MLPERF_SERVER_BOUNDS_S.get(m, (np.nan, np.nan))[1] if sc == "server" else np.nan
+             for m, sc in zip(rows["model"], rows["scenario"])]
+    t["tpot_bound_s"] = bound
+    t["within_bound"] = ~(t["step_s"] > t["tpot_bound_s"])
+    t["why"] = dec.why
+    return t
 
 
 def summary(errors):

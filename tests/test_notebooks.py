@@ -70,8 +70,12 @@ def test_colab_setup_cell_is_hidden_pinned_and_colab_only(path):
     assert 'if "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ' in source
     repo = _config()["repository"]
     url = repo["url"].removeprefix("https://")
-    assert f"git+https://{url}@{repo['branch']}\"" in source, \
-        "installs the branch the website is built from (_config.yml: repository.branch)"
+    # main installs the branch the website is built from (_config.yml: repository.branch);
+    # a release commit (`python -m gpuinfer release X.Y.Z`) installs its own tag.
+    from gpuinfer import release
+    refs = (repo["branch"], release.tag(release.package_version()))
+    assert any(f"git+https://{url}@{ref}\"" in source for ref in refs), \
+        f"installs neither {refs[0]} nor this release's tag {refs[1]}"
     # The comment in CONTRIBUTING.md's cell says "Colab already has torch": check the code only.
     code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
     assert "torch" not in code.replace("gpuinfer", ""), "never reinstall torch on Colab"

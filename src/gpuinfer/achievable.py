@@ -62,8 +62,11 @@ KERNELS_PER_LAYER = 13
 #: Gap a kernel adds inside a replayed CUDA graph: 3.4 - 2.9 us in NVIDIA's CUDA-graphs
 #: post (`tabular.CUDA_GRAPHS_BLOG_PER_KERNEL_S`).
 GRAPH_KERNEL_GAP_S = 0.5e-6
-#: Host time to launch one kernel eagerly, back to back: the post's 3.8 us per kernel
-#: (the host's launch rate when kernels are shorter than a launch).
+#: Host time to launch one kernel eagerly, back to back: the post's 3.8 us per kernel,
+#: measured from C++ (cudaLaunchKernel in a loop, with the 2.9 us kernel's own work in it).
+#: A floor for an engine's launches, not PyTorch's per-operation dispatch from Python,
+#: which costs several microseconds more a call: a lab measures that on its machine
+#: (chapter 6's tiny kernel; lab 11 prices a step's profiled launches with it).
 EAGER_LAUNCH_S = 3.8e-6
 
 #: FlashAttention-3's forward pass: up to 740 TFLOP/s of the H100's 989 (fp16), 75%

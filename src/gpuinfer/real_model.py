@@ -454,11 +454,19 @@ def time_prefill(model, prompt, **timing):
 def time_verify(model, k, **timing):
     """`bench.Timing` of a speculative verify step: k + 1 tokens of row 0 at its length
     (what `prompt_lookup_generate` runs each round; the cache positions it writes lie
-    beyond the row's length, so the row is unchanged)."""
+    beyond the row's length, so the row is unchanged). The tokens and positions are staged
+    on the device once, as `decode_fn`'s are, so the timing holds the step alone (no copy
+    from Python lists)."""
+    import torch
+
     k = _v.count("k", k, maximum=64)
     start = model.lengths[0]
     _v.ensure(start > 0, "prefill row 0 first: a verify step follows a prompt")
-    return _bench.time_fn(lambda: model.forward([[0] * (k + 1)], [start]),
+    _v.ensure(start + k + 1 <= model.max_len, f"a verify step of k={k} at position {start} "
+              f"exceeds max_len={model.max_len}")
+    tokens = torch.zeros((1, k + 1), dtype=torch.long, device=model.where)    # [1, k+1]
+    pos = torch.tensor([start], device=model.where)
+    return _bench.time_fn(lambda: model.step(tokens, pos, start + k + 1),
                           device=model.device, **timing)
 
 
@@ -505,25 +513,59 @@ def agreement(tokens, reference, logits, dtype) -> str:
              "the model disagrees where the reference was sure: look for a bug."))
 
 
-def launch_verdict(step, weight_read_s, *, on_gpu) -> str:
+def launches(events, *, on_gpu) -> int:
+    """Lab: the launches one profiled step made, from `torch.profiler`'s `prof.events()`
+    (anything whose items have `device_type` and `cpu_parent`): on a GPU, the kernels the
+    device ran (its events on the GPU: kernels, copies, memsets); on a CPU, the operations
+    called from Python (host events with no parent, views included: each pays PyTorch's
+    dispatch)."""
+    def on_device(e):
+        return not str(getattr(e, "device_type", "CPU")).endswith("CPU")
+
+    n = sum(1 for e in events if (on_device(e) if on_gpu
+                                  else not on_device(e) and e.cpu_parent is None))
+    _v.ensure(n > 0, "events hold no " + ("kernel: profile with ProfilerActivity.CUDA"
+                                          if on_gpu else "operation: profile a step that runs"))
+    return n
+
+
+def launch_verdict(step, weight_read_s, host, *, on_gpu) -> str:
     """Lab: is a decode step (`step`, a `lab_verdicts.Spread` of its seconds) set by
-    reading the weights (`weight_read_s`, at the device's bandwidth) or by something
-    else: on a GPU, launching its kernels; on a CPU, each small operation's fixed cost."""
+    reading the weights (`weight_read_s`, at the device's bandwidth) or by the host's
+    launches (`host`, a `Spread` of seconds: the step's profiled `launches` x the dispatch
+    time measured on this machine): on a GPU, launching its kernels; on a CPU, each
+    operation's fixed cost. On a CPU the ceiling is a convention (the reference CPU's
+    one-core share), not a bound."""
     read = _v.positive("weight_read_s", weight_read_s)
+    _v.positive("host", host.median)
     ratio = step.median / read
     if _lv.compare(step, _lv.Spread(read, 0.0)) == "inconclusive":
         return _lv.inconclusive("decode step against the weight read", step.spread)
     if ratio < 1:
-        return (f"The step took {ratio:.2f}x the weight-read time: faster than the memory "
-                "can deliver the weights,\nso a cache held part of them (or the ceiling is "
-                "not this device's).")
+        if on_gpu:
+            return (f"The step took {ratio:.2f}x the weight-read time: faster than the memory "
+                    "can deliver the weights,\nso a cache held part of them (or the "
+                    "catalogue entry is not this GPU's).")
+        return (f"The step took {ratio:.2f}x the weight-read time: faster than the ceiling, "
+                "which on a CPU runtime\nis a convention (the reference CPU's one-core "
+                "share), not a bound.")
     if ratio < 2:
         return (f"The step took {ratio:.1f}x the weight-read time: a weight read, nearly "
                 "as fast as this memory delivers.")
-    why = ("each of its ~20 kernels a layer costs a launch of a few microseconds, more than "
-           "its share\nof the bytes: launch-bound (CUDA graphs, below, remove the launches)"
-           if on_gpu else "its hundreds of small operations each pay a fixed cost on the "
-           "CPU, beside the bytes")
+    us = f"{host.median * 1e6:,.0f} us"
+    launch = _lv.compare(host, _lv.Spread(read, 0.0))
+    if not on_gpu:
+        why = (f"its operations' dispatch ({us} a step) and each operation's own work add "
+               "up on the CPU,\nwhich runs them one after the other, beside the bytes")
+    elif launch == "larger":
+        why = (f"its launches take the host {us} a step, {host.median / read:,.1f}x the "
+               "read: launch-bound\n(CUDA graphs, below, remove the launches)")
+    elif launch == "smaller":
+        why = (f"its launches take the host {us} a step, less than the read, so the "
+               "kernels themselves\nrun below the bandwidth (small ones cannot fill it)")
+    else:
+        why = (f"its launches take the host {us} a step, about the read: launches and "
+               "slow kernels\nboth count, beyond what this run's spreads can tell apart")
     return f"The step took {ratio:,.1f}x the weight-read time: {why}."
 
 

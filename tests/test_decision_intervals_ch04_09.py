@@ -115,3 +115,36 @@ def test_chapter09_chunk_budget_range(errors):
             for r in validation.interval(1.0, "dense throughput")]
     assert page == [low, high]
     assert low <= ch09.largest_budget() <= high < ch09.largest_budget(False)
+
+
+def test_chapter09_speculation_cutoff_moves_with_the_matmul_rate_against_the_bandwidth():
+    # The speed-up is a ratio of step times: what moves its cut-off is where the target's
+    # matmuls turn compute-bound, i.e. the matmul rate against the bandwidth. Slower matmuls
+    # (or faster bytes) reach that point at a smaller batch; faster matmuls (or slower
+    # bytes) at a larger one. Chapter 9 perturbs one rate at a time by the dense interval.
+    import dataclasses
+    from gpuinfer import speculative
+    lo, hi = validation.interval(1.0, "dense throughput")
+    assert lo < 1 < hi
+    fit = achievable.FITTED
+
+    def cut(eff):
+        return speculative.cutoff_batch("llama-3-8b", speculative.LLAMA_3_2_1B, "H100 SXM",
+                                        acceptance=0.8, k=4, context=256, achievable=eff)
+    base = cut(fit)
+    assert cut(dataclasses.replace(fit, matmul_scale=fit.matmul_scale * lo)) < base
+    assert cut(dataclasses.replace(fit, matmul_scale=fit.matmul_scale * hi)) > base
+    assert cut(dataclasses.replace(fit, bandwidth=fit.bandwidth * lo)) > base
+    assert cut(dataclasses.replace(fit, bandwidth=fit.bandwidth * hi)) < base
+
+
+def test_chapter07_a_slower_step_meets_a_limit_at_the_batch_of_the_limit_over_its_factor():
+    # A step k times the model's meets a TPOT limit t exactly where the model's step meets
+    # t / k: chapter 7 scales the interactivity points' steps that way. At 10 ms and
+    # k = 1.29 (the dense interval's slow end, on time), the batch is the largest whose
+    # model step is within 10 / 1.29 = 7.75 ms.
+    model, gpu, ctx, t, k = "llama-3-8b", "H100 SXM", 1024, 0.010, 1.29
+    b = achievable.max_batch_within(model, gpu, ctx, t / k)
+    assert k * achievable.decode_step_s(model, gpu, b, ctx) <= t
+    assert k * achievable.decode_step_s(model, gpu, b + 1, ctx) > t
+    assert b < achievable.max_batch_within(model, gpu, ctx, t)

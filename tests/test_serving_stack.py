@@ -266,3 +266,20 @@ def test_chapter9_serving_stack_answers_by_hand():
     seconds = float(achievable.overheads(device, 32, eff))
     assert exercises.get("llm-offload-breakeven").answer() == pytest.approx(
         32768 * KV_8B / seconds / 1e9, rel=1e-6)
+
+
+def test_chapter9_kv_transfer_runs_over_the_rdma_nic_chapter10_uses():
+    # One GPU's NIC is one of a DGX H100's eight NDR ports: 8 x 400 Gb/s = 3,200 Gb/s =
+    # 400e9 B/s a node, 50e9 B/s a GPU; chapter 10 divides the same entry by 8.
+    from gpuinfer.exercises import chapter09_llm_serving as ch09
+    assert ch09.TRANSFER_LINK == "InfiniBand NDR x8"
+    assert hardware.get_interconnect(ch09.TRANSFER_LINK).bandwidth_bytes_per_s == 400e9
+    assert ch09.transfer_link_bytes_per_s() == 400e9 / 8 == 50e9
+    assert "RDMA NIC" in exercises.get("llm-kv-transfer-ms").question
+
+
+def test_chapter9_two_instances_question_gives_the_gib_cuda_reports():
+    # 85,045,477,376 B / 2**30 = 79.204... GiB: CUDA's total_memory, not the 80 GiB of HBM
+    # (80 x 2**30 = 85,899,345,920 B).
+    q = exercises.get("llm-two-instances").question
+    assert "85.0 GB" in q and "79.2 GiB" in q and "80 GiB" not in q

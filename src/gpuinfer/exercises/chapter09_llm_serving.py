@@ -128,7 +128,8 @@ def _():
 @register("llm-two-instances", where=WHERE,
           question="Two vLLM instances of Llama-3-8B (fp16) share one H100 SXM, each started "
           "with gpu_memory_utilization=0.45. Counting each instance's KV cache as 0.45 of "
-          f"the card's {hardware.get(GPU).memory_bytes / 1e9:.1f} GB (80 GiB: "
+          f"the card's {hardware.get(GPU).memory_bytes / 1e9:.1f} GB "
+          f"({hardware.get(GPU).memory_bytes / 2**30:.1f} GiB, as CUDA reports it: "
           "hardware.get('H100 SXM').memory_bytes) less its "
           f"{llm.weight_bytes(MODEL) / 1e9:.2f} GB of weights (llm.weight_bytes) and 1 GiB "
           "(2**30 B) of activations (llm_serving.kv_cache_budget), in blocks of 16 tokens "
@@ -189,8 +190,10 @@ CHAT = dict(turns=8, system_tokens=1000, user_tokens=200, output_tokens=300)
 ROUTING_REPLICAS = 4
 # A prefix evicted from HBM, and the link it could come back over (an NVMe SSD, ~7 GB/s).
 OFFLOAD_TOKENS, OFFLOAD_SSD_BYTES_PER_S = 32768, 7e9
-# Disaggregated serving: Llama-3-70B's prompt cache over one GPU's 400 Gb/s NIC.
-TRANSFER_MODEL, TRANSFER_PROMPT, TRANSFER_LINK = "llama-3-70b", 8000, "Ethernet 400GbE"
+# Disaggregated serving: Llama-3-70B's prompt cache over one GPU's 400 Gb/s RDMA NIC, one
+# of a DGX H100 node's eight NDR ports (the node's link over its NICs, as chapter 10 counts).
+TRANSFER_MODEL, TRANSFER_PROMPT = "llama-3-70b", 8000
+TRANSFER_LINK, TRANSFER_NICS = "InfiniBand NDR x8", 8
 
 
 def chat_hits(kv_aware=True, replicas=ROUTING_REPLICAS) -> dict:
@@ -216,7 +219,7 @@ def offload_breakeven_gbs(achievable_=True) -> float:
 
 def transfer_link_bytes_per_s() -> float:
     links = hardware.interconnects().set_index("name")
-    return float(links.loc[TRANSFER_LINK, "bandwidth_bytes_per_s_per_direction"])
+    return float(links.loc[TRANSFER_LINK, "bandwidth_bytes_per_s_per_direction"]) / TRANSFER_NICS
 
 
 @register("llm-prefix-hit-rate", where=WHERE,
@@ -280,7 +283,7 @@ def _():
 @register("llm-kv-transfer-ms", where=WHERE,
           question=f"Disaggregated serving: Llama-3-70B (fp16 cache; 80 layers, 8 KV heads of "
           f"128) prefills a {TRANSFER_PROMPT:,}-token prompt on one GPU and sends its KV cache "
-          "to a decode GPU over one 400 Gb/s NIC (50e9 B/s per direction, no latency). How "
+          "to a decode GPU over one 400 Gb/s RDMA NIC (50e9 B/s per direction, no latency). How "
           "many milliseconds does the transfer take at least (paged_kv.kv_transfer_s)? "
           "3 significant figures.", unit="ms",
           hint="Bytes per token: 2 (K and V) x 80 layers x 8 KV heads x 128 x 2 bytes. Times "

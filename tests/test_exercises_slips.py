@@ -183,7 +183,7 @@ def test_serving_llms_answers_by_another_route():
     # DeepSeek-V2: 60 layers x (512 latent + 64 RoPE) x 2 bytes = 60 x 1,152 = 69,120 B.
     assert exercises.get("llm-mla-kv").answer() == 69_120
     assert "61 layers" in repr(exercises.check("llm-mla-kv", 61 * 576 * 2))
-    # Two vLLM instances at 0.45 on an H100 SXM (85,045,477,376 B = 80 GiB), Llama-3-8B
+    # Two vLLM instances at 0.45 on an H100 SXM (85,045,477,376 B = 79.2 GiB), Llama-3-8B
     # fp16 weights 16,060,522,496 B, 1 GiB reserve:
     # 0.45 x 85,045,477,376 - 16,060,522,496 - 1,073,741,824 = 21,136,200,499 B each;
     # blocks of 16 x 131,072 = 2,097,152 B -> 10,078 blocks; 8,192 tokens = 512 blocks

@@ -15,18 +15,25 @@ def test_cheapest_gpu_for_one_stream_by_hand():
     step_bytes = sum(llm.decode_step_breakdown("llama-2-7b", "T4", 1, 0, "fp16")["bytes"])
     weights = 32 * (4 * 4096**2 + 3 * 4096 * 11008) * 2 + 32_000 * 4096 * 2
     assert weights == 13_214_154_752 and step_bytes == pytest.approx(weights, rel=1e-3)
+    # The speed test is priced at the end of the 4,096-token context, the stream's slowest
+    # step: it also reads the KV cache, 2 (K, V) x 32 layers x 4,096 x 2 bytes = 524,288
+    # bytes a token, x 4,096 tokens = 2,147,483,648 bytes (2.15 GB).
+    kv = 2 * 32 * 4096 * 2 * 4096
+    assert kv == 2_147_483_648
+    step_bytes += kv
 
     def achievable(bw):  # tokens/s: bytes at 0.85 x bw, 32 x 13 gaps of 0.5 us, 1.6 ms a step
         return 1 / (step_bytes / (0.85 * bw) + 32 * 13 * 0.5e-6 + 1.6e-3)
 
-    # T4: 13.219e9 / 272e9 = 48.60 ms + 0.208 + 1.6 = 50.41 ms -> 19.8 tokens/s, under 20,
-    # though its ceiling (13.219e9 / 320e9 = 41.3 ms -> 24.2 tokens/s) passes.
+    # T4: 15.367e9 / 272e9 = 56.50 ms + 0.208 + 1.6 = 58.31 ms -> 17.2 tokens/s, under 20,
+    # though its ceiling (15.367e9 / 320e9 = 48.0 ms -> 20.8 tokens/s) passes.
     t4 = achievable(320e9)
-    assert t4 == pytest.approx(19.84, abs=0.01) and t4 < 20 < 320e9 / step_bytes
+    assert t4 == pytest.approx(17.15, abs=0.01) and t4 < 20 < 320e9 / step_bytes
     assert lab01_weight_reads.stream_tokens_per_s("T4") == pytest.approx(t4, rel=1e-3)
-    # A10G: 13.219e9 / 510e9 = 25.92 ms + 1.81 ms -> 36.1 tokens/s: meets it.
-    assert achievable(600e9) == pytest.approx(36.06, abs=0.02)
-    assert lab01_weight_reads.stream_tokens_per_s("A10G") >= 20
+    # A10G: 15.367e9 / 510e9 = 30.13 ms + 1.81 ms -> 31.3 tokens/s: meets it.
+    a10g = achievable(600e9)
+    assert a10g == pytest.approx(31.31, abs=0.02)
+    assert lab01_weight_reads.stream_tokens_per_s("A10G") == pytest.approx(a10g, rel=1e-3)
     assert lab01_weight_reads.stream_tokens_per_s("H100 SXM") >= 20
     # The A10G (USD 1.006/h) is cheaper than an eighth of a p5 (39.33 / 8 = 4.92/h).
     assert exercises.get("lab-weight-reads-cheapest-gpu").answer() == pytest.approx(1.006)
@@ -55,14 +62,15 @@ def test_cheapest_gpu_decides_on_memory_then_the_interval():
     assert lab01_weight_reads.stream_kv_tokens("A10G") == pytest.approx(a10g_kv, rel=1e-6)
     assert 3 * 4096 < a10g_kv < 4 * 4096
     # Then speed, at the low end of the 80% interval of the batch-1 rows' measured /
-    # achievable ratios (their 10th and 90th percentiles, taken here from the errors table):
-    # the T4's 19.84 tokens/s straddles 20, the A10G's 36.06 clears it at the low end.
+    # achievable ratios (their 10th and 90th percentiles, taken here from the errors table),
+    # at the end of the context: the T4's 17.15 tokens/s does not reach 20 even at the
+    # interval's top, the A10G's 31.31 clears it at the low end.
     e = validation.validation_errors()
     ratio = (e["measured"] / e["achievable"])[e["kind"] == "batch-1"].to_numpy()
     lo, hi = np.quantile(ratio, [0.1, 0.9])
     t4 = lab01_weight_reads.stream_tokens_per_s("T4")
     a10g = lab01_weight_reads.stream_tokens_per_s("A10G")
-    assert t4 * lo < 20 < t4 * hi and a10g * lo > 20
+    assert t4 * hi < 20 and a10g * lo > 20
     assert not lab01_weight_reads.stream_meets("T4")
     assert lab01_weight_reads.stream_meets("A10G") and lab01_weight_reads.stream_meets("H100 SXM")
 

@@ -317,7 +317,8 @@ def test_speculation_verdict_branches():
 def test_format_verdict_branches():
     assert rm.format_verdict("int8", S(0.5, 0.05), 1.01, 1.05) == (
         "int8: faster than dense (0.50x the step time), worse in perplexity (1.010-1.050x "
-        "dense's).")
+        "dense's). Dense here is the file's Q4_1 weights dequantised, not the original bf16 "
+        "weights (chapter 4 has published losses against those).")
     assert "slower than dense" in rm.format_verdict("int4", S(2.0, 0.05), 0.98, 1.02)
     assert "holds 1" in rm.format_verdict("int4", S(2.0, 0.05), 0.98, 1.02)
     assert "not distinguishable from dense in speed" in rm.format_verdict(
@@ -374,7 +375,7 @@ def test_weight_read_on_a_t4_by_hand():
 
 def test_launches_per_weight_read_on_an_h100_by_hand():
     # H100 SXM datasheet 3.35 TB/s: 80.29 us; over NVIDIA's 3.8 us a launch from C++ (the
-    # floor the question states, not the lab's measured dispatch): 21.1 launches
+    # back-to-back pace the question states, not the lab's measured dispatch): 21.1 launches
     assert exercises.get("lab-real-launches-per-read-h100").answer() == pytest.approx(
         STEP_BYTES / 3.35e12 / 3.8e-6)
 

@@ -63,10 +63,12 @@ KERNELS_PER_LAYER = 13
 #: post (`tabular.CUDA_GRAPHS_BLOG_PER_KERNEL_S`).
 GRAPH_KERNEL_GAP_S = 0.5e-6
 #: Host time to launch one kernel eagerly, back to back: the post's 3.8 us per kernel,
-#: measured from C++ (cudaLaunchKernel in a loop, with the 2.9 us kernel's own work in it).
-#: A floor for an engine's launches, not PyTorch's per-operation dispatch from Python,
-#: which costs several microseconds more a call: a lab measures that on its machine
-#: (chapter 6's tiny kernel; lab 11 prices a step's profiled launches with it).
+#: measured from C++ (cudaLaunchKernel in a loop of a kernel whose own work takes 2.9 us).
+#: The host kept ahead of the GPU there, so this is the pace of the launches, mostly the
+#: kernel's work, and an upper bound on C++'s own cost a launch, not a floor. PyTorch's
+#: per-operation dispatch from Python costs several microseconds more a call: a lab
+#: measures that on its machine (chapter 6's tiny kernel; lab 11 prices a step's profiled
+#: launches with it).
 EAGER_LAUNCH_S = 3.8e-6
 
 #: FlashAttention-3's forward pass: up to 740 TFLOP/s of the H100's 989 (fp16), 75%

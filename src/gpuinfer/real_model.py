@@ -612,9 +612,10 @@ def speculation_verdict(measured, predicted, alpha) -> str:
 
 
 def format_verdict(name, speed, low, high) -> str:
-    """Lab: one weight format beside dense: `speed`, a `Spread` of its step time over the
-    dense step's (below 1: faster), and (`low`, `high`) the paired interval of its
-    perplexity over dense's (`quality.paired_interval`)."""
+    """Lab: one weight format beside dense (the GGUF's Q4_1 weights dequantised, not the
+    original bf16 checkpoint): `speed`, a `Spread` of its step time over the dense step's
+    (below 1: faster), and (`low`, `high`) the paired interval of its perplexity over
+    dense's (`quality.paired_interval`)."""
     low, high = _v.positive("low", low), _v.positive("high", high)
     v = _lv.compare(speed, _lv.Spread(1.0, 0.0))
     pace = ("faster than dense" if v == "smaller" else "slower than dense" if v == "larger"
@@ -625,7 +626,9 @@ def format_verdict(name, speed, low, high) -> str:
         qual = f"better in perplexity on this text ({low:.3f}-{high:.3f}x)"
     else:
         qual = f"not distinguishable in perplexity ({low:.3f}-{high:.3f}x holds 1)"
-    return f"{name}: {pace} ({speed.median:.2f}x the step time), {qual}."
+    return (f"{name}: {pace} ({speed.median:.2f}x the step time), {qual}. Dense here "
+            "is the file's Q4_1 weights dequantised, not the original bf16 weights (chapter 4 "
+            "has published losses against those).")
 
 
 def batch_verdict(base, top, top_batch) -> str:

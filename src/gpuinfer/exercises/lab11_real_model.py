@@ -38,8 +38,9 @@ def _():
 @register("lab-real-launches-per-read-h100", where=LAB,
           question="On an H100 SXM (3.35 TB/s), reading SmolLM2-135M's fp16 decode-step "
           "weights once takes as long as how many kernel launches of 3.8 us each, NVIDIA's "
-          "back-to-back figure from C++ (achievable.EAGER_LAUNCH_S: a floor, since PyTorch's "
-          "dispatch from Python adds to it)? Compare with the launches a step torch.profiler "
+          "back-to-back figure from C++ (achievable.EAGER_LAUNCH_S: the pace of launches of a "
+          "2.9 us kernel, an upper bound on C++'s own cost a launch; PyTorch's dispatch from "
+          "Python costs more)? Compare with the launches a step torch.profiler "
           "counted in the lab. Launches, 3 significant figures.", unit="launches",
           hint="The weight read in seconds (the bytes of the first exercise over 3.35e12 B/s) "
           "divided by 3.8e-6 s.",

@@ -25,16 +25,16 @@ def test_cheapest_gpu_for_one_stream_by_hand():
     def achievable(bw):  # tokens/s: bytes at 0.85 x bw, 32 x 13 gaps of 0.5 us, 1.6 ms a step
         return 1 / (step_bytes / (0.85 * bw) + 32 * 13 * 0.5e-6 + 1.6e-3)
 
-    # T4: 15.367e9 / 272e9 = 56.50 ms + 0.208 + 1.6 = 58.31 ms -> 17.2 tokens/s, under 20,
-    # though its ceiling (15.367e9 / 320e9 = 48.0 ms -> 20.8 tokens/s) passes.
+    # T4: 15.367e9 / 272e9 = 56.50 ms + 0.208 + 1.6 = 58.31 ms -> 17.2 tokens/s (its
+    # ceiling: 15.367e9 / 320e9 = 48.0 ms -> 20.8 tokens/s).
     t4 = achievable(320e9)
-    assert t4 == pytest.approx(17.15, abs=0.01) and t4 < 20 < 320e9 / step_bytes
+    assert t4 == pytest.approx(17.15, abs=0.01) and 15 < t4 < 320e9 / step_bytes
     assert lab01_weight_reads.stream_tokens_per_s("T4") == pytest.approx(t4, rel=1e-3)
     # A10G: 15.367e9 / 510e9 = 30.13 ms + 1.81 ms -> 31.3 tokens/s: meets it.
     a10g = achievable(600e9)
     assert a10g == pytest.approx(31.31, abs=0.02)
     assert lab01_weight_reads.stream_tokens_per_s("A10G") == pytest.approx(a10g, rel=1e-3)
-    assert lab01_weight_reads.stream_tokens_per_s("H100 SXM") >= 20
+    assert lab01_weight_reads.stream_tokens_per_s("H100 SXM") >= 15
     # The A10G (USD 1.006/h) is cheaper than an eighth of a p5 (39.33 / 8 = 4.92/h).
     assert exercises.get("lab-weight-reads-cheapest-gpu").answer() == pytest.approx(1.006)
     # The former rule, gpt-fast's bandwidth share over every weight once, gave the same GPU.
@@ -62,15 +62,19 @@ def test_cheapest_gpu_decides_on_memory_then_the_interval():
     assert lab01_weight_reads.stream_kv_tokens("A10G") == pytest.approx(a10g_kv, rel=1e-6)
     assert 3 * 4096 < a10g_kv < 4 * 4096
     # Then speed, at the low end of the 80% interval of the batch-1 rows' measured /
-    # achievable ratios (their 10th and 90th percentiles, taken here from the errors table),
-    # at the end of the context: the T4's 17.15 tokens/s does not reach 20 even at the
-    # interval's top, the A10G's 31.31 clears it at the low end.
+    # achievable ratios (their 10th and 90th percentiles, every source weighing the same,
+    # taken here from the errors table), at the end of the context: the T4's 17.15 tokens/s
+    # could fall below 15 (it fails on memory anyway), the A10G's 31.31 clears 15 even at
+    # the low end (which sits near 0.63 of it, 19.8).
     e = validation.validation_errors()
-    ratio = (e["measured"] / e["achievable"])[e["kind"] == "batch-1"].to_numpy()
-    lo, hi = np.quantile(ratio, [0.1, 0.9])
+    rows = e[e["kind"] == "batch-1"]
+    rows = rows.assign(r=rows["measured"] / rows["achievable"],
+                       w=1 / rows.groupby("source")["source"].transform("size")).sort_values("r")
+    mid = (rows["w"].cumsum() - rows["w"] / 2) / rows["w"].sum()
+    lo, hi = np.interp([0.1, 0.9], mid, rows["r"])
     t4 = lab01_weight_reads.stream_tokens_per_s("T4")
     a10g = lab01_weight_reads.stream_tokens_per_s("A10G")
-    assert t4 * hi < 20 and a10g * lo > 20
+    assert t4 * lo < 15 < t4 * hi and a10g * lo > 15
     assert not lab01_weight_reads.stream_meets("T4")
     assert lab01_weight_reads.stream_meets("A10G") and lab01_weight_reads.stream_meets("H100 SXM")
 

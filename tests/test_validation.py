@@ -155,8 +155,12 @@ def test_interval_is_the_central_share_of_measured_over_predicted():
     e = pd.DataFrame({"measured": ratios * 100, "achievable": 100.0, "modelled": True,
                       "kind": "throughput", "moe": False, "tp": 1})
     lo, hi = V.interval(50.0, "all", coverage=0.8, errors=e)
-    want = np.quantile(ratios, [0.1, 0.9]) * 50
-    assert (lo, hi) == pytest.approx(tuple(want))
+    # Ten rows of one source, each weighing 0.1: sorted, their midpoints sit at 0.05, 0.15,
+    # ..., 0.95; the 10th percentile lies halfway between the first two (0.5, 0.7): 0.6,
+    # the 90th halfway between the last two (1.2, 2.0): 1.6.
+    want = (0.6 * 50, 1.6 * 50)
+    assert np.quantile(ratios, [0.1, 0.9]) != pytest.approx([0.6, 1.6])   # not numpy's rule
+    assert (lo, hi) == pytest.approx(want)
     with pytest.raises(ValueError, match="regime"):
         V.interval(50.0, "moe throughput", errors=e)
     with pytest.raises(ValueError, match="value"):
@@ -168,23 +172,60 @@ def test_interval_is_the_central_share_of_measured_over_predicted():
         V.interval(50.0, per="seconds", errors=e)
 
 
-def test_a_choice_flips_when_the_alternative_lies_inside_the_interval():
+def test_every_source_weighs_the_same():
+    import pandas as pd
+
+    # Source A: 8 rows at 1.0; source B: 2 rows at 0.5. Unweighted, B is a fifth of the
+    # rows and the 10th percentile would be 0.5 only at the very bottom; weighted, each
+    # source is half: B's rows weigh 0.25 each (midpoints 0.125, 0.375), A's 0.0625 each
+    # (midpoints from 0.53125 up). The 10th percentile is below B's first midpoint: 0.5;
+    # the 90th is within A's: 1.0. The median (0.5) lies between 0.375 (B, 0.5) and
+    # 0.53125 (A, 1.0): 0.5 + (0.5 - 0.375) / (0.53125 - 0.375) x 0.5 = 0.9.
+    e = pd.DataFrame({"measured": [100.0] * 8 + [50.0] * 2, "achievable": 100.0,
+                      "modelled": True, "kind": "throughput", "moe": False, "tp": 1,
+                      "source": ["A"] * 8 + ["B"] * 2})
+    assert V.interval(1.0, "all", coverage=0.8, errors=e) == pytest.approx((0.5, 1.0))
+    assert V._source_quantiles(e["measured"] / 100, e["source"], [0.5])[0] == pytest.approx(0.9)
+
+
+def test_a_choice_flips_when_the_two_intervals_overlap():
     import pandas as pd
 
     ratios = np.array([0.5, 0.8, 0.9, 1.0, 1.1, 1.2, 2.0, 0.7, 0.95, 1.05])
     e = pd.DataFrame({"measured": ratios * 100, "achievable": 100.0, "modelled": True,
                       "kind": "throughput", "moe": False, "tp": 1})
-    lo, hi = np.quantile(ratios, [0.1, 0.9])          # 0.68, 1.28
-    # A cost of 1.00 spans 1/1.28 .. 1/0.68 = 0.78 .. 1.47: 1.40 is inside, 1.60 is not.
-    assert V.choice(1.0, 1.40, errors=e)["flips"]
-    got = V.choice(1.0, 1.60, errors=e)
-    assert not got["flips"] and got["low"] == pytest.approx(1 / hi)
-    assert got["high"] == pytest.approx(1 / lo)
-    # A rate of 100 spans 68 .. 128: a runner-up at 90 could win, one at 60 cannot.
-    assert V.choice(100.0, 90.0, per="rate", errors=e)["flips"]
-    assert not V.choice(100.0, 60.0, per="rate", errors=e)["flips"]
+    lo, hi = 0.6, 1.6            # midpoint quantiles (test above): spread hi / lo = 2.667
+    # A rate of 100 spans 60 .. 160. A runner-up at 40 spans 24 .. 64: overlaps (flips); at
+    # 35 it spans 21 .. 56: below 60 (holds). The test is 100 / other < 2.667.
+    got = V.choice(100.0, 40.0, per="rate", errors=e)
+    assert got["flips"] and got["other_high"] == pytest.approx(40 * hi)
+    assert (got["low"], got["high"]) == pytest.approx((100 * lo, 100 * hi))
+    assert not V.choice(100.0, 35.0, per="rate", errors=e)["flips"]
+    # A cost of 1.00 spans 1/1.6 .. 1/0.6 = 0.625 .. 1.667; another at 2.60 spans
+    # 1.625 .. 4.33: overlaps; at 2.70 (from 1.6875) it does not.
+    assert V.choice(1.0, 2.60, errors=e)["flips"]
+    assert not V.choice(1.0, 2.70, errors=e)["flips"]
+    # A fixed bar (an objective, a device's bandwidth) has no interval: it flips the choice
+    # only inside best's own range, 60 .. 160 for a rate of 100.
+    assert V.choice(100.0, 65.0, per="rate", errors=e, fixed_other=True)["flips"]
+    assert not V.choice(100.0, 55.0, per="rate", errors=e, fixed_other=True)["flips"]
     with pytest.raises(ValueError, match="other"):
         V.choice(1.0, 0.0, errors=e)
+
+
+def test_a_near_tie_flips_even_in_a_biased_regime():
+    # A regime whose interval excludes 1 (engines reach 0.33-0.86 of the prediction, as
+    # MoE throughput does): a runner-up 1% behind must count as a possible flip, one
+    # far behind must not. (Testing the runner-up against the winner's shifted interval
+    # alone got both wrong.)
+    import pandas as pd
+
+    ratios = np.linspace(0.3, 0.9, 11)
+    e = pd.DataFrame({"measured": ratios * 100, "achievable": 100.0, "modelled": True,
+                      "kind": "throughput", "moe": True, "tp": 1})
+    assert V.choice(100.0, 99.0, "moe throughput", per="rate", errors=e)["flips"]
+    assert not V.choice(100.0, 20.0, "moe throughput", per="rate", errors=e)["flips"]
+    assert V.choice(1.0, 1.01, "moe throughput", errors=e)["flips"]
 
 
 def test_errors_by_summarises_absolute_errors_by_regime():

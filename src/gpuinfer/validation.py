@@ -612,37 +612,71 @@ def validation_errors(model="fitted"):
 PER = ("rate", "cost")
 
 
+def _source_quantiles(ratio, sources, qs):
+    """Quantiles `qs` of `ratio` with every source weighing the same (each row 1 / its
+    source's row count): midpoints of the cumulative weights, interpolated linearly."""
+    ratio = np.asarray(ratio, dtype=float)
+    sources = np.asarray(sources)
+    _, inverse, counts = np.unique(sources, return_inverse=True, return_counts=True)
+    w = 1.0 / counts[inverse]
+    order = np.argsort(ratio, kind="stable")
+    r, w = ratio[order], w[order]
+    mid = (np.cumsum(w) - w / 2) / w.sum()
+    return np.interp(qs, mid, r)
+
+
 def interval(value, regime="all", *, per="rate", coverage=0.8, model="fitted", errors=None):
     """(low, high): where a measurement falls, given an achievable prediction `value` in
-    `regime` (`INTERVAL_REGIMES`), from the out-of-sample errors of that regime's rows
-    (`validation_errors(model)`): the central `coverage` of measured / predicted rates.
-    `per="rate"` for a rate (tokens/s, requests/s); `per="cost"` for what moves against the
-    rate (a step's seconds, USD per million tokens): (value / high ratio, value / low
-    ratio). `errors`: a `table` or `loso` result to use instead."""
+    `regime` (`INTERVAL_REGIMES`): the central `coverage` of measured / predicted over that
+    regime's rows of `validation_errors(model)`, **every source weighing the same** (each
+    row 1 / its source's rows), so one publisher's hundred rows do not hide another's
+    engine or GPU. These are the model's errors on the published rows as they stand
+    (in-sample for `FITTED`'s six fitted rows, the rest not fitted on, all from the same
+    few sources); a source unlike any of them can land outside: the leave-one-source-out
+    errors (`loso`) are larger. `per="rate"` for a rate (tokens/s, requests/s);
+    `per="cost"` for what moves against the rate (a step's seconds, USD per million
+    tokens): (value / high ratio, value / low ratio). `errors`: a `table` or `loso`
+    result to use instead (it needs `measured`, `achievable`, `modelled`, the regime's
+    columns and, for the weights, `source`; without `source` every row weighs the same)."""
     x = _v.positive("value", value)
     regime = _v.choice("regime", regime, list(INTERVAL_REGIMES))
     per = _v.choice("per", per, list(PER))
     c = _v.fraction("coverage", coverage)
     e = validation_errors(model) if errors is None else errors[errors["modelled"]]
-    ratio = (e["measured"] / e["achievable"]).to_numpy()[_regime_mask(e, regime)]
+    mask = _regime_mask(e, regime)
+    ratio = (e["measured"] / e["achievable"]).to_numpy()[mask]
     _v.ensure(len(ratio) >= 5, f"regime={regime!r} has {len(ratio)} validated rows, too few "
                                f"for an interval")
-    lo, hi = np.quantile(ratio, [(1 - c) / 2, (1 + c) / 2])
+    sources = (e["source"].to_numpy()[mask] if "source" in e.columns
+               else np.zeros(len(ratio), dtype=int))
+    lo, hi = _source_quantiles(ratio, sources, [(1 - c) / 2, (1 + c) / 2])
     return (float(x * lo), float(x * hi)) if per == "rate" else (float(x / hi), float(x / lo))
 
 
 def choice(best, other, regime="all", *, per="cost", coverage=0.8, model="fitted",
-           errors=None) -> dict:
+           errors=None, fixed_other=False) -> dict:
     """A decision's two numbers and whether it holds within the model's error: `best` is
     the chosen option's achievable value and `other` the best alternative's (same units;
     `per` as in `interval`: "cost" when lower wins, "rate" when higher wins). Returns
-    {"value", "low", "high", "other", "flips"}: (low, high) is `best`'s `interval`, and
-    `flips` is True when `other` lies inside it, i.e. the choice could change within the
-    model's error in this regime (measure both before committing)."""
+    {"value", "low", "high", "other", "other_low", "other_high", "flips"}: (low, high) is
+    `best`'s `interval` and (other_low, other_high) `other`'s. `flips` is True when the two
+    intervals overlap: a measurement of each could land in the other's order, so the
+    choice could change within the model's error (measure both before committing). Both
+    predictions carry the regime's bias alike, so what decides is their ratio against the
+    interval's spread: for a rate, best / other < high ratio / low ratio.
+    `fixed_other=True` when `other` is not a prediction but a fixed bar (an objective, a
+    device's measured bandwidth): it has no interval of its own, and `flips` is True when
+    it lies inside `best`'s."""
     low, high = interval(best, regime, per=per, coverage=coverage, model=model, errors=errors)
     o = _v.positive("other", other)
+    if fixed_other:
+        o_low = o_high = float(o)
+    else:
+        o_low, o_high = interval(o, regime, per=per, coverage=coverage, model=model,
+                                 errors=errors)
+    flips = (low <= o <= high) if fixed_other else (o_high >= low if per == "rate" else o_low <= high)
     return {"value": float(best), "low": low, "high": high, "other": float(o),
-            "flips": bool(low <= o <= high)}
+            "other_low": o_low, "other_high": o_high, "flips": bool(flips)}
 
 
 # --- the ceiling ----------------------------------------------------------------------------

@@ -158,3 +158,62 @@ def test_chapter07_a_slower_step_meets_a_limit_at_the_batch_of_the_limit_over_it
     assert k * achievable.decode_step_s(model, gpu, b, ctx) <= t
     assert k * achievable.decode_step_s(model, gpu, b + 1, ctx) > t
     assert b < achievable.max_batch_within(model, gpu, ctx, t)
+
+
+def test_chapter04_fp8_cache_gain_range(errors):
+    # Chapter 4's fp8 KV cache: Llama-3-8B, fp16 weights, H100 SXM, 8,192 tokens. The
+    # cache holds 32 layers x 8 KV heads x 128 x 2 (K and V) values a token: 131,072 B in
+    # fp16, 65,536 B in fp8.
+    model, gpu, ctx = "llama-3-8b", "H100 SXM", 8192
+    assert llm.kv_cache_bytes_per_token(model) == 32 * 8 * 128 * 2 * 2
+    assert llm.kv_cache_bytes_per_token(model, "fp8_e4m3") == 32 * 8 * 128 * 2
+    rows = errors[(errors["kind"] == "throughput") & ~errors["moe"]]
+    lo, hi = _ratios(rows)
+    for b16, b8 in ((32, 32), (llm.max_batch(model, gpu, ctx, "fp16", kv_dtype="fp16"),
+                               llm.max_batch(model, gpu, ctx, "fp16", kv_dtype="fp8_e4m3"))):
+        f16, f8 = (achievable.decode_tokens_per_s(model, gpu, b, ctx, "fp16", kv_dtype=k)
+                   for b, k in ((b16, "fp16"), (b8, "fp8_e4m3")))
+        page = validation.choice(f8, f16, "dense throughput", per="rate")
+        # Two rates: each range is its value x lo to x hi; they overlap when fp8's low end
+        # (f8 x lo) is at most fp16's high end (f16 x hi), i.e. f8 / f16 <= hi / lo.
+        assert (page["low"], page["high"]) == pytest.approx((f8 * lo, f8 * hi))
+        assert (page["other_low"], page["other_high"]) == pytest.approx((f16 * lo, f16 * hi))
+        assert page["flips"] == bool(f8 / f16 <= hi / lo)
+
+
+def test_chapter08_layouts_across_servers_range_and_ceilings(errors):
+    # Sixteen sequences on 16 H100s. TP8 x PP2 with two micro-batches of 8: a stage is
+    # half a TP8 batch-8 step, and with the pipeline full its tokens/s is at most
+    # 2 x 8 / (2 x stage) = 16 / TP8's step; the send only lowers it. The same bound
+    # holds on the ceiling (TP8's ceiling_s at batch 8), which the page uses.
+    from gpuinfer import multinode
+    model, gpu, ctx = ch08.MODEL, "H100 SXM", ch08.CONTEXT
+    tp8 = parallel.tp_decode_breakdown(model, gpu, 8, 8, ctx)
+    layout = multinode.tp_pp_decode(model, gpu, 8, 2, batch=8, context=ctx)
+    assert layout["stage_s"] == pytest.approx(tp8["total_s"] / 2)
+    assert layout["tokens_per_s"] <= 16 / tp8["total_s"]
+    # TP16's ceiling: the shard's roofline plus 2 x 80 + 1 = 161 all-reduces, each no
+    # faster than its bytes (16 x 8,192 x 2 B = 262,144 B) at NCCL's NVLink bus bandwidth
+    # or, across the two servers, 2 x (2 - 1) / 2 x those bytes over a node's network
+    # (eight NICs of the network's per-GPU bandwidth), whichever is longer.
+    from gpuinfer import hardware
+    tp16 = parallel.tp_decode_breakdown(model, gpu, 16, 16, ctx)
+    msg = 16 * 8192 * 2
+    net = hardware.get_interconnect(parallel.DEFAULT_NETWORK)
+    node_bw = net.bandwidth_bytes_per_s * (1 if net.scope == "per node" else 8)
+    floor = max(msg / hardware.get_interconnect("NVLink 4").nccl_bus_bandwidth_bytes_per_s,
+                2 * (2 - 1) / 2 * msg / node_bw)
+    assert tp16["n_allreduces"] == 161
+    assert tp16["ceiling_s"] == pytest.approx(tp16["ops"]["seconds"].sum() + 161 * floor)
+    # The ceilings reverse the order the models give (the page says so where they do):
+    # TP16's 16 / ceiling_s against TP8 x PP2's bound 16 / TP8's ceiling_s at batch 8.
+    assert tp16["ceiling_s"] < tp8["ceiling_s"]
+    # Within the model's error at TP > 1: two predicted rates overlap when the larger's low
+    # end is at most the smaller's high end.
+    lo, hi = _ratios(errors[errors["tp"] > 1])
+    a8 = parallel.tp_decode_step_s(model, gpu, 8, 8, ctx)
+    a_layout = 16 / max(a8 + layout["send_s"], 2 * (a8 / 2 + layout["send_s"]))
+    a_tp16 = 16 / parallel.tp_decode_step_s(model, gpu, 16, 16, ctx)
+    page = validation.choice(a_layout, a_tp16, "tp>1", per="rate")
+    assert page["flips"] == bool(max(a_layout, a_tp16) * lo <= min(a_layout, a_tp16) * hi)
+

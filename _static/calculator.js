@@ -40,23 +40,8 @@
   }
 
   // llm.StepModel.decode_terms: {operation: [flops, bytes]} of one decode step.
-  // llm.attended at one new token: (pairs, cached) per sequence averaged over the layers,
-  // when some see only a sliding window or their chunk.
-  function attendedDecode(k, context) {
-    const f = k.local_fraction;
-    const pairs = k.attention_window ? Math.min(context + 1, k.attention_window)
-                                     : (context % k.attention_chunk) + 1;
-    return [(1 - f) * (context + 1) + f * pairs, (1 - f) * context + f * (pairs - 1)];
-  }
-
   function decodeTerms(k, batch, context) {
-    let pairs = batch * (context + 1), cached = batch * context;
-    if (k.local_fraction) {
-      const [p, c] = attendedDecode(k, context);
-      pairs = batch * p;
-      cached = batch * c;
-    }
-    const tokens = batch;
+    const tokens = batch, pairs = batch * (context + 1), cached = batch * context;
     const out = {
       embedding: [0, tokens * k.embed_bytes_per_token],
       linear: [tokens * k.linear_flops_per_token,

@@ -39,7 +39,7 @@ from .models import ModelSpec, catalogue, get, names  # noqa: F401
 from .step_cost import (  # noqa: F401
     STEP_AGGREGATES, STEP_FEATURES, StepCost, datasheet_rates, step_aggregates, step_timer)
 from .step_model import (  # noqa: F401
-    MOE_OPERATIONS, OPERATIONS, STEP_CONSTANTS, StepModel, attended, expert_bytes, experts_touched,
+    MOE_OPERATIONS, OPERATIONS, STEP_CONSTANTS, StepModel, expert_bytes, experts_touched,
     kv_cache_bytes_per_token, mla_kv_cache_bytes_per_token, operations,
     routed_expert_weight_bytes, step_constants, step_weight_bytes, uniform_experts_touched,
     weight_bytes)

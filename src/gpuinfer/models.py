@@ -36,18 +36,7 @@ class ModelSpec:
     Multi-head latent attention (all 0 otherwise): `kv_lora_rank` (the cached latent),
     `qk_rope_head_dim` (the cached RoPE key, shared by the heads), `q_lora_rank` (the
     query's low-rank down-projection, 0 if none) and `v_head_dim`; `head_dim` is then the
-    query/key head size (qk_nope_head_dim + qk_rope_head_dim).
-
-    Local attention (both 0 for a model whose every layer attends to the whole context):
-    its local layers attend only to a sliding window of `attention_window` tokens, the
-    token itself included (HF's `sliding_window`: gpt-oss, Mistral-7B v0.1), or to the
-    tokens of their own chunk of `attention_chunk` (Llama 4's `attention_chunk_size`: a
-    token at position p sees p mod chunk + 1). Layer i attends globally when
-    `global_layer_step` > 0 and (i + 1) % global_layer_step == 0 (gpt-oss: 2, every
-    other layer; Llama 4: 4), locally otherwise (0: every layer is local). Only a step's
-    attention reads and FLOPs use it (`step_model.attended`); the KV cache is still
-    counted at the full context on every layer (an engine that keeps only the window on
-    the local layers, as vLLM's hybrid allocator does, holds less)."""
+    query/key head size (qk_nope_head_dim + qk_rope_head_dim)."""
 
     name: str
     n_layers: int
@@ -70,9 +59,6 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0
     expert_dtype: str = ""
-    attention_window: int = 0
-    attention_chunk: int = 0
-    global_layer_step: int = 0
     note: str = ""
 
     def __post_init__(self):
@@ -108,18 +94,6 @@ class ModelSpec:
                              f"head_dim ({self.head_dim}) and v_head_dim > 0")
         if self.expert_dtype:
             _dtypes.get(self.expert_dtype)
-        self._check_local_attention()
-
-    def _check_local_attention(self):
-        for field in ("attention_window", "attention_chunk", "global_layer_step"):
-            _v.count(f"{self.name}: {field}", getattr(self, field), minimum=0, maximum=1 << 30)
-        if self.attention_window and self.attention_chunk:
-            raise ValueError(f"{self.name}: attention_window and attention_chunk are two kinds "
-                             f"of local attention; give at most one")
-        if self.global_layer_step and not self.n_local_layers:
-            raise ValueError(f"{self.name}: global_layer_step ({self.global_layer_step}) "
-                             f"needs an attention_window or attention_chunk for the other "
-                             f"layers")
 
     @property
     def q_dim(self) -> int:
@@ -144,14 +118,6 @@ class ModelSpec:
             return ()
         return tuple(i for i in range(self.n_layers)
                      if i >= self.first_dense_layers and (i + 1) % self.moe_layer_step == 0)
-
-    @property
-    def n_local_layers(self) -> int:
-        """Layers that attend to a window or chunk, not the whole context (0 if none)."""
-        if not (self.attention_window or self.attention_chunk):
-            return 0
-        step = self.global_layer_step
-        return self.n_layers - (self.n_layers // step if step else 0)
 
     @property
     def n_moe_layers(self) -> int:
@@ -263,20 +229,18 @@ _MODELS = [ModelSpec(**kw) for kw in [
          head_dim=128, d_ff=14336, vocab_size=128256, source=_HF.format("meta-llama/Meta-Llama-3-8B")),
     dict(name="llama-3-70b", n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8,
          head_dim=128, d_ff=28672, vocab_size=128256, source=_HF.format("meta-llama/Meta-Llama-3-70B")),
-    # Mistral-7B v0.1: "sliding_window": 4096 on every layer (its config.json, the source).
     dict(name="mistral-7b", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8,
-         head_dim=128, d_ff=14336, vocab_size=32000, attention_window=4096,
-         source=_HF.format("mistralai/Mistral-7B-v0.1")),
+         head_dim=128, d_ff=14336, vocab_size=32000, source=_HF.format("mistralai/Mistral-7B-v0.1")),
     # A small model: the draft of chapter *Serving LLMs*'s speculative decoding.
     dict(name="llama-3.2-1b", n_layers=16, d_model=2048, n_heads=32, n_kv_heads=8,
          head_dim=64, d_ff=8192, vocab_size=128256, tied_embeddings=True,
          source=_HF.format("meta-llama/Llama-3.2-1B")),
     # --- Mixtures of experts (chapter *Mixtures of experts*). Shapes from each config.json;
     # d_ff is the dense layers' MLP width (configs that have no dense layer: their
-    # `intermediate_size`, unused). Local attention (gpt-oss: every other layer attends to
-    # 128 tokens; Llama 4: 3 of 4 layers to chunks of 8,192) shortens their attention at
-    # long context; their KV cache is still counted at the full context on every layer,
-    # an upper bound. Not modelled: gpt-oss's biases and attention sinks (0.03% of its weights), Qwen3's QK-norms
+    # `intermediate_size`, unused). Not modelled: sliding-window / chunked attention
+    # (gpt-oss: every other layer attends to 128 tokens; Llama 4: 3 of 4 layers to chunks
+    # of 8,192), so their KV cache and attention bytes are upper bounds at long context;
+    # gpt-oss's biases and attention sinks (0.03% of its weights), Qwen3's QK-norms
     # (256 weights a layer), DeepSeek-V3's multi-token-prediction module (14B, not part of
     # the 671B), Llama 4's vision encoder.
     dict(name="mixtral-8x7b", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=8,
@@ -304,33 +268,28 @@ _MODELS = [ModelSpec(**kw) for kw in [
          note="671B total (685B with the MTP module), 37B active (DeepSeek-V3 report)"),
     # gpt-oss ships its experts in MXFP4 (E2M1 values, an E8M0 scale per 32: 0.53125 B a
     # weight, counted) and everything else in bf16: `expert_dtype`. Attention alternates
-    # a 128-token sliding window (even layers) with full attention (odd layers): config's
-    # "sliding_window": 128 and "layer_types" ["sliding_attention", "full_attention", ...].
+    # a 128-token sliding window with full attention (not modelled: full on every layer).
     dict(name="gpt-oss-120b", n_layers=36, d_model=2880, n_heads=64, n_kv_heads=8,
          head_dim=64, d_ff=2880, vocab_size=201088, n_experts=128, experts_per_token=4,
-         expert_d_ff=2880, expert_dtype="mxfp4", attention_window=128, global_layer_step=2,
-         source=_HF.format("openai/gpt-oss-120b"),
+         expert_d_ff=2880, expert_dtype="mxfp4", source=_HF.format("openai/gpt-oss-120b"),
          note="116.8B total, 5.1B active without the input embedding (OpenAI model card)"),
     dict(name="gpt-oss-20b", n_layers=24, d_model=2880, n_heads=64, n_kv_heads=8,
          head_dim=64, d_ff=2880, vocab_size=201088, n_experts=32, experts_per_token=4,
-         expert_d_ff=2880, expert_dtype="mxfp4", attention_window=128, global_layer_step=2,
-         source=_HF.format("openai/gpt-oss-20b"),
+         expert_d_ff=2880, expert_dtype="mxfp4", source=_HF.format("openai/gpt-oss-20b"),
          note="20.9B total, 3.6B active without the input embedding (OpenAI model card)"),
     # Llama 4 (text_config): a shared expert of the routed experts' width (intermediate_size
     # 8192) in every MoE layer, top-1 routing; Maverick's layers alternate dense
     # (intermediate_size_mlp 16384) and MoE (interleave_moe_layer_step 2). Meta's 109B and
-    # 400B totals include the vision encoder. Chunked attention: "attention_chunk_size":
-    # 8192 on the RoPE layers; every 4th layer ("no_rope_layers" 0 there, layer_types
-    # "full_attention") attends to the whole context.
+    # 400B totals include the vision encoder.
     dict(name="llama-4-scout", n_layers=48, d_model=5120, n_heads=40, n_kv_heads=8,
          head_dim=128, d_ff=16384, vocab_size=202048, n_experts=16, experts_per_token=1,
-         n_shared_experts=1, expert_d_ff=8192, attention_chunk=8192, global_layer_step=4,
+         n_shared_experts=1, expert_d_ff=8192,
          source=_HF.format("meta-llama/Llama-4-Scout-17B-16E"),
          note="109B total with vision, 17B active (Meta)"),
     dict(name="llama-4-maverick", n_layers=48, d_model=5120, n_heads=40, n_kv_heads=8,
          head_dim=128, d_ff=16384, vocab_size=202048, n_experts=128, experts_per_token=1,
-         n_shared_experts=1, expert_d_ff=8192, moe_layer_step=2, attention_chunk=8192,
-         global_layer_step=4, source=_HF.format("meta-llama/Llama-4-Maverick-17B-128E"),
+         n_shared_experts=1, expert_d_ff=8192, moe_layer_step=2,
+         source=_HF.format("meta-llama/Llama-4-Maverick-17B-128E"),
          note="400B total with vision, 17B active (Meta)"),
 ]]
 _BY_NAME = {m.name: m for m in _MODELS}

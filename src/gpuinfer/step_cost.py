@@ -19,26 +19,20 @@ import numpy as np
 from . import hardware as _hardware
 from . import roofline as _roofline
 from .models import get
-from .step_model import StepModel, attended, operations, routed_expert_weight_bytes
+from .step_model import StepModel, operations, routed_expert_weight_bytes
 
 
-def step_aggregates(new_tokens, context, logits=None, model=None):
+def step_aggregates(new_tokens, context, logits=None):
     """What a mixed step's operations table depends on (`llm.forward_step_breakdown`), as
     one array `STEP_AGGREGATES` long: 1, new tokens, LM-head rows, causal (query, key) pairs
     (a sequence's q new tokens attend to its c cached ones and to the earlier new ones:
     q c + q (q + 1) / 2), cached tokens, and score-matrix entries q (c + q) (what an
     attention kernel that writes the scores stores: `flash=False`). Per-sequence arrays
-    in, no checks (`llm.forward_step_s` checks). With a `model` whose layers attend
-    locally (a sliding window or chunks), pairs, cached tokens and score entries are its
-    layers' average (`step_model.attended`); without one, every layer sees the whole
-    context."""
+    in, no checks (`llm.forward_step_s` checks)."""
     q = np.asarray(new_tokens, dtype=float)
     c = np.asarray(context, dtype=float)
     lg = np.ones_like(q) if logits is None else np.asarray(logits, dtype=float)
     t = q.sum()
-    if model is not None and get(model).n_local_layers:
-        pairs, cached, scores = attended(model, q, c)
-        return np.array([1.0, t, lg.sum(), pairs.sum(), cached.sum(), scores.sum()])
     return np.array([1.0, t, lg.sum(), q @ c + (q @ q + t) / 2, c.sum(), q @ c + q @ q])
 
 
@@ -159,7 +153,7 @@ class StepCost:
         return self.rows(z).sum(axis=0)
 
     def __call__(self, new_tokens, context, logits=None) -> float:
-        z = step_aggregates(new_tokens, context, logits, self.model)
+        z = step_aggregates(new_tokens, context, logits)
         return float(self.many(z[:, None])[0])
 
 

@@ -226,41 +226,6 @@ def mla_kv_cache_bytes_per_token(n_layers, kv_lora_rank, qk_rope_head_dim,
     return float(L * (r + rope) * b)
 
 
-def attended(model, new_tokens, context):
-    """Chapter *Serving LLMs*: what a sequence's attention touches, averaged over the
-    layers, when some layers attend locally (`ModelSpec.attention_window` or
-    `attention_chunk`): (query-key pairs, cached tokens read, score-matrix entries) for
-    `new_tokens` new tokens on top of `context` cached ones (per-sequence arrays). A new
-    token at position p sees min(p + 1, window) tokens on a sliding-window layer and
-    p mod chunk + 1 on a chunked one; the cache read is what the first new token sees
-    before itself. Global layers see everything: q c + q (q + 1) / 2 pairs, c cached, q
-    (c + q) scores. Decode (q = 1) at 4,096 cached tokens on gpt-oss-120b: 18 layers of
-    4,097 pairs and 18 of 128, an average of 2,112.5."""
-    m = get(model)
-    q = np.asarray(new_tokens, dtype=float)
-    c = np.asarray(context, dtype=float)
-    pairs, cached, scores = q * c + q * (q + 1) / 2, c, q * (c + q)
-    if not m.n_local_layers:
-        return pairs, cached, scores
-    if m.attention_window:
-        w = float(m.attention_window)
-        # positions c .. c+q-1 see c+1 .. c+q keys, capped at w: the first k below the cap
-        k = np.clip(w - (c + 1), 0.0, q)
-        local_pairs = k * (c + 1) + k * (k - 1) / 2 + (q - k) * w
-        local_cached = np.minimum(c, w - 1)
-    else:
-        n = float(m.attention_chunk)
-
-        def upto(x):  # sum of (p mod n + 1) over positions p < x
-            full, r = np.floor_divide(x, n), np.mod(x, n)
-            return full * n * (n + 1) / 2 + r * (r + 1) / 2
-        local_pairs = upto(c + q) - upto(c)
-        local_cached = np.mod(c, n)
-    f = m.n_local_layers / m.n_layers
-    return ((1 - f) * pairs + f * local_pairs, (1 - f) * cached + f * local_cached,
-            (1 - f) * scores + f * q * (local_cached + q))
-
-
 # --- the operations of a forward step ------------------------------------------------------
 
 class StepModel:
@@ -326,10 +291,6 @@ class StepModel:
             self.attn_flops_per_pair = 4.0 * L * m.q_dim        # scores + weighted values
             self.attn_act_bytes_per_token = L * (2 * m.q_dim + 2 * m.kv_dim) * a  # Q,K,V in, O out
         self.score_bytes_per_pair = 4.0 * L * m.n_heads * a     # naive: S and P, written and read
-        # Local attention (`attended`): the share of layers that see a window or chunk
-        self.local_fraction = m.n_local_layers / L
-        self.attention_window = float(m.attention_window)
-        self.attention_chunk = float(m.attention_chunk)
 
     def terms(self, tokens, logits, pairs, cached, pairs_full):
         """{operation: (flops, bytes, compute dtype)} for a step with `tokens` new tokens,
@@ -380,10 +341,6 @@ class StepModel:
         cached tokens each (arrays broadcast)."""
         b = np.asarray(batch, dtype=float)
         c = np.asarray(context, dtype=float)
-        if self.local_fraction:  # layers that see a window or chunk: `attended`
-            pairs, cached, scores = attended(self.m, 1.0, c)
-            return self.terms(tokens=b, logits=b, pairs=b * pairs, cached=b * cached,
-                              pairs_full=b * scores)
         return self.terms(tokens=b, logits=b, pairs=b * (c + 1), cached=b * c,
                           pairs_full=b * (c + 1))
 
@@ -393,10 +350,6 @@ class StepModel:
         q = np.asarray(new_tokens, dtype=float)
         c = np.asarray(context, dtype=float)
         lg = np.asarray(logits, dtype=float)
-        if self.local_fraction:  # layers that see a window or chunk: `attended`
-            pairs, cached, scores = attended(self.m, q, c)
-            return self.terms(tokens=q.sum(), logits=lg.sum(), pairs=float(np.sum(pairs)),
-                              cached=float(np.sum(cached)), pairs_full=float(np.sum(scores)))
         return self.terms(tokens=q.sum(), logits=lg.sum(),
                           pairs=float(np.sum(q * c + q * (q + 1) / 2)), cached=c.sum(),
                           pairs_full=float(np.sum(q * (c + q))))
@@ -408,8 +361,6 @@ STEP_CONSTANTS = ("linear_weight_bytes", "linear_flops_per_token", "linear_act_b
                   "head_weight_bytes", "head_flops_per_row", "head_act_bytes_per_row",
                   "embed_bytes_per_token", "kv_per_token", "attn_flops_per_pair",
                   "attn_act_bytes_per_token",
-                  # local attention (0 when every layer sees the whole context): `attended`
-                  "local_fraction", "attention_window", "attention_chunk",
                   # mixtures of experts (0 for a dense model): `moe_terms`
                   "n_experts", "experts_per_token", "router_weight_bytes",
                   "router_flops_per_token", "router_act_bytes_per_token",

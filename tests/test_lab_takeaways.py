@@ -286,6 +286,13 @@ def test_above_roofline_only_when_clearly_above():
     assert "convention" in verdicts.above_roofline(S(1.5, 0.1), on_gpu=False)
     assert "catalogue" in verdicts.above_roofline(S(1.5, 0.1), on_gpu=True)
     assert "Inconclusive" in verdicts.above_roofline(S(1.05, 0.1), on_gpu=False)
+    # A few percent over with a tight spread (lab 10 printed "Inconclusive ... the spread is
+    # 4%" for it): at the roofline, not a call to rerun. 1.03 - 1 = 0.03 <= MIN_EFFECT 0.05.
+    at = verdicts.above_roofline(S(1.03, 0.04), on_gpu=False)
+    assert at.startswith("At its roofline") and "103%" in at and "Inconclusive" not in at
+    # 1.08 with a 4% spread: over by more than MIN_EFFECT yet within 1 + 0.04 + 0.05: still
+    # inconclusive.
+    assert "Inconclusive" in verdicts.above_roofline(S(1.08, 0.04), on_gpu=False)
     assert verdicts.above_roofline(S(0.8, 0.1), on_gpu=False) == ""
 
 

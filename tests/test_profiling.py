@@ -195,3 +195,18 @@ def test_bad_input_names_the_argument():
         profiling.operations([], element_bytes=2, steps=0)
     assert np.isinf(profiling.pooled([profiling.operations(_run(30), element_bytes=2)])
                     ["spread"]).all()
+
+
+def test_profile_steps_pools_separate_profiles_and_top_shows_the_longest_rows():
+    import torch
+
+    a = torch.ones(64, 64)
+    rows = profiling.profile_steps(lambda: a @ a, 2, element_bytes=4, on_gpu=False)
+    assert len(rows.attrs["total_s"]) == 2 and "spread" in rows.columns
+    mm = rows.loc[[i for i in rows.index if i.startswith("aten::mm")]]
+    assert len(mm) == 1 and mm["flops"].iloc[0] == 2 * 64 ** 3     # 2 m n k
+    shown = profiling.top(profiling.against_roofline(rows, "T4", "fp32"), 1)
+    assert list(shown.columns) == ["calls", "measured us", "roofline us", "of roofline",
+                                   "share", "spread", "bound"] and len(shown) == 1
+    with pytest.raises(ValueError, match="n"):
+        profiling.profile_steps(lambda: None, 0, element_bytes=4, on_gpu=False)

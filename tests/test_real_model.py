@@ -397,3 +397,39 @@ def test_prompt_lookup_speedup_by_hand():
 def test_slips_get_their_hint(name, given, words):
     result = exercises.check(name, given)
     assert not result and words in repr(result)
+
+
+def test_count_launches_is_launches_of_one_profiled_call():
+    m = rm.TorchLlama(tiny_source(layers=2), "cpu", max_len=16)
+    m.prefill([[1, 2, 3]])
+    step = m.decode_fn(1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+    assert rm.count_launches(step, on_gpu=False) == rm.launches(prof.events(), on_gpu=False)
+    with pytest.raises(TypeError, match="step"):
+        rm.count_launches(None, on_gpu=False)
+
+
+def test_loop_models_count_the_profiled_launches_a_layer():
+    # 2,004 launches over 30 layers: 66.8 -> 67 a layer; eager launches each at 1.6 us.
+    graph, eager = rm.loop_models(2004, 30, 1.6e-6)
+    assert graph.kernels_per_layer == 67 and graph.cuda_graphs == lv.LOOP.cuda_graphs
+    assert graph.step_s == 0.0 and (eager.cuda_graphs, eager.launch_s) == (False, 1.6e-6)
+    assert rm.loop_models(5, 30, 1e-6)[0].kernels_per_layer == 1      # at least one
+    with pytest.raises(ValueError, match="dispatch_s"):
+        rm.loop_models(10, 2, 0.0)
+
+
+def test_against_models_puts_each_model_beside_the_measurement():
+    from gpuinfer import achievable
+    spec = rm.TorchLlama(tiny_source(layers=2), "cpu", max_len=16).spec
+    t = rm.against_models(spec, "T4", "fp32", {"TPOT": (2e-3, 1e-4, 1, 8)},
+                          {"ceiling": False, "achievable": achievable.FITTED})
+    assert list(t.columns) == ["measured ms", "iqr ms", "ceiling ms", "achievable ms"]
+    assert t.loc["TPOT", "measured ms"] == pytest.approx(2.0)
+    assert t.loc["TPOT", "iqr ms"] == pytest.approx(0.1)
+    assert t.loc["TPOT", "ceiling ms"] == pytest.approx(
+        1e3 * achievable.step_s(spec, "T4", [1], [8], "fp32", achievable=False))
+    assert t.loc["TPOT", "ceiling ms"] < t.loc["TPOT", "achievable ms"]
+    with pytest.raises(ValueError, match="seconds"):
+        rm.against_models(spec, "T4", "fp32", {"TPOT": (0.0, 0.0, 1, 8)}, {"c": False})

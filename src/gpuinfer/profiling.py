@@ -164,6 +164,46 @@ def against_roofline(table, accelerator, dtype):
     return out
 
 
+def profile_steps(step, n, *, element_bytes, on_gpu):
+    """Run `step` (a no-argument callable: one decode step) once to warm up, then `n`
+    times, each under its own `torch.profiler` profile recording shapes (the device's
+    kernels too on a GPU, waited for before the profile closes), and return the runs'
+    `operations` tables `pooled` (the device's time on a GPU, the host's on a CPU)."""
+    import torch
+
+    _v.ensure(callable(step), f"step must be a callable that runs one step, got {step!r}",
+              TypeError)
+    n = _v.count("n", n, maximum=1000, why_maximum="each run is a separate profile")
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if on_gpu:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    step()                                       # warm-up, outside the profiles
+    runs = []
+    for _ in range(n):
+        with torch.profiler.profile(activities=activities, record_shapes=True) as prof:
+            step()
+            if on_gpu:
+                torch.cuda.synchronize()
+        runs.append(operations(prof.key_averages(group_by_input_shape=True),
+                               element_bytes=element_bytes, device_time=on_gpu))
+    return pooled(runs)
+
+
+def top(table, n=8):
+    """The `n` longest rows of an `against_roofline` table as a lab shows them: calls,
+    measured and roofline microseconds, the fraction of the roofline, the share of the
+    step, the runs' spread and the bound, each row named by its operation and the start
+    of its shapes."""
+    import pandas as pd
+
+    t = table.head(_v.count("n", n))
+    shown = pd.DataFrame({"calls": t["calls"], "measured us": 1e6 * t["seconds"],
+                          "roofline us": 1e6 * t["roofline_s"], "of roofline": t["of_roofline"],
+                          "share": t["share"], "spread": t["spread"], "bound": t["bound"]})
+    shown.index = t.index.str.slice(0, 48)
+    return shown
+
+
 def verdict(table, *, on_gpu) -> str:
     """What a profiled step (`against_roofline` of a `pooled` table of several runs)
     says: whether the priced operations hold most of the step, and how close its

@@ -29,6 +29,7 @@ imports torch (lazily).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -527,6 +528,58 @@ def launches(events, *, on_gpu) -> int:
     _v.ensure(n > 0, "events hold no " + ("kernel: profile with ProfilerActivity.CUDA"
                                           if on_gpu else "operation: profile a step that runs"))
     return n
+
+
+def count_launches(step, *, on_gpu) -> int:
+    """Lab: `launches` of one call of `step` (a no-argument callable, e.g. a model's
+    `decode_fn(1)`), profiled with `torch.profiler` (the device's kernels too on a GPU,
+    waited for before the profile closes)."""
+    import torch
+
+    _v.ensure(callable(step), f"step must be a callable that runs one step, got {step!r}",
+              TypeError)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if on_gpu:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as prof:
+        step()
+        if on_gpu:
+            torch.cuda.synchronize()
+    return launches(prof.events(), on_gpu=on_gpu)
+
+
+def loop_models(n_launches, n_layers, dispatch_s):
+    """Lab: the achievable model for a bare decode loop (`lab_verdicts.LOOP`) with this
+    machine's figures: (graph, eager). Both count the profiled `n_launches` a step as
+    round(n_launches / n_layers) kernels a layer (at least one); `eager` also launches
+    each without a CUDA graph at `dispatch_s`, the dispatch time measured here."""
+    n = _v.count("n_launches", n_launches)
+    layers = _v.count("n_layers", n_layers)
+    graph = dataclasses.replace(_lv.LOOP, kernels_per_layer=max(1, round(n / layers)))
+    eager = dataclasses.replace(graph, cuda_graphs=False,
+                                launch_s=_v.positive("dispatch_s", dispatch_s))
+    return graph, eager
+
+
+def against_models(spec, accelerator, dtype, measured, models):
+    """Lab: measured steps beside the step models, in ms. `measured`: {row name:
+    (seconds, IQR seconds, new tokens, cached tokens)} for one sequence; `models`:
+    {column label: `achievable=` value} (False: the ceiling; an `Efficiency`). One row a
+    measurement: "measured ms", "iqr ms", then "<label> ms" from `achievable.step_s`."""
+    import pandas as pd
+
+    from . import achievable as _achievable
+
+    _v.ensure(isinstance(measured, dict) and measured,
+              "measured must be {row: (seconds, iqr_s, new_tokens, context)}", TypeError)
+    rows = {}
+    for name, (s, iqr, new, ctx) in measured.items():
+        rows[name] = {"measured ms": 1e3 * _v.positive(f"measured[{name!r}] seconds", s),
+                      "iqr ms": 1e3 * _v.non_negative(f"measured[{name!r}] iqr", iqr),
+                      **{f"{label} ms": 1e3 * float(_achievable.step_s(
+                          spec, accelerator, [new], [ctx], dtype, achievable=a))
+                         for label, a in models.items()}}
+    return pd.DataFrame(rows).T
 
 
 def launch_verdict(step, weight_read_s, host, *, on_gpu) -> str:

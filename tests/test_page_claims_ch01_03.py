@@ -1,5 +1,6 @@
-"""The cold read's fixes to chapters 1-3 (fraction of the ceiling by model size, MLA under
-tensor parallelism, Blackwell Ultra's 4-bit ridge), reached by hand."""
+"""What chapters 1-3 state about the achievable model and the hardware (the fraction of
+the ceiling by model size, MLA under tensor parallelism, Blackwell Ultra's 4-bit ridge),
+reached by hand."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Cold reads of chapters 5, 7 and 9: conditions and decisions the pages state, derived by hand."""
+"""Conditions and decisions chapters 5, 7 and 9 state, derived by hand."""
 import pytest
 
 from gpuinfer import dtypes, hardware

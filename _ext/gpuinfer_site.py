@@ -5,14 +5,14 @@ download and Colab buttons.
 
 1. Appendix *Calculator*. At the end of every HTML build it writes
 `_static/gpuinfer-catalogue.js` (and the same data as `_static/gpuinfer-catalogue.json`)
-from `gpuinfer.hardware.catalogue()`, `gpuinfer.llm.catalogue()` and, for every model and
-number format, `gpuinfer.llm.step_constants()`: the constants of the per-operation decode
-model, from which _static/calculator.js rebuilds a step exactly as `gpuinfer.llm` does
+from `gpuinfer.hardware.catalogue()`, `gpuinfer.predict.llm.catalogue()` and, for every model and
+number format, `gpuinfer.predict.llm.step_constants()`: the constants of the per-operation decode
+model, from which _static/calculator.js rebuilds a step exactly as `gpuinfer.predict.llm` does
 (tests/test_calculator.py checks the two agree on a grid). Beside the ceiling: the
-achievable model's constants (`gpuinfer.achievable.FITTED`, each GPU's matmul fraction per
-peak), the 80% intervals of its out-of-sample errors by regime (`gpuinfer.validation.
+achievable model's constants (`gpuinfer.predict.achievable.FITTED`, each GPU's matmul fraction per
+peak), the 80% intervals of its out-of-sample errors by regime (`gpuinfer.predict.validation.
 interval` of 1: the ratios), the fp8 KV cache's bytes and the engines' memory fractions
-(`gpuinfer.paged_kv`). One source of truth, never a hand copy. Units are SI: bytes,
+(`gpuinfer.predict.paged_kv`). One source of truth, never a hand copy. Units are SI: bytes,
 bytes/s, FLOP/s, FLOP.
 """
 
@@ -46,7 +46,11 @@ def catalogue_payload() -> dict:
     reserve `max_batch` subtracts, the achievable model with its intervals, the fp8 KV
     cache and the engines' memory fractions."""
     import gpuinfer
-    from gpuinfer import achievable, dtypes, hardware, llm
+    from gpuinfer.predict import achievable, llm
+    from gpuinfer import dtypes
+    from gpuinfer.hardware import devices
+    from gpuinfer.predict import architectures
+    from gpuinfer.predict import step_model
 
     formats = {}
     for name in dtypes.DTYPES:
@@ -56,7 +60,7 @@ def catalogue_payload() -> dict:
                          "peak": dtypes.peak_dtype(compute)}
 
     accelerators = []
-    for row in hardware.catalogue().to_dict("records"):
+    for row in devices.catalogue().to_dict("records"):
         peaks = {k.removeprefix("peak_").removesuffix("_flops"): _clean(v)
                  for k, v in row.items() if k.startswith("peak_")}
         accelerators.append({
@@ -71,7 +75,7 @@ def catalogue_payload() -> dict:
             "memory_source": row["memory_source"]})
 
     models = []
-    for row in llm.catalogue().to_dict("records"):
+    for row in architectures.catalogue().to_dict("records"):
         name = row["name"]
         models.append({
             "name": name, "n_params": int(row["n_params"]),
@@ -79,12 +83,12 @@ def catalogue_payload() -> dict:
             # (llm.operations: a router, shared experts and experts before the LM head).
             "n_active_params": int(row["n_active_params"]),
             "n_experts": int(row["n_experts"]), "experts_per_token": int(row["experts_per_token"]),
-            "operations": list(llm.operations(name)),
+            "operations": list(step_model.operations(name)),
             "attention": row["attention"], "n_layers": int(row["n_layers"]),
             "n_heads": int(row["n_heads"]), "n_kv_heads": int(row["n_kv_heads"]),
-            "kv_cache_bytes_per_token": {d: llm.kv_cache_bytes_per_token(name, d)
+            "kv_cache_bytes_per_token": {d: step_model.kv_cache_bytes_per_token(name, d)
                                          for d in dtypes.DTYPES},
-            "step": {d: llm.step_constants(name, d) for d in dtypes.DTYPES},
+            "step": {d: step_model.step_constants(name, d) for d in dtypes.DTYPES},
             "source": row["source"]})
 
     for acc in accelerators:  # achievable.matmul_fraction, for each peak the device has
@@ -92,7 +96,7 @@ def catalogue_payload() -> dict:
                                   for p in acc["peak_flops"]}
     return {"version": gpuinfer.__version__, "dtypes": formats,
             "reserve_bytes": llm.DEFAULT_RESERVE_BYTES,
-            "operations": list(llm.OPERATIONS),
+            "operations": list(step_model.OPERATIONS),
             "accelerators": accelerators, "models": models,
             "achievable": achievable_payload(),
             # The KV-cache format an engine offers beside the activations' (vLLM's
@@ -114,7 +118,8 @@ def achievable_payload() -> dict:
     (`validation.interval(1, regime, per=...)`: the ratios an interval multiplies by)."""
     import inspect
 
-    from gpuinfer import achievable, dtypes, validation
+    from gpuinfer.predict import achievable, validation
+    from gpuinfer import dtypes
 
     eff = achievable.FITTED
     if not eff.cuda_graphs:
@@ -139,7 +144,7 @@ def memory_utilization_payload() -> list:
     """The memory fractions an engine lets weights, activations and KV cache use
     (`paged_kv.kv_cache_budget`'s `gpu_memory_utilization`), the calculator's choices
     beside the whole card (null)."""
-    from gpuinfer import paged_kv
+    from gpuinfer.predict import paged_kv
 
     return [{"value": None, "name": "whole card"},
             {"value": paged_kv.VLLM_GPU_MEMORY_UTILIZATION, "name": "vLLM"},
@@ -165,7 +170,7 @@ def _on_build_finished(app, exception):
         write_reader_copies(app)
 
 
-# --- the reader's copy of every notebook page (gpuinfer.book.reader_copy) -----------------
+# --- the reader's copy of every notebook page (gpuinfer.course.book.reader_copy) -----------------
 #
 # Jupyter and Colab show MyST raw: a chapter's {glue:text} roles instead of numbers, its
 # solutions unfolded. After the HTML is written, each notebook page gets its reader's copy,
@@ -186,7 +191,7 @@ def site_url(config) -> str:
 
 
 def write_reader_copies(app) -> list[pathlib.Path]:
-    from gpuinfer import book
+    from gpuinfer.course import book
 
     out = pathlib.Path(app.outdir)
     executed = out.parent / "jupyter_execute"

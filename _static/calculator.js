@@ -1,9 +1,9 @@
 // The decode calculator (appendix/calculator.md). No kernel: it runs in the browser on
 // the catalogue that _ext/gpuinfer_site.py exports from gpuinfer at build time
 // (_static/gpuinfer-catalogue.js): devices, models and, per model and number format, the
-// constants of gpuinfer.llm's per-operation decode model (llm.step_constants), and the
+// constants of gpuinfer.predict.llm's per-operation decode model (step_model.step_constants), and the
 // achievable model's constants with the intervals of its errors. `decodeTerms` mirrors
-// llm.StepModel.decode_terms, `opSeconds` roofline.op_time_s and `achievableStepS`
+// step_model.StepModel.decode_terms, `opSeconds` roofline.op_time_s and `achievableStepS`
 // achievable.row_rates + achievable.overheads, line for line; tests/test_calculator.py runs
 // this file under Node and checks `compute` against the package on every model x device x
 // format x (batch, context) of a grid, with the fp8 KV cache and the engines' memory
@@ -12,21 +12,21 @@
 (function (root) {
   "use strict";
 
-  // --- the formulas of gpuinfer.llm and gpuinfer.roofline ---------------------------------
+  // --- the formulas of gpuinfer.predict.llm and gpuinfer.predict.roofline ---------------------------------
 
   // roofline.op_time_s: an operation takes the longer of moving its bytes and doing its FLOPs.
   function opSeconds(flops, bytes, peak, bandwidth) {
     return Math.max(bytes / bandwidth, flops / peak);
   }
 
-  // llm.experts_touched (uniform routing): distinct routed experts a layer reads for
+  // step_model.experts_touched (uniform routing): distinct routed experts a layer reads for
   // `tokens` tokens, E(1 - (1 - k/E)^tokens).
   function expertsTouched(k, tokens) {
     const E = k.n_experts;
     return E * (1 - Math.pow(1 - k.experts_per_token / E, tokens));
   }
 
-  // llm.StepModel.moe_terms: the router, shared experts and routed experts of `tokens` tokens.
+  // step_model.StepModel.moe_terms: the router, shared experts and routed experts of `tokens` tokens.
   function moeTerms(k, tokens) {
     const out = { router: [tokens * k.router_flops_per_token,
                            k.router_weight_bytes + tokens * k.router_act_bytes_per_token] };
@@ -39,7 +39,7 @@
     return out;
   }
 
-  // llm.StepModel.decode_terms: {operation: [flops, bytes]} of one decode step.
+  // step_model.StepModel.decode_terms: {operation: [flops, bytes]} of one decode step.
   function decodeTerms(k, batch, context) {
     const tokens = batch, pairs = batch * (context + 1), cached = batch * context;
     const out = {
@@ -55,7 +55,7 @@
     return out;
   }
 
-  // llm.step_weight_bytes: the weights a step of `tokens` tokens reads (an MoE model: the
+  // step_model.step_weight_bytes: the weights a step of `tokens` tokens reads (an MoE model: the
   // routed experts those tokens touch, not all of them).
   function stepWeightBytes(k, tokens) {
     let bytes = k.linear_weight_bytes + k.head_weight_bytes;
@@ -187,7 +187,7 @@
     positiveInteger("batch", batch);
     positiveInteger("context", context);
     const opt = readOptions(cat, options);
-    let k = model.step[dtype];                                            // llm.step_constants
+    let k = model.step[dtype];                                            // step_model.step_constants
     if (opt.kvDtype !== null) {  // step_constants(..., kv_dtype=): only the KV bytes change
       k = Object.assign({}, k, { kv_dtype: opt.kvDtype,
                                  kv_per_token: model.kv_cache_bytes_per_token[opt.kvDtype] });
@@ -196,7 +196,7 @@
     const peak = peakFlops(acc, k.compute_dtype, fmt.peak);
     const terms = decodeTerms(k, batch, context);
     const ops = {}; let stepS = 0, stepFlops = 0, stepBytes = 0, deviceS = 0;
-    const operations = model.operations || cat.operations;               // llm.operations
+    const operations = model.operations || cat.operations;               // step_model.operations
     operations.forEach(function (op) {                                    // roofline.evaluate
       const flops = terms[op][0], bytes = terms[op][1];
       const seconds = opSeconds(flops, bytes, peak, bw);
@@ -223,7 +223,7 @@
       memoryUtilization: u, usableBytes: usable,
       neededBytes: k.weight_bytes + batch * context * k.kv_per_token,
       operations: operations,
-      // Weights only: the bytes of weights one step reads (llm.step_weight_bytes at this
+      // Weights only: the bytes of weights one step reads (step_model.step_weight_bytes at this
       // batch: an MoE model's touched experts).
       weightReadBytes: stepWeightBytes(k, batch),
       weightReadCeiling: batch * bw / stepWeightBytes(k, batch),                // weight_read_ceiling
@@ -285,14 +285,14 @@
   const whole = new Intl.NumberFormat("en", { maximumFractionDigits: 0 });
   const PREFIXES = [[1e15, "P"], [1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]];
 
-  function si(value, unit) {  // gpuinfer.book.si: decimal prefixes, 3 significant figures
+  function si(value, unit) {  // gpuinfer.course.book.si: decimal prefixes, 3 significant figures
     for (const [factor, prefix] of PREFIXES) {
       if (Math.abs(value) >= factor) return sig3.format(value / factor) + " " + prefix + unit;
     }
     return sig3.format(value) + " " + unit;
   }
 
-  function count(value) {  // gpuinfer.book.number: whole numbers keep every digit
+  function count(value) {  // gpuinfer.course.book.number: whole numbers keep every digit
     if (!Number.isFinite(value)) return "never";
     return Math.abs(value) >= 100 ? whole.format(value) : sig3.format(value);
   }
@@ -471,7 +471,7 @@
       ach.setAttribute("data-low", String(r.achievableInterval[0]));
       ach.setAttribute("data-high", String(r.achievableInterval[1]));
       show("achievable-why", "the interval is where the central " + pct + " of measured / predicted fell on the " +
-           "published measurements of this regime, \u201c" + r.regime + "\u201d (gpuinfer.validation.interval)" +
+           "published measurements of this regime, \u201c" + r.regime + "\u201d (gpuinfer.predict.validation.interval)" +
            (r.accelerator.kind === "cpu" ? "; the model is calibrated on GPU serving engines, not on CPUs" : ""),
            r.regime);
       const opRows = $("ops");

@@ -234,7 +234,7 @@ BASES = [
      {"batch": "count", "context": "count"}),
     ("decoding.DecodeStack(decoding.lab_model('mistral-7b', 'cpu', weight_budget_bytes=2e6), 'fp32', 'cpu').step_flops", "batch=2, context=16",
      {"batch": "count", "context": "count"}),
-    ("decoding.matrix_shapes", "spec=gpuinfer.llm.get('llama-3-8b')", {"spec": "name"}),
+    ("decoding.matrix_shapes", "spec=gpuinfer.predict.llm.get('llama-3-8b')", {"spec": "name"}),
     ("decoding.lab_model", "model='mistral-7b', weight_budget_bytes=1e8",
      {"model": "name", "weight_budget_bytes": "num", "width_divisor": "count"}),
     ("decoding.weight_traffic_bytes_per_weight", "kernel='int8-dequant', dtype='fp16', "
@@ -275,7 +275,7 @@ BASES = [
     ("llm.decode_step_s", "model='llama-3-8b', accelerator='T4', compute_dtype='int4'", {}),
     ("llm.compute_bound_batch", "model='llama-3-8b', accelerator='T4', dtype='bf16'", {}),
     ("llm.mfu", "model='llama-3-8b', accelerator='T4', tokens_per_s=50, dtype='bf16'", {}),
-    ("exercises.register", "name=gpuinfer.exercises.names()[0], question='q', unit='u', "
+    ("exercises.register", "name=gpuinfer.course.exercises.names()[0], question='q', unit='u', "
      "hint='h', where='w'", {}),
     # files other helpers own (reported, not fixed here)
     ("(lambda **k: serving.MemoryPlan(**k).capacity_bytes)",

@@ -6,8 +6,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gpuinfer import achievable as A
-from gpuinfer import hardware, llm, llm_serving
+from gpuinfer.predict import achievable as A
+from gpuinfer import hardware
+from gpuinfer.predict import llm, llm_serving
+from gpuinfer.hardware import device_links
+from gpuinfer.predict import step_model
+from gpuinfer.predict import llm_simulator
 
 # Every efficiency 1, every overhead 0, spelled out (not the CEILING constant itself).
 ONES = A.Efficiency(matmul=1.0, matmul_scale=1.0, bandwidth=1.0, weight_only=(("int8", 1.0),),
@@ -40,10 +44,10 @@ def test_reduces_to_the_ceiling_with_every_efficiency_one_and_overhead_zero(mode
 def test_the_simulator_reduces_to_the_ceiling_too():
     kw = dict(max_batch=8, prefill_chunk=256)
     arrivals, p, o = np.arange(6) * 0.01, 300, 40
-    a = llm_serving.simulate_llm(arrivals, p, o, "llama-3-8b", "H100 SXM", achievable=ONES, **kw)
-    b = llm_serving.simulate_llm(arrivals, p, o, "llama-3-8b", "H100 SXM", **kw)
+    a = llm_simulator.simulate_llm(arrivals, p, o, "llama-3-8b", "H100 SXM", achievable=ONES, **kw)
+    b = llm_simulator.simulate_llm(arrivals, p, o, "llama-3-8b", "H100 SXM", **kw)
     assert np.allclose(a["finish"], b["finish"], rtol=1e-12)
-    c = llm_serving.simulate_llm(arrivals, p, o, "llama-3-8b", "H100 SXM", achievable=True, **kw)
+    c = llm_simulator.simulate_llm(arrivals, p, o, "llama-3-8b", "H100 SXM", achievable=True, **kw)
     assert (c["finish"] > b["finish"]).all()  # the achievable model is slower
 
 
@@ -59,7 +63,7 @@ def test_overheads_by_hand():
     # A long device time hides the launches: 10 us + 9.208 ms + 1 ms.
     assert A.overheads(9e-3, 32, eager) == pytest.approx(10.218e-3)
     # The same formula as chapter 6's, once: tabular.overlapped_s.
-    from gpuinfer import tabular
+    from gpuinfer.predict import tabular
     assert A.overheads(2e-3, 32, eager) == pytest.approx(
         tabular.overlapped_s(416, 10e-6, 2.208e-3) + 1e-3)
 
@@ -116,7 +120,7 @@ def test_the_ceiling_holds_trtllms_moe_measurements():
     # on one B200, FP4 (nvidia/Qwen3-30B-A3B-FP4: nvfp4 weights and matmuls, bf16 KV
     # cache), total output tokens/s under maximum load, by (input, output) tokens. Not in
     # the calibration table yet: the serving model took no MoE model until issue 25.
-    from gpuinfer import llm_serving
+    from gpuinfer.predict import llm_serving
 
     published = {(128, 128): 39_827, (128, 2048): 37_844, (128, 4096): 24_953,
                  (500, 2000): 27_817, (1000, 1000): 25_828, (1000, 2000): 22_051,
@@ -200,7 +204,7 @@ def test_decode_options_by_hand_on_a_t4():
     assert t.loc["int8", "ceiling_speedup"] == pytest.approx(2.0, rel=2e-3)
     assert t.loc["fp16", "speedup"] == 1.0
     # The weights held: every parameter, the embedding table too (32000 x 4096 more).
-    assert t.loc["int8", "weight_bytes"] == llm.weight_bytes("llama-2-7b", "int8")
+    assert t.loc["int8", "weight_bytes"] == step_model.weight_bytes("llama-2-7b", "int8")
 
 
 def test_decode_options_rows_are_the_single_option_functions():
@@ -270,13 +274,13 @@ def test_max_batch_within_bad_input(args, kw, error, words):
 
 
 def test_measured_all_to_all_divides_the_ceiling_by_deepeps_fraction():
-    from gpuinfer import expert_parallel as E
+    from gpuinfer.predict import expert_parallel as E
 
     # DeepEP's EP8 low-latency dispatch: 77 us for DeepSeek-V3's 128 tokens a GPU; the
     # ceiling moves its bytes over NVLink 4 (all_to_all_s), so the fraction is the
     # ceiling over 77 us (the chapter's table: 0.28).
     a2a = E.moe_all_to_all_bytes("deepseek-v3", 128, 8)
-    ceil = E.all_to_all_s(a2a["dispatch_sent_bytes"], 8, hardware.get_interconnect("NVLink 4"))
+    ceil = E.all_to_all_s(a2a["dispatch_sent_bytes"], 8, device_links.get_interconnect("NVLink 4"))
     d, c = E.deepep_fraction(8)
     assert d == pytest.approx(ceil / 77e-6, rel=1e-12) and 0.27 < d < 0.29
     assert E.deepep_fraction(4) == E.deepep_fraction(8)  # EP8 stands in below 8

@@ -12,9 +12,11 @@ import pytest
 
 matplotlib.use("Agg")
 
-from gpuinfer import (batching, bench, decoding, dtypes, exercises,  # noqa: E402
-                      expert_parallel, lab_measurements, llm, llm_serving, parallel, plots,
-                      quant, roofline, validate)
+from gpuinfer.predict import batching, expert_parallel, llm, llm_serving, parallel, roofline
+from gpuinfer.measure import bench, decoding, lab_measurements, quant
+from gpuinfer import dtypes, validate
+from gpuinfer.course import exercises, plots
+from gpuinfer.measure import environment
 
 NAN, INF = math.nan, math.inf
 SERVICE = batching.service_table([1, 8, 32], [0.01, 0.012, 0.02])
@@ -75,8 +77,8 @@ CASES = [
     (lambda: bench.timing_estimate_s(-1, 0.05), ValueError, "call_s"),
     (lambda: bench.timing_estimate_s(INF, 0.05), ValueError, "call_s"),
     (lambda: bench.timing_estimate_s(1e-3, 0.05, warmup=INF), ValueError, "warmup"),
-    (lambda: bench.clock_scaled_peak(-1, {}), ValueError, "peak_flops"),
-    (lambda: bench.clock_scaled_peak(None, {}), TypeError, "peak_flops"),
+    (lambda: environment.clock_scaled_peak(-1, {}), ValueError, "peak_flops"),
+    (lambda: environment.clock_scaled_peak(None, {}), TypeError, "peak_flops"),
     # decoding.sweep_estimate_s turned every bad size or format into NaN.
     (lambda: decoding.sweep_estimate_s("llama-3-8b", "A100 80GB", [1, -1], 128, "fp16",
                                        "fp16", min_run_time=0.05), ValueError, "batch"),
@@ -118,7 +120,7 @@ def test_documented_nan_stays_nan():
     # NaN in means "unknown" where the docstring says so, and gives NaN out, not an error.
     assert math.isnan(roofline.op_time_s(1e9, 1e6, NAN, 1e11))
     assert math.isnan(bench.timing_estimate_s(NAN, 0.05))
-    assert math.isnan(bench.clock_scaled_peak(1e12, {}))
+    assert math.isnan(environment.clock_scaled_peak(1e12, {}))
     t4 = roofline.evaluate({"a": {"flops": 1.0, "bytes": 1.0, "dtype": "bf16"}}, "T4",
                            missing="nan")
     assert np.isnan(t4.loc["a", "seconds"]) and t4.loc["a", "bound"] == "unknown"

@@ -6,7 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpuinfer import batching, llm, llm_serving
+from gpuinfer.predict import batching, llm
+from gpuinfer.predict import llm_simulator
+from gpuinfer.predict import llm_slo
+from gpuinfer.predict import paged_kv
 
 
 # --- arrivals ---------------------------------------------------------------------------
@@ -346,7 +349,7 @@ def test_model_service_time_is_the_achievable_step_and_the_ceiling_beside():
     # 13,214,154,752 B. Ceiling: / 2.039e12 = 6.481 ms. Achievable (achievable.FITTED):
     # / (0.85 x 2.039e12) = 7.624 ms + 32 layers x 13 kernels x 0.5 us (0.208 ms) + 1.6 ms
     # a step = 9.432 ms; plus overhead_s on both.
-    from gpuinfer import achievable
+    from gpuinfer.predict import achievable
 
     weight_bytes = 2 * (32 * (4 * 4096**2 + 3 * 4096 * 11008) + 32000 * 4096)
     ach = batching.model_service_s("llama-2-7b", "A100 80GB", overhead_s=1e-4)
@@ -473,51 +476,51 @@ BAD_CALLS = [
      "think_time"),
     (lambda: batching.simulate_closed_loop(4, 0.01, 4, n=0), ValueError, "n must"),
     # the LLM server
-    (lambda: llm_serving.simulate_llm([0.0, 1.0], [10], [5, 5], **SERVE), ValueError,
+    (lambda: llm_simulator.simulate_llm([0.0, 1.0], [10], [5, 5], **SERVE), ValueError,
      "prompt_tokens needs one count per arrival: 1 counts for 2"),
-    (lambda: llm_serving.simulate_llm([0.0], [10.5], [5], **SERVE), ValueError, "prompt_tokens"),
-    (lambda: llm_serving.simulate_llm([0.0], [0], [5], **SERVE), ValueError, "prompt_tokens"),
-    (lambda: llm_serving.simulate_llm([0.0], [10], [math.nan], **SERVE), ValueError,
+    (lambda: llm_simulator.simulate_llm([0.0], [10.5], [5], **SERVE), ValueError, "prompt_tokens"),
+    (lambda: llm_simulator.simulate_llm([0.0], [0], [5], **SERVE), ValueError, "prompt_tokens"),
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [math.nan], **SERVE), ValueError,
      "output_tokens"),
-    (lambda: llm_serving.simulate_llm([0.0], [10], [5], "llama-9", GPU, max_batch=8), KeyError,
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], "llama-9", GPU, max_batch=8), KeyError,
      "llama-9"),
-    (lambda: llm_serving.simulate_llm([0.0], [10], [5], MODEL, "H900", max_batch=8), KeyError,
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], MODEL, "H900", max_batch=8), KeyError,
      "H900"),
-    (lambda: llm_serving.simulate_llm([0.0], [10], [5], **SERVE, prefill_chunk=0), ValueError,
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], **SERVE, prefill_chunk=0), ValueError,
      "prefill_chunk"),
-    (lambda: llm_serving.simulate_llm([0.0], [10], [5], **SERVE, block_size=0), ValueError,
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], **SERVE, block_size=0), ValueError,
      "block_size"),
-    (lambda: llm_serving.simulate_llm([0.0], [10], [5], **SERVE, kv_cache_bytes=-1.0),
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], **SERVE, kv_cache_bytes=-1.0),
      ValueError, "kv_cache_bytes"),
-    (lambda: llm_serving.simulate_llm([0.0], [10], [5], **SERVE, prefix_tokens=-16),
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], **SERVE, prefix_tokens=-16),
      ValueError, "prefix_tokens"),
-    (lambda: llm_serving.simulate_llm([0.0], [10], [5], MODEL, GPU, max_batch=0), ValueError,
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], MODEL, GPU, max_batch=0), ValueError,
      "max_batch"),
-    (lambda: llm_serving.simulate_llm([0.0], [10], [5], "llama-3-70b", GPU, max_batch=8),
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], "llama-3-70b", GPU, max_batch=8),
      ValueError, "KV blocks"),
-    (lambda: llm_serving.simulate_disaggregated([0.0], [10], [5], **SERVE, prefill_gpus=0),
+    (lambda: llm_simulator.simulate_disaggregated([0.0], [10], [5], **SERVE, prefill_gpus=0),
      ValueError, "prefill_gpus"),
-    (lambda: llm_serving.simulate_disaggregated([0.0], [10], [5], **SERVE,
+    (lambda: llm_simulator.simulate_disaggregated([0.0], [10], [5], **SERVE,
                                              transfer_bytes_per_s=0), ValueError,
      "transfer_bytes_per_s"),
-    (lambda: llm_serving.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=90), ValueError,
+    (lambda: paged_kv.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=90), ValueError,
      "percentage"),
-    (lambda: llm_serving.kv_cache_budget(MODEL, GPU, free_gpu_memory_fraction=0), ValueError,
+    (lambda: paged_kv.kv_cache_budget(MODEL, GPU, free_gpu_memory_fraction=0), ValueError,
      "free_gpu_memory_fraction"),
-    (lambda: llm_serving.kv_memory_use([10, 200], max_len=128), ValueError, "longer"),
-    (lambda: llm_serving.kv_blocks([1.5]), ValueError, "tokens"),
-    (lambda: llm_serving.slo_attainment(pd.DataFrame({"ttft": [0.1]}), ttft_slo=1, tpot_slo=1),
+    (lambda: paged_kv.kv_memory_use([10, 200], max_len=128), ValueError, "longer"),
+    (lambda: paged_kv.kv_blocks([1.5]), ValueError, "tokens"),
+    (lambda: llm_slo.slo_attainment(pd.DataFrame({"ttft": [0.1]}), ttft_slo=1, tpot_slo=1),
      KeyError, "tpot"),
-    (lambda: llm_serving.slo_attainment(pd.DataFrame({"ttft": [0.1], "tpot": [0.1]}),
+    (lambda: llm_slo.slo_attainment(pd.DataFrame({"ttft": [0.1], "tpot": [0.1]}),
                                      ttft_slo=0, tpot_slo=1), ValueError, "ttft_slo"),
-    (lambda: llm_serving.summarize_llm(pd.DataFrame({c: [1.0] for c in llm_serving.LLM_COLUMNS}),
+    (lambda: llm_slo.summarize_llm(pd.DataFrame({c: [1.0] for c in llm_simulator.LLM_COLUMNS}),
                                     ttft_slo=1.0), ValueError, "both"),
-    (lambda: llm_serving.goodput("simulate_llm", 10, ttft_slo=1, tpot_slo=1), TypeError, "serve"),
-    (lambda: llm_serving.goodput(lambda a: None, 10, ttft_slo=1, tpot_slo=1), TypeError,
+    (lambda: llm_slo.goodput("simulate_llm", 10, ttft_slo=1, tpot_slo=1), TypeError, "serve"),
+    (lambda: llm_slo.goodput(lambda a: None, 10, ttft_slo=1, tpot_slo=1), TypeError,
      "DataFrame"),
-    (lambda: llm_serving.goodput(lambda a: None, 10, ttft_slo=1, tpot_slo=1, attainment=90),
+    (lambda: llm_slo.goodput(lambda a: None, 10, ttft_slo=1, tpot_slo=1, attainment=90),
      ValueError, "percentage"),
-    (lambda: llm_serving.goodput(lambda a: None, 10, ttft_slo=1, tpot_slo=1, rel_tol=0),
+    (lambda: llm_slo.goodput(lambda a: None, 10, ttft_slo=1, tpot_slo=1, rel_tol=0),
      ValueError, "rel_tol"),
 ]
 

@@ -3,7 +3,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuinfer import bench  # noqa: E402
+from gpuinfer.measure import bench
+from gpuinfer.measure import torch_device
+from gpuinfer.measure import environment  # noqa: E402
 
 
 def test_time_fn_reports_a_median_and_uses_all_threads(monkeypatch):
@@ -45,9 +47,9 @@ def test_time_fn_rejects_bad_arguments():
 
 
 def test_defaults_on_cpu():
-    assert bench.default_dtype("cpu") == "fp32"
+    assert torch_device.default_dtype("cpu") == "fp32"
     sizes = bench.default_read_sizes("cpu")
-    assert sizes == sorted(sizes) and sizes[-1] >= bench.cache_bytes("cpu")
+    assert sizes == sorted(sizes) and sizes[-1] >= torch_device.cache_bytes("cpu")
 
 
 def test_pool_is_larger_than_the_cache_when_flushing():
@@ -73,7 +75,7 @@ def test_a_server_cpus_large_l3_is_flushed_and_read_beyond():
     rows = bench.weight_read_bandwidth([64 * 1024], device="cpu", min_run_time=0.001,
                                        progress=False)
     assert (rows["slices"] * rows["bytes"] >= bench.CACHE_FLUSH_FACTOR
-            * bench.cache_bytes("cpu")).all()
+            * torch_device.cache_bytes("cpu")).all()
 
 
 def test_weight_read_bandwidth_rows():
@@ -117,7 +119,7 @@ def test_sweep_reraises_other_errors():
 
 
 def test_environment_names_the_device():
-    env = bench.environment("cpu")
+    env = environment.environment("cpu")
     assert env["device_type"] == "cpu" and env["catalogue_entry"] == "CPU"
     assert env["torch"] == torch.__version__
 
@@ -155,7 +157,7 @@ def test_time_calls_times_each_call_in_order():
 def test_matmul_rows_carry_the_roofline_at_their_intensity():
     df = bench.matmul_tflops([(1, 256, 256)], device="cpu", min_run_time=0.01, progress=False)
     row = df.iloc[0]
-    acc = bench.accelerator_for("cpu")
+    acc = torch_device.accelerator_for("cpu")
     roof = min(acc.peak_flops("fp32"), acc.bandwidth * row["intensity"])
     assert row["roofline_tflops"] == pytest.approx(roof / 1e12)
     assert row["fraction_of_roofline"] == pytest.approx(row["achieved_tflops"] / row["roofline_tflops"])

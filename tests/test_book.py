@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gpuinfer import book
+from gpuinfer.course import book
 
 
 @pytest.mark.parametrize("value, expected", [

@@ -4,7 +4,7 @@ of models x devices x formats x (batch, context), from the catalogue the build e
 The calculator rebuilds a decode step in JavaScript from `llm.step_constants`, and times it
 on the achievable model from `achievable.FITTED`'s exported constants with the interval of
 `validation.interval`; this test runs that file under Node and compares every number with
-`gpuinfer.llm`, `gpuinfer.achievable`, `gpuinfer.validation` and `gpuinfer.paged_kv`, so a
+`gpuinfer.predict.llm`, `gpuinfer.predict.achievable`, `gpuinfer.predict.validation` and `gpuinfer.predict.paged_kv`, so a
 change to either side alone fails here (not only in the browser tests of `make site`)."""
 
 import functools
@@ -18,7 +18,11 @@ import sys
 import numpy as np
 import pytest
 
-from gpuinfer import achievable, dtypes, hardware, llm, paged_kv, roofline, validation
+from gpuinfer.predict import achievable, llm, paged_kv, roofline, validation
+from gpuinfer import dtypes, hardware
+from gpuinfer.hardware import devices
+from gpuinfer.predict import architectures
+from gpuinfer.predict import step_model
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "_ext"))
@@ -77,13 +81,13 @@ def run_calculator(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def results(run_calculator):
-    return run_calculator([(a, m, d, b, c) for a in hardware.names() for m in llm.names()
+    return run_calculator([(a, m, d, b, c) for a in devices.names() for m in architectures.names()
                            for d in dtypes.DTYPES for b, c in CASES])
 
 
 def test_the_grid_is_whole(results):
     names = {(a, m, d) for a, m, d, _, _ in results}
-    assert len(names) == len(hardware.names()) * len(llm.names()) * len(dtypes.DTYPES)
+    assert len(names) == len(devices.names()) * len(architectures.names()) * len(dtypes.DTYPES)
 
 
 def _step_time_or_nan(model, acc, batch, context, dtype):
@@ -97,8 +101,8 @@ def _step_time_or_nan(model, acc, batch, context, dtype):
 
 def test_every_case_agrees_with_the_package(results):
     checked = 0
-    for acc in hardware.names():
-        for model in llm.names():
+    for acc in devices.names():
+        for model in architectures.names():
             for dtype in dtypes.DTYPES:
                 b = np.array([c[0] for c in CASES])
                 c = np.array([c[1] for c in CASES])
@@ -112,7 +116,7 @@ def test_every_case_agrees_with_the_package(results):
                     assert got["step"] == pytest.approx(t, rel=1e-12), (acc, model, dtype, batch, context)
                     assert got["decode"] == pytest.approx(batch / t, rel=1e-12)
                     assert got["max"] == llm.max_batch(model, acc, context, dtype)
-                    assert got["weights"] == llm.weight_bytes(model, dtype)
+                    assert got["weights"] == step_model.weight_bytes(model, dtype)
                     # Weights only: batch x bandwidth / the weights a step of this batch
                     # reads (an MoE model's touched experts grow with the batch).
                     assert got["wrc"] == pytest.approx(
@@ -137,13 +141,13 @@ def test_every_case_agrees_with_the_package(results):
 def test_each_operation_agrees(results, acc, model, dtype, batch, context):
     got = results[(acc, model, dtype, batch, context)]
     want = llm.decode_step_breakdown(model, acc, batch, context, dtype)["seconds"]
-    assert list(got["ops"]) == list(llm.operations(model)) == list(want.index)
-    for op in llm.operations(model):
+    assert list(got["ops"]) == list(step_model.operations(model)) == list(want.index)
+    for op in step_model.operations(model):
         assert got["ops"][op] == pytest.approx(want[op], rel=1e-12), op
 
 
 def test_the_grid_covers_the_mixtures_of_experts(results):
-    moe = [m for m in llm.names() if llm.get(m).is_moe]
+    moe = [m for m in architectures.names() if architectures.get(m).is_moe]
     assert {"mixtral-8x7b", "deepseek-v3", "qwen3-30b-a3b", "gpt-oss-120b",
             "llama-4-maverick"} <= set(moe)
     for model in moe:
@@ -164,8 +168,8 @@ def test_the_pages_numbers_are_the_packages():
         assert f"{short:.2f} of the weight-read ceiling at 1,024 tokens" in text
         assert f"is {long_:.2f} of the weight-read ceiling" in text
     assert f"\\approx {2 / dtypes.bytes_per_element('int4'):.1f}$ times that on int4" in text
-    read = llm.step_weight_bytes("mixtral-8x7b", "bf16", 1) / 1e9
-    held = llm.weight_bytes("mixtral-8x7b", "bf16") / 1e9
+    read = step_model.step_weight_bytes("mixtral-8x7b", "bf16", 1) / 1e9
+    held = step_model.weight_bytes("mixtral-8x7b", "bf16") / 1e9
     assert f"{read:.1f} GB of the {held:.1f} GB it holds" in text
     # The engines' memory fractions and the interval's coverage, as the page words them.
     assert (f"{paged_kv.VLLM_GPU_MEMORY_UTILIZATION} by default in current releases, "
@@ -176,8 +180,8 @@ def test_the_pages_numbers_are_the_packages():
     assert "the range sits well below the prediction" in text
     assert validation.interval(1.0, "moe throughput")[1] < 1
     # "an fp8 KV cache halves s_kv against fp16"
-    assert (llm.kv_cache_bytes_per_token("llama-2-7b", KV_FP8)
-            == llm.kv_cache_bytes_per_token("llama-2-7b", "fp16") / 2)
+    assert (step_model.kv_cache_bytes_per_token("llama-2-7b", KV_FP8)
+            == step_model.kv_cache_bytes_per_token("llama-2-7b", "fp16") / 2)
 
 
 # --- the second number: the achievable model and its interval -------------------------------
@@ -200,7 +204,7 @@ def _ratios(regime, per):
 def _regime(model, batch):
     """validation.INTERVAL_REGIMES for a decode step on one GPU: batch 1, else dense or
     mixture-of-experts throughput."""
-    return "batch-1" if batch == 1 else ("moe throughput" if llm.get(model).is_moe
+    return "batch-1" if batch == 1 else ("moe throughput" if architectures.get(model).is_moe
                                          else "dense throughput")
 
 
@@ -284,8 +288,8 @@ def option_results(run_calculator):
     """The grid with an fp8 KV cache under each memory fraction, and with the activations'
     KV cache under the engines' fractions."""
     options = [(KV_FP8, u) for u in FRACTIONS] + [(None, u) for u in FRACTIONS[1:]]
-    return run_calculator([(a, m, d, b, c, kv, u) for a in hardware.names()
-                           for m in llm.names() for d in dtypes.DTYPES for b, c in OPTION_CASES
+    return run_calculator([(a, m, d, b, c, kv, u) for a in devices.names()
+                           for m in architectures.names() for d in dtypes.DTYPES for b, c in OPTION_CASES
                            for kv, u in options])
 
 
@@ -301,8 +305,8 @@ def _max_batch(model, acc, context, dtype, kv_dtype, u):
 
 def test_the_fp8_kv_cache_and_the_memory_fraction_agree_with_the_package(option_results):
     checked = 0
-    for acc in hardware.names():
-        for model in llm.names():
+    for acc in devices.names():
+        for model in architectures.names():
             for dtype in dtypes.DTYPES:
                 b = np.array([c[0] for c in OPTION_CASES])
                 c = np.array([c[1] for c in OPTION_CASES])
@@ -319,7 +323,7 @@ def test_the_fp8_kv_cache_and_the_memory_fraction_agree_with_the_package(option_
                             continue
                         assert got["ok"], (acc, model, dtype, got)
                         assert got["kv_dtype"] == KV_FP8
-                        assert got["kv"] == llm.kv_cache_bytes_per_token(model, KV_FP8)
+                        assert got["kv"] == step_model.kv_cache_bytes_per_token(model, KV_FP8)
                         assert got["step"] == pytest.approx(t, rel=1e-12)
                         assert got["max"] == _max_batch(model, acc, context, dtype, KV_FP8, u)
                         checked += 1
@@ -332,7 +336,7 @@ def test_the_fp8_kv_cache_and_the_memory_fraction_agree_with_the_package(option_
 
 def test_the_achievable_number_with_an_fp8_kv_cache(option_results):
     for acc in ACHIEVABLE_GPUS:
-        for model in llm.names():
+        for model in architectures.names():
             for dtype in ("fp16", "int4"):
                 for batch, context in OPTION_CASES:
                     got = option_results[(acc, model, dtype, batch, context, KV_FP8, None)]

@@ -1,12 +1,12 @@
-"""The achievable model's calibration (gpuinfer.calibration): the ceiling holds every
+"""The achievable model's calibration (gpuinfer.predict.calibration): the ceiling holds every
 published measurement, the fit reproduces the stated constants, and the held-out error is
 what the report says."""
 
 import pytest
 
-from gpuinfer import achievable as A
-from gpuinfer import calibration as C
-from gpuinfer import llm_serving
+from gpuinfer.predict import achievable as A
+from gpuinfer.predict import calibration as C
+from gpuinfer.predict import llm_serving
 
 
 def test_the_ceiling_is_at_or_above_every_published_measurement():

@@ -5,8 +5,8 @@ import pytest
 pytest.importorskip("torch")
 
 from gpuinfer import __main__ as cli  # noqa: E402
-from gpuinfer import bench_suite, gpu_check  # noqa: E402
-from gpuinfer import reference  # noqa: E402
+from gpuinfer.course import bench_suite, gpu_check  # noqa: E402
+from gpuinfer.measure import reference  # noqa: E402
 
 
 def test_bench_tiny_writes_a_run_that_reference_loads(tmp_path, capsys):
@@ -154,7 +154,7 @@ def test_each_cards_goals_come_from_its_published_figures():
 def test_a_failing_kernel_is_reported_and_the_others_still_run(monkeypatch, capsys):
     import torch
 
-    from gpuinfer import decoding
+    from gpuinfer.measure import decoding
 
     def broken(self, x):
         raise RuntimeError("operation not permitted when stream is capturing")
@@ -298,7 +298,7 @@ def test_run_lab_skips_the_install_cell_where_colab_and_kaggle_markers_are_set(t
 def test_the_setup_cell_is_recognised_in_every_lab():
     import nbformat
 
-    from gpuinfer import release
+    from gpuinfer.course import release
 
     root = gpu_check.repo_root()
     if root is None:

@@ -1,11 +1,11 @@
-"""gpuinfer.cost against hand-worked examples."""
+"""gpuinfer.predict.cost against hand-worked examples."""
 
 import math
 
 import numpy as np
 import pytest
 
-from gpuinfer import cost
+from gpuinfer.predict import cost
 
 
 def test_cost_per_million_by_hand():

@@ -7,11 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpuinfer import achievable, cost, exercises, hardware, llm, validation
-from gpuinfer.exercises import chapter01_roofline as ch01
-from gpuinfer.exercises import chapter02_decode_kv_cache as ch02
-from gpuinfer.exercises import chapter03_batching as ch03
-from gpuinfer.exercises import chapter05_serving as ch05
+from gpuinfer.predict import achievable, cost, llm, validation
+from gpuinfer.course import exercises
+from gpuinfer.hardware import mig_slices
+from gpuinfer.course.exercises import chapter01_roofline as ch01
+from gpuinfer.course.exercises import chapter02_decode_kv_cache as ch02
+from gpuinfer.course.exercises import chapter03_batching as ch03
+from gpuinfer.course.exercises import chapter05_serving as ch05
 
 
 def _ratios(kind, moe=None):
@@ -100,7 +102,7 @@ def test_ch05_decision_intervals_by_hand():
     d = ch05.DECISION
     assert "1g.10gb" not in t.index                       # it cannot hold 8 sequences
     for profile in ("1g.20gb", "3g.40gb"):
-        s = achievable.decode_step_s(d["model"], hardware.mig_slice(d["gpu"], profile), d["batch"], d["context"],
+        s = achievable.decode_step_s(d["model"], mig_slices.mig_slice(d["gpu"], profile), d["batch"], d["context"],
                                      d["dtype"], compute_dtype=d["compute_dtype"])
         assert t.loc[profile, "tpot_s"] == pytest.approx(s)
         assert t.loc[profile, "tpot_low_s"] == pytest.approx(s / hi)

@@ -8,10 +8,12 @@ it lies inside the chosen option's."""
 import numpy as np
 import pytest
 
-from gpuinfer import achievable, llm, llm_serving, parallel, paged_kv, validation
-from gpuinfer.exercises import chapter04_quantisation as ch04
-from gpuinfer.exercises import chapter08_multi_gpu as ch08
-from gpuinfer.exercises import chapter09_llm_serving as ch09
+from gpuinfer.predict import achievable, llm, llm_serving, parallel, paged_kv, validation
+from gpuinfer.predict import step_model
+from gpuinfer.predict import collectives
+from gpuinfer.course.exercises import chapter04_quantisation as ch04
+from gpuinfer.course.exercises import chapter08_multi_gpu as ch08
+from gpuinfer.course.exercises import chapter09_llm_serving as ch09
 
 
 def _ratios(rows):
@@ -92,7 +94,7 @@ def test_chapter09_offload_breakeven_range(errors):
     # 32,768 tokens x 131,072 B of fp16 cache (32 layers x 8 KV heads x 128 x 2 x 2 B)
     # over the achievable prefill's seconds.
     kv_bytes = ch09.OFFLOAD_TOKENS * 32 * 8 * 128 * 2 * 2
-    assert kv_bytes == ch09.OFFLOAD_TOKENS * llm.kv_cache_bytes_per_token(ch09.MODEL)
+    assert kv_bytes == ch09.OFFLOAD_TOKENS * step_model.kv_cache_bytes_per_token(ch09.MODEL)
     seconds = float(achievable.step_s(ch09.MODEL, ch09.GPU, [ch09.OFFLOAD_TOKENS], [0],
                                       logits=[0]))
     breakeven_gbs = kv_bytes / seconds / 1e9
@@ -133,7 +135,7 @@ def test_chapter09_speculation_cutoff_moves_with_the_matmul_rate_against_the_ban
     # (or faster bytes) reach that point at a smaller batch; faster matmuls (or slower
     # bytes) at a larger one. Chapter 9 perturbs one rate at a time by the dense interval.
     import dataclasses
-    from gpuinfer import speculative
+    from gpuinfer.predict import speculative
     lo, hi = validation.interval(1.0, "dense throughput")
     assert lo < 1 < hi
     fit = achievable.FITTED
@@ -165,8 +167,8 @@ def test_chapter04_fp8_cache_gain_range(errors):
     # cache holds 32 layers x 8 KV heads x 128 x 2 (K and V) values a token: 131,072 B in
     # fp16, 65,536 B in fp8.
     model, gpu, ctx = "llama-3-8b", "H100 SXM", 8192
-    assert llm.kv_cache_bytes_per_token(model) == 32 * 8 * 128 * 2 * 2
-    assert llm.kv_cache_bytes_per_token(model, "fp8_e4m3") == 32 * 8 * 128 * 2
+    assert step_model.kv_cache_bytes_per_token(model) == 32 * 8 * 128 * 2 * 2
+    assert step_model.kv_cache_bytes_per_token(model, "fp8_e4m3") == 32 * 8 * 128 * 2
     rows = errors[(errors["kind"] == "throughput") & ~errors["moe"]]
     lo, hi = _ratios(rows)
     for b16, b8 in ((32, 32), (llm.max_batch(model, gpu, ctx, "fp16", kv_dtype="fp16"),
@@ -186,7 +188,7 @@ def test_chapter08_layouts_across_servers_range_and_ceilings(errors):
     # half a TP8 batch-8 step, and with the pipeline full its tokens/s is at most
     # 2 x 8 / (2 x stage) = 16 / TP8's step; the send only lowers it. The same bound
     # holds on the ceiling (TP8's ceiling_s at batch 8), which the page uses.
-    from gpuinfer import multinode
+    from gpuinfer.predict import multinode
     model, gpu, ctx = ch08.MODEL, "H100 SXM", ch08.CONTEXT
     tp8 = parallel.tp_decode_breakdown(model, gpu, 8, 8, ctx)
     layout = multinode.tp_pp_decode(model, gpu, 8, 2, batch=8, context=ctx)
@@ -196,12 +198,12 @@ def test_chapter08_layouts_across_servers_range_and_ceilings(errors):
     # faster than its bytes (16 x 8,192 x 2 B = 262,144 B) at NCCL's NVLink bus bandwidth
     # or, across the two servers, 2 x (2 - 1) / 2 x those bytes over a node's network
     # (eight NICs of the network's per-GPU bandwidth), whichever is longer.
-    from gpuinfer import hardware
+    from gpuinfer.hardware import device_links
     tp16 = parallel.tp_decode_breakdown(model, gpu, 16, 16, ctx)
     msg = 16 * 8192 * 2
-    net = hardware.get_interconnect(parallel.DEFAULT_NETWORK)
+    net = device_links.get_interconnect(collectives.DEFAULT_NETWORK)
     node_bw = net.bandwidth_bytes_per_s * (1 if net.scope == "per node" else 8)
-    floor = max(msg / hardware.get_interconnect("NVLink 4").nccl_bus_bandwidth_bytes_per_s,
+    floor = max(msg / device_links.get_interconnect("NVLink 4").nccl_bus_bandwidth_bytes_per_s,
                 2 * (2 - 1) / 2 * msg / node_bw)
     assert tp16["n_allreduces"] == 161
     assert tp16["ceiling_s"] == pytest.approx(tp16["ops"]["seconds"].sum() + 161 * floor)

@@ -4,7 +4,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuinfer import bench, decoding, lab_measurements, llm  # noqa: E402
+from gpuinfer.measure import decoding, lab_measurements
+from gpuinfer.predict import llm
+from gpuinfer.measure import torch_device
+from gpuinfer.predict import architectures
+from gpuinfer.predict import step_model  # noqa: E402
 
 
 def test_lab_model_layer_count_by_hand():
@@ -26,7 +30,7 @@ def test_lab_model_layer_count_by_hand():
 def _small_spec(n_heads=4, n_kv_heads=2, n_layers=2):
     import dataclasses
 
-    return dataclasses.replace(llm.get("llama-2-7b"), name="small", n_layers=n_layers,
+    return dataclasses.replace(architectures.get("llama-2-7b"), name="small", n_layers=n_layers,
                                d_model=128, n_heads=n_heads, n_kv_heads=n_kv_heads,
                                head_dim=32, d_ff=256, vocab_size=0)
 
@@ -69,11 +73,11 @@ def test_decode_stack_counts_the_same_bytes_and_flops_as_llm():
     assert row["step_bytes"] == pytest.approx(llm.decode_step_bytes(spec, 2, 8, "fp32"),
                                               rel=0.05)
     assert row["step_flops"] == pytest.approx(llm.decode_step_flops(spec, 2, 8), rel=0.01)
-    ceiling = llm.decode_ceiling(spec, bench.accelerator_for("cpu"), 2, 8, "fp32")
+    ceiling = llm.decode_ceiling(spec, torch_device.accelerator_for("cpu"), 2, 8, "fp32")
     assert row["ceiling_tokens_per_s"] == pytest.approx(ceiling)
     assert row["tokens_per_s"] == pytest.approx(2 / row["seconds"])
     assert row["fraction_of_ceiling"] == pytest.approx(row["tokens_per_s"] / ceiling)
-    assert row["kv_cache_bytes"] == 2 * 8 * llm.kv_cache_bytes_per_token(spec, "fp32")
+    assert row["kv_cache_bytes"] == 2 * 8 * step_model.kv_cache_bytes_per_token(spec, "fp32")
     with pytest.raises(ValueError, match="batch"):
         stack.measure(batch=0)
     with pytest.raises(KeyError, match="kernel"):
@@ -82,7 +86,7 @@ def test_decode_stack_counts_the_same_bytes_and_flops_as_llm():
 
 
 def test_quantised_stacks_store_fewer_bytes_and_stay_close():
-    from gpuinfer import quant
+    from gpuinfer.measure import quant
 
     spec = _small_spec()
     dense = decoding.DecodeStack(spec, "fp32", "cpu")
@@ -102,7 +106,7 @@ def test_quantised_stacks_store_fewer_bytes_and_stay_close():
     assert row["weight_format"] == "int4" and row["kernel"] == "int4-unpack"
     # The weight-read ceiling counts the bytes stored, scales included: 0.5 + 4/32 =
     # 0.625 bytes a weight with fp32 scales (0.5625 with fp16 ones), not 0.5.
-    bandwidth = bench.accelerator_for("cpu").bandwidth
+    bandwidth = torch_device.accelerator_for("cpu").bandwidth
     assert row["weight_read_ceiling_tokens_per_s"] == pytest.approx(
         bandwidth / (dense.n_params * (0.5 + 4 / 32)))
     with pytest.raises(ValueError, match="kernel"):

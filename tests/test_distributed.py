@@ -4,7 +4,7 @@ lab runner on 2 gloo processes (spawned and under torchrun), and bad setups."""
 
 import pytest
 
-from gpuinfer import distributed
+from gpuinfer.measure import distributed
 
 
 # --- the sharded layers ----------------------------------------------------------------
@@ -45,7 +45,7 @@ def _lockstep_rank(rank, port, results):
     import torch
     import torch.distributed as dist
 
-    from gpuinfer import bench
+    from gpuinfer.measure import bench
 
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     torch.set_num_threads(1)
@@ -110,7 +110,7 @@ def test_the_same_measurement_runs_under_torchrun(tmp_path):
 
     csv = tmp_path / "tp.csv"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-           "2", "-m", "gpuinfer.distributed", "--backend", "gloo", "--d-model", "64", "--d-ff",
+           "2", "-m", "gpuinfer.measure.distributed", "--backend", "gloo", "--d-model", "64", "--d-ff",
            "256", "--batch", "4", "--message-bytes", "4096", "--min-run-time", "0.01",
            "--csv", str(csv)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
@@ -143,7 +143,7 @@ def test_results_larger_than_a_pipe_do_not_deadlock(tmp_path):
         "        results.put([{'i': i, 'pad': 'x' * 120} for i in range(n)])\n")
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import bigrows\n"
             "import torch.multiprocessing as mp\n"
-            "from gpuinfer import distributed\n"
+            "from gpuinfer.measure import distributed\n"
             "q = mp.get_context('spawn').SimpleQueue()\n"
             "rows = distributed._spawn_and_collect(bigrows.worker, 2, (q, 10_000), q)\n"
             "print(len(rows), rows[-1]['i'])\n")

@@ -15,7 +15,8 @@ import math
 import numpy as np
 import pytest
 
-from gpuinfer import exercises, hardware
+from gpuinfer.course import exercises
+from gpuinfer import hardware
 
 # --- the cited constants the derivations use, checked once against the catalogue -------------
 # Datasheets (dense tensor-core peaks, SI bandwidths): A100 80GB SXM 312e12 fp16, 2.039e12
@@ -40,7 +41,7 @@ def test_the_constants_used_here_are_the_catalogues():
         H200_PEAK, H200_BW, H200_MEM)
     assert (hardware.get("L4").bandwidth, hardware.get("T4").bandwidth) == (L4_BW, T4_BW)
     assert a100.cache_bytes == 40 * 2**20 and h100.cache_bytes == 50 * 2**20
-    from gpuinfer import llm
+    from gpuinfer.predict import llm
     assert llm.DEFAULT_RESERVE_BYTES == RESERVE
 
 
@@ -364,7 +365,7 @@ def test_batching_decision_max_batch_on_hand_built_service_times():
     # the smallest max_batch whose capacity within p99 <= 50 ms is within 2% of the best.
     #   S(1) = 8.05 + 0.21 + 1.6 = 9.9 ms (memory-bound) ... S(8) = 8 x 2.35 + 1.8 =
     #   20.7 ms, S(16) = 39.5 ms, S(32) = 77 ms > 50 ms: a full batch of 32 misses the SLO.
-    from gpuinfer import batching
+    from gpuinfer.predict import batching
 
     bw, mm, att = 0.85 * A100_BW, 0.70 * 0.869 * A100_PEAK, 0.75 * A100_PEAK
     overhead = 32 * 13 * 0.5e-6 + 1.6e-3
@@ -395,7 +396,7 @@ def test_lab_batching_cheapest_fleet():
     # would run at saturation (an unbounded queue), so at least 4; max_batch 32:
     # 32 / 8.0 ms = 4,000/s -> at least 2. So 3 GPUs of max_batch 32 are cheapest if they
     # meet the p99 and 2 do not.
-    from gpuinfer import batching
+    from gpuinfer.predict import batching
 
     assert 5000 / (1 / 0.004) == 20 and 5000 / (8 / 0.0048) == 3
     table = batching.service_table([1, 2, 4, 8, 16, 32],
@@ -568,7 +569,7 @@ def test_bench_fleet_under_open_loop():
     assert 1.5 * (2e-3 + 0.25e-3 * b_min) >= 8e-3 - 1e-12
     # g5 (1 ms + 0.125 ms b): full batches of 16 take 3 ms (5,333/s); at 2,500/s the
     # batch settles where b = 2,500 x (1 + 0.125 b) ms -> b = 3.64, 1.45 ms batches.
-    from gpuinfer import batching
+    from gpuinfer.predict import batching
 
     rng = np.random.default_rng(0)
     arrivals = np.cumsum(rng.exponential(1 / 2500, 20_000))

@@ -1,6 +1,6 @@
 import pytest
 
-from gpuinfer import exercises
+from gpuinfer.course import exercises
 
 
 def test_every_exercise_accepts_its_answer_and_rejects_a_wrong_one():
@@ -52,7 +52,7 @@ def test_a_script_can_print_the_verdict():
     # `python -c` shows nothing a function returns: check() prints its verdict there.
     import subprocess
     import sys
-    code = (f"from gpuinfer.exercises import check; check({name!r}, {right!r}); "
+    code = (f"from gpuinfer.course.exercises import check; check({name!r}, {right!r}); "
             f"check({name!r}, {right * 3 + 7!r})")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.splitlines()
@@ -87,8 +87,8 @@ def test_answer_key_lists_every_answer_for_instructors():
 # --- chapter 5: the MIG decision on the achievable model, the ceiling beside ----------------
 
 def test_mig_decision_is_taken_on_the_achievable_model_and_names_the_ceiling_slip():
-    from gpuinfer import mig_sizing
-    from gpuinfer.exercises import chapter05_serving as sx
+    from gpuinfer.predict import mig_sizing
+    from gpuinfer.course.exercises import chapter05_serving as sx
 
     d = sx.DECISION
     args = (d["model"], d["gpu"], d["batch"], d["context"], d["tpot_s"], d["dtype"])
@@ -105,13 +105,13 @@ def test_mig_decision_is_taken_on_the_achievable_model_and_names_the_ceiling_sli
 def test_each_exercise_lives_in_the_module_named_after_its_page():
     # One module per page: "chapters/01_roofline" -> exercises.chapter01_roofline,
     # "labs/04_quantised_weights" -> exercises.lab04_quantised_weights.
-    from gpuinfer import exercises
+    from gpuinfer.course import exercises
 
     exercises.names()
     misplaced = []
     for ex in exercises._REGISTRY.values():
         kind, page = ex.where.split("/")
-        expected = f"gpuinfer.exercises.{ {'chapters': 'chapter', 'labs': 'lab'}[kind] }{page}"
+        expected = f"gpuinfer.course.exercises.{ {'chapters': 'chapter', 'labs': 'lab'}[kind] }{page}"
         if ex.answer.__module__ != expected:
             misplaced.append((ex.name, ex.where, ex.answer.__module__))
     assert misplaced == []

@@ -2,8 +2,8 @@
 
 import pytest
 
-from gpuinfer import exercises
-from gpuinfer.exercises import chapter01_roofline as roofline_exercises
+from gpuinfer.course import exercises
+from gpuinfer.course.exercises import chapter01_roofline as roofline_exercises
 
 # Llama-2-7B (Touvron et al. 2023, config.json): 32 layers, d_model 4096, MLP 11008,
 # vocabulary 32000. Weights a decode step's matmuls read, by hand:
@@ -31,7 +31,7 @@ T4_USD_H, A10G_USD_H = 0.526, 1.006                          # cost.example_pric
 
 
 def test_fitted_constants_are_the_ones_derived_from():
-    from gpuinfer import achievable
+    from gpuinfer.predict import achievable
 
     f = achievable.FITTED
     assert (f.bandwidth, f.weight_only_fraction("int8"), f.step_s) == (
@@ -105,7 +105,7 @@ def test_decision_names_the_ceiling_slip():
 def test_batching_saturation_slip_is_eight_over_one_request_time():
     # 8 / S(1) instead of 8 / S(8): S(1) = 6.93 ms (memory-bound), S(8) = 11.55 ms
     # (256 tokens, compute-bound), so the slip gives S(8) / S(1) = 1.67 times the answer.
-    from gpuinfer.exercises import chapter03_batching as batching_exercises
+    from gpuinfer.course.exercises import chapter03_batching as batching_exercises
 
     s = batching_exercises.ROOFLINE_SERVICE
     slip = 8 / s(1)
@@ -127,7 +127,7 @@ def test_decode_decision_by_hand_on_the_achievable_model():
     #   / 536,870,912 B a sequence = 79.2: 79 (the activations and attention's arithmetic,
     #   left out here, take one more off). On the ceiling: 0.035 x 2.039e12 = 71.365e9 B,
     #   (71.365 - 15.009) / 0.53687 = 104.97: 104 (the package, with activations: 103).
-    from gpuinfer import llm
+    from gpuinfer.predict import llm
 
     weights_b = 2 * (32 * (2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336) + 128256 * 4096)
     assert weights_b == 15_009_316_864
@@ -151,7 +151,7 @@ def test_batching_achievable_service_is_the_step_on_the_achievable_model():
     # 13.96e9 / (0.85 x 2.039e12) = 8.054 ms + 0.208 + 1.6 = 9.862 ms (activations: ~1%).
     import numpy as np
 
-    from gpuinfer import batching
+    from gpuinfer.predict import batching
 
     args = ("mistral-7b", "A100 80GB")
     s = batching.model_service_s(*args, tokens_per_request=32, lm_head=False)
@@ -165,8 +165,8 @@ def test_batching_achievable_service_is_the_step_on_the_achievable_model():
 
 
 def test_batching_decision_rests_on_the_achievable_model():
-    from gpuinfer import batching
-    from gpuinfer.exercises import chapter03_batching as be
+    from gpuinfer.predict import batching
+    from gpuinfer.course.exercises import chapter03_batching as be
     achieved = batching.model_service_s(be.MODEL, be.GPU, tokens_per_request=be.QUERY_TOKENS,
                                            lm_head=False)
     ach = batching.sweep(achieved, be.DECISION_BATCHES, [0.0], slo=be.DECISION_SLO_S, n=2000)

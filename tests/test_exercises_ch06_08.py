@@ -3,8 +3,10 @@
 import numpy as np
 import pytest
 
-from gpuinfer import achievable, exercises, parallel
-from gpuinfer.exercises import chapter08_multi_gpu as px
+from gpuinfer.predict import achievable, parallel
+from gpuinfer.course import exercises
+from gpuinfer.course.exercises import chapter08_multi_gpu as px
+from gpuinfer.predict import engine_step
 
 # --- chapter 8: the GPU and TP degree -----------------------------------------------------
 
@@ -52,7 +54,7 @@ def test_tp4_h200_step_at_113_sequences_by_hand():
 
 
 def test_tp_step_is_the_serving_simulators_and_reduces_to_the_roofline_model():
-    from gpuinfer import llm_serving
+    from gpuinfer.predict import engine_step
 
     for n, batch in [(8, 1), (16, 1), (4, 64)]:
         # achievable=False: the roofline model (NCCL's latencies kept), not the bound.
@@ -61,7 +63,7 @@ def test_tp_step_is_the_serving_simulators_and_reduces_to_the_roofline_model():
         assert ceiling == parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", n, batch, 4096, achievable=False)
         got = parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", n, batch, 4096)
         ones = np.ones(batch, dtype=int)
-        sim = llm_serving.tp_step_s("llama-2-70b", "H100 SXM", n, ones, 4096 * ones,
+        sim = engine_step.tp_step_s("llama-2-70b", "H100 SXM", n, ones, 4096 * ones,
                                     achievable=achievable.FITTED)
         assert got == pytest.approx(sim, rel=1e-9)
         assert got > ceiling
@@ -87,16 +89,15 @@ def test_the_serving_simulators_ceiling_is_not_the_chapters():
     # at TP8, batch 1); the ceiling (the simulator's achievable=False, and
     # tp_decode_breakdown's ceiling_s) charges the bytes alone at NCCL's bus bandwidth:
     # 161 x 16,384 B / 370.8e9 B/s = 7.1 us in all.
-    from gpuinfer import llm_serving
 
-    sim = llm_serving.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, parts=True)["comm_s"]
+    sim = engine_step.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, parts=True)["comm_s"]
     assert sim == pytest.approx(161 * 16_384 / 370.8e9, rel=1e-9)
     ring = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, 1, 4096)["comm_s"]
     assert ring == pytest.approx(161 * (6.6e-6 + 14 * 0.6e-6 + 1.75 * 16_384 / 141e9), rel=1e-9)
     assert ring > 300 * sim
     # The simulator's whole ceiling step is tp_decode_breakdown's ceiling_s.
     bound = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, 1, 4096)["ceiling_s"]
-    assert llm_serving.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, 4096) == pytest.approx(
+    assert engine_step.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, 4096) == pytest.approx(
         bound, rel=1e-12)
 
 
@@ -110,7 +111,7 @@ def test_cpu_or_gpu_decision_is_one_cpu_machine_at_the_fastest_path_and_one_t4_a
     # g4dn.xlarge at 0.526 USD/h, 0.526 / (3600 x 6000) x 1e6 = 0.024352 USD.
     # At eager PyTorch's 480 us a core serves fewer than 1,000/s within the p99, so 6,000/s
     # need 2 machines, 0.68 / (3600 x 6000) x 1e6 = 0.031481 USD, and the T4 wins.
-    from gpuinfer.exercises import chapter06_cpu_vs_gpu as cx
+    from gpuinfer.course.exercises import chapter06_cpu_vs_gpu as cx
 
     assert exercises.get("cpu-or-gpu-under-slo").answer() == pytest.approx(
         0.34 / (3600 * 6000) * 1e6, rel=1e-9)
@@ -130,7 +131,7 @@ def test_cpu_or_gpu_decision_is_one_cpu_machine_at_the_fastest_path_and_one_t4_a
 
 def test_cpu_or_gpu_slip_names_the_eager_path():
     # Answering with the T4's cost (the winner against eager PyTorch) names the faster path.
-    from gpuinfer.exercises import chapter06_cpu_vs_gpu as cx
+    from gpuinfer.course.exercises import chapter06_cpu_vs_gpu as cx
 
     said = repr(exercises.check("cpu-or-gpu-under-slo", 0.526 / (3600 * 6000) * 1e6))
     assert f"{cx.DECISION_CPU_EAGER_S * 1e6:.0f} us" in said and "faster path" in said

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from gpuinfer import exercises
+from gpuinfer.course import exercises
 
 NOTEBOOK = pathlib.Path(__file__).parent.parent / "chapters" / "10_mixture_of_experts.ipynb"
 

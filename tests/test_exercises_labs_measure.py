@@ -1,11 +1,13 @@
-"""The measuring labs' decision exercises (gpuinfer.exercises.lab01_weight_reads, lab02_matmul_roofline, lab03_decode_batching): the answers
+"""The measuring labs' decision exercises (gpuinfer.course.exercises.lab01_weight_reads, lab02_matmul_roofline, lab03_decode_batching): the answers
 worked by hand from the published figures and example prices, and the slips they name."""
 
 import numpy as np
 import pytest
 
-from gpuinfer import exercises, llm, speculative, validation
-from gpuinfer.exercises import lab01_weight_reads, lab03_decode_batching
+from gpuinfer.course import exercises
+from gpuinfer.predict import llm, speculative, validation
+from gpuinfer.predict import step_model
+from gpuinfer.course.exercises import lab01_weight_reads, lab03_decode_batching
 
 
 def test_cheapest_gpu_for_one_stream_by_hand():
@@ -40,7 +42,7 @@ def test_cheapest_gpu_for_one_stream_by_hand():
     # The former rule, gpt-fast's bandwidth share over every weight once, gave the same GPU.
     frac = 1397e9 / 2039e9
     assert lab01_weight_reads.stream_tokens_per_s("T4", frac) == pytest.approx(
-        frac * 320e9 / llm.weight_bytes("llama-2-7b", "fp16"))
+        frac * 320e9 / step_model.weight_bytes("llama-2-7b", "fp16"))
 
 
 def test_cheapest_gpu_decides_on_memory_then_the_interval():
@@ -51,7 +53,7 @@ def test_cheapest_gpu_decides_on_memory_then_the_interval():
     # 48.9 tokens, not one 4,096-token sequence. With no reserve at all: 1,099,392,287 /
     # 524,288 = 2,097 tokens, still short: the test does not hang on the reserve.
     weights = 13_214_154_752 + 32_000 * 4096 * 2 + 65 * 4096 * 2
-    assert weights == llm.weight_bytes("llama-2-7b", "fp16")
+    assert weights == step_model.weight_bytes("llama-2-7b", "fp16")
     t4_kv = (15_843_721_216 * 0.92 - 2**30 - weights) / 524_288
     assert lab01_weight_reads.stream_kv_tokens("T4") == pytest.approx(t4_kv, rel=1e-6)
     assert t4_kv == pytest.approx(48.92, abs=0.01)

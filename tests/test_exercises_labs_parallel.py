@@ -1,11 +1,11 @@
-"""The decisions of labs 4 and 7 (gpuinfer.exercises.lab04_quantised_weights and lab07_tensor_parallel): the answers worked
+"""The decisions of labs 4 and 7 (gpuinfer.course.exercises.lab04_quantised_weights and lab07_tensor_parallel): the answers worked
 by hand, and the slips they name."""
 
 import math
 
 import pytest
 
-from gpuinfer import exercises
+from gpuinfer.course import exercises
 
 # Mistral-7B: 7,241,732,096 parameters, 32 layers, d_model 4096, 32,000-token vocabulary,
 # 8 KV heads of 128. Its embedding table (32,000 x 4,096) and the 65 norms of 4,096 stay
@@ -63,8 +63,8 @@ def test_t4_format_for_speed_by_hand():
     bytes come from llm.decode_step_breakdown (tested in test_llm); the achievable model's
     arithmetic is done here: bytes at 0.85 x 320 GB/s, weight-only matmuls at a further
     0.83 (int8) or 0.74 (int4), 32 x 13 kernel gaps of 0.5 us, 1.6 ms a step."""
-    from gpuinfer import llm
-    from gpuinfer.exercises import lab04_quantised_weights as labs_parallel
+    from gpuinfer.predict import llm
+    from gpuinfer.course.exercises import lab04_quantised_weights as labs_parallel
 
     def per_user(fmt, weight_only):
         t = llm.decode_step_breakdown("mistral-7b", "T4", 8, 4096, fmt, kv_dtype="fp16")
@@ -93,7 +93,7 @@ def test_t4_format_for_speed_by_hand():
     ("int8", True, "misses 25"), ("int8", False, "int8's ceiling"),
     ("int4", False, "int4's ceiling")])
 def test_t4_format_for_speed_slips(fmt, achievable, words):
-    from gpuinfer.exercises import lab04_quantised_weights as labs_parallel
+    from gpuinfer.course.exercises import lab04_quantised_weights as labs_parallel
 
     given = labs_parallel.t4_tokens_per_user(fmt, achievable)
     result = exercises.check("lab-quant-t4-format-speed", given)

@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from gpuinfer import batching, exercises
+from gpuinfer.predict import batching
+from gpuinfer.course import exercises
 
 
 def test_cpu_gpu_fleet_by_hand():

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from gpuinfer import exercises
+from gpuinfer.course import exercises
 
 
 def test_saturation_with_a_handoff_by_hand():

@@ -6,8 +6,10 @@ import math
 
 import pytest
 
-from gpuinfer import exercises, expert_parallel, validate
-from gpuinfer.exercises import chapter10_mixture_of_experts as moe
+from gpuinfer.course import exercises
+from gpuinfer.predict import expert_parallel
+from gpuinfer import validate
+from gpuinfer.course.exercises import chapter10_mixture_of_experts as moe
 
 
 def test_dispatch_bytes_ep32():

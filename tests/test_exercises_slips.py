@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from gpuinfer import exercises
-from gpuinfer.exercises import COMMON_SLIPS, KINDS, ROUNDING_HINTS
+from gpuinfer.course import exercises
+from gpuinfer.course.exercises import COMMON_SLIPS, KINDS, ROUNDING_HINTS
 
 
 def _candidates(ex):
@@ -196,9 +196,9 @@ def test_the_matmuls_alone_are_not_called_a_gib_slip():
     # Chapter 9, exercise 1: a 3,000-token prefill of Llama-3-8B on an H100 SXM. Its
     # matmuls alone: 2 x 6.98e9 x 3,000 / 989e12 = 42.3 ms, 0.940 of the 45.1 ms answer,
     # within 1% of the GiB slip's 0.931: the exercise's own slip names it instead.
-    from gpuinfer import llm
+    from gpuinfer.predict import architectures
 
-    m = llm.get("llama-3-8b")
+    m = architectures.get("llama-3-8b")
     matmuls = 2 * m.linear_params_per_layer * m.n_layers * 3000 / 989e12
     result = repr(exercises.check("llm-ttft-lone", matmuls))
     assert "matmuls alone" in result and "GiB" not in result
@@ -221,7 +221,8 @@ def test_chunk_budget_on_the_achievable_model_by_hand():
     #   lm_head  1.06 GB / 2.8475 TB/s = 0.37 ms; embedding 5.2 MB: 0.002 ms
     #   + 32 x 13 x 0.5 us = 0.21 ms + 1.6 ms  ->  13.49 ms <= 15 ms.
     # Budget 384 (a 352-token chunk) adds 64 tokens of matmul FLOPs: > 15 ms.
-    from gpuinfer import achievable, hardware, llm
+    from gpuinfer.predict import achievable, llm
+    from gpuinfer import hardware
 
     h100 = hardware.get("H100 SXM")
     mm = 989e12 * achievable.matmul_fraction(h100, "fp16") * 0.70
@@ -248,7 +249,7 @@ def test_speculation_cutoff_on_the_achievable_model_by_another_route():
     # yields (1 - 0.6^5) / (1 - 0.6) = 0.92224 / 0.4 = 2.3056 tokens; speculation pays
     # while 2.3056 x plain step > verify + 4 draft steps. speculative.cutoff_batch (its
     # own bisection over 1..4096) and the plain step from achievable.decode_step_s.
-    from gpuinfer import achievable, speculative
+    from gpuinfer.predict import achievable, speculative
 
     e = (1 - 0.6 ** 5) / (1 - 0.6)
     assert math.isclose(e, 2.3056)
@@ -269,7 +270,7 @@ def test_speculation_cutoff_on_the_achievable_model_by_another_route():
 
 
 def test_the_answer_key_prints_small_tolerances_as_they_are():
-    from gpuinfer import exercises
+    from gpuinfer.course import exercises
     key = exercises.answer_key().set_index("name")["tolerance"]
     ex = {name: exercises.get(name) for name in key.index}
     for name, tol in key.items():

@@ -1,10 +1,10 @@
-"""gpuinfer.findings: each sentence fed every outcome a machine can produce, so that the
+"""gpuinfer.course.findings: each sentence fed every outcome a machine can produce, so that the
 text a page prints never contradicts the table beside it."""
 
 import pytest
 
-from gpuinfer import findings
-from gpuinfer.lab_verdicts import Spread as S
+from gpuinfer.course import findings
+from gpuinfer.measure.lab_verdicts import Spread as S
 
 MiB = 2**20
 

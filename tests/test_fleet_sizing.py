@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from gpuinfer import batching, fleet_sizing
+from gpuinfer.predict import batching, fleet_sizing
 
 Machine = fleet_sizing.Machine
 

@@ -15,10 +15,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuinfer import bench_suite  # noqa: E402
-from gpuinfer import bench, decoding, hardware, lab_measurements, llm, reference  # noqa: E402
-from gpuinfer import device as dev  # noqa: E402
-from gpuinfer import environment as machine  # noqa: E402
+from gpuinfer.course import bench_suite  # noqa: E402
+from gpuinfer.measure import bench, decoding, lab_measurements, reference
+from gpuinfer import hardware
+from gpuinfer.predict import llm
+from gpuinfer.measure import torch_device
+from gpuinfer.measure import environment
+from gpuinfer.hardware import devices
+from gpuinfer.predict import step_model  # noqa: E402
+from gpuinfer.measure import torch_device as dev  # noqa: E402
+from gpuinfer.measure import environment as machine  # noqa: E402
 
 MiB = 2**20
 
@@ -80,15 +86,15 @@ def fake_gpus(monkeypatch):
 
 def test_the_device_index_is_honoured(fake_gpus):
     log = fake_gpus(T4, H100)
-    assert bench.accelerator_for("cuda:1").name == "H100 SXM"
-    assert bench.accelerator_for("cuda:0").name == "T4"
-    assert bench.cache_bytes("cuda:1") == 50 * MiB
-    assert bench.memory_bytes("cuda:1") == 85_045_526_528
-    assert bench.environment("cuda:1")["device"] == "NVIDIA H100 80GB HBM3"
-    bench.synchronize("cuda:1")
+    assert torch_device.accelerator_for("cuda:1").name == "H100 SXM"
+    assert torch_device.accelerator_for("cuda:0").name == "T4"
+    assert torch_device.cache_bytes("cuda:1") == 50 * MiB
+    assert torch_device.memory_bytes("cuda:1") == 85_045_526_528
+    assert environment.environment("cuda:1")["device"] == "NVIDIA H100 80GB HBM3"
+    torch_device.synchronize("cuda:1")
     assert log["synchronize"] == [torch.device("cuda", 1)]
     with pytest.raises(ValueError, match="2 GPU"):
-        bench.accelerator_for("cuda:2")
+        torch_device.accelerator_for("cuda:2")
 
 
 def test_a_gpu_timing_waits_for_that_gpu_and_only_it(fake_gpus):
@@ -131,7 +137,7 @@ def test_planning_entry_points_on_any_gpu(fake_gpus, gpu):
     fake_gpus(gpu)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # an unknown GPU is announced with a warning
-        acc = bench.accelerator_for("cuda")
+        acc = torch_device.accelerator_for("cuda")
         sizes = bench.default_read_sizes("cuda")
         plan = bench_suite.bench_plan(torch.device("cuda"), "full")
         spec = decoding.lab_model(decoding.LAB_MODEL, "cuda")
@@ -139,7 +145,7 @@ def test_planning_entry_points_on_any_gpu(fake_gpus, gpu):
     assert sizes[0] < gpu["L2_cache_size"] < sizes[-1]
     assert sizes[-1] <= min(2 * 1024 * MiB, gpu["total_memory"] / 8)
     # the stack's fp16 weights take at most 40% of what torch reports (or one layer)
-    assert spec.n_layers == 1 or llm.weight_bytes(spec, "fp16") <= 0.4 * gpu["total_memory"]
+    assert spec.n_layers == 1 or step_model.weight_bytes(spec, "fp16") <= 0.4 * gpu["total_memory"]
     assert plan["model"].n_layers == spec.n_layers and plan["dtype"] == "fp16"
     assert set(estimate) == {"weight reads", "matmul sweep", "decode step", "quantised weights"}
     assert all(s > 0 or math.isnan(s) for s in estimate.values())
@@ -147,9 +153,9 @@ def test_planning_entry_points_on_any_gpu(fake_gpus, gpu):
 
 def test_flush_pool_sized_against_the_l2_torch_reports(fake_gpus):
     fake_gpus(H100, T4)  # the T4 is GPU 1: its L2 and memory, not GPU 0's, size the pool
-    assert bench.cache_bytes("cuda:1") == 4 * MiB
+    assert torch_device.cache_bytes("cuda:1") == 4 * MiB
     # A 1 MiB fp16 read: 524,288 elements; the pool holds 4 x 4 MiB: 16 slices.
-    assert bench._pool_slices(MiB // 2, bench.cache_bytes("cuda:1"), 2, True) == 16
+    assert bench._pool_slices(MiB // 2, torch_device.cache_bytes("cuda:1"), 2, True) == 16
     sizes = bench.default_read_sizes("cuda:1")
     assert sizes[0] == 4 * MiB // 16                              # 256 KiB
     # an eighth of what is free for a measurement (the driver cannot say here: the total
@@ -158,7 +164,7 @@ def test_flush_pool_sized_against_the_l2_torch_reports(fake_gpus):
 
 
 def test_an_unknown_gpu_has_no_ceilings_but_its_rows_tidy_and_summarise(monkeypatch, capsys):
-    unknown = hardware.Accelerator("NVIDIA Future GPU 9000", 48e9, math.nan, {}, kind="gpu",
+    unknown = devices.Accelerator("NVIDIA Future GPU 9000", 48e9, math.nan, {}, kind="gpu",
                                    cache_bytes=96 * MiB)
     monkeypatch.setattr(dev, "accelerator_for", lambda device=None: unknown)
     # The rows name the GPU as torch would (reference.tidy accepts an unknown entry only
@@ -180,7 +186,7 @@ def test_an_unknown_gpu_has_no_ceilings_but_its_rows_tidy_and_summarise(monkeypa
 
 
 def test_lab_accelerator_measures_what_the_catalogue_lacks(monkeypatch, capsys):
-    unknown = hardware.Accelerator("NVIDIA Future GPU 9000", 48e9, math.nan, {}, kind="gpu",
+    unknown = devices.Accelerator("NVIDIA Future GPU 9000", 48e9, math.nan, {}, kind="gpu",
                                    cache_bytes=4 * MiB)
     monkeypatch.setattr(dev, "accelerator_for", lambda device=None: unknown)
     monkeypatch.setattr(bench, "default_read_sizes", lambda device=None: [8 * MiB])
@@ -195,7 +201,7 @@ def test_lab_accelerator_measures_what_the_catalogue_lacks(monkeypatch, capsys):
 
 def test_a_decode_row_on_a_device_without_peaks_has_nan_ceilings():
     spec = decoding._tiny_spec()
-    unknown = hardware.Accelerator("NVIDIA Future GPU 9000", 48e9, math.nan, {}, kind="gpu")
+    unknown = devices.Accelerator("NVIDIA Future GPU 9000", 48e9, math.nan, {}, kind="gpu")
     stack = decoding.DecodeStack(spec, "fp32", "cpu", accelerator=unknown)
     row = stack.measure(1, 4, min_run_time=0.005)
     assert row["tokens_per_s"] > 0 and row["bound"] == "unknown"
@@ -303,12 +309,12 @@ def test_first_that_fits_tries_smaller_sizes_after_freeing(fake_gpus, capsys):
             raise torch.cuda.OutOfMemoryError("CUDA out of memory")
         return f"{layers} layers"
 
-    assert bench.first_that_fits([32, 16, 8, 4], build) == ("8 layers", 8)
+    assert torch_device.first_that_fits([32, 16, 8, 4], build) == ("8 layers", 8)
     assert log["empty_cache"] == 2 and "trying the next size down" in capsys.readouterr().out
     with pytest.raises(MemoryError, match="none of the sizes"):
-        bench.first_that_fits([64, 32], build)
+        torch_device.first_that_fits([64, 32], build)
     with pytest.raises(RuntimeError, match="shapes"):
-        bench.first_that_fits([1], lambda n: (_ for _ in ()).throw(RuntimeError("shapes")))
+        torch_device.first_that_fits([1], lambda n: (_ for _ in ()).throw(RuntimeError("shapes")))
 
 
 # --- what a matmul sweep computes in, and in which dtype buffers are made ---------------------
@@ -391,7 +397,7 @@ def test_clocks_power_and_throttle_reasons_through_nvml(fake_gpus, monkeypatch):
     fake_gpus(T4, {**T4, "pci_bus_id": 0x3B, "pci_device_id": 0, "pci_domain_id": 0})
     nvml = _fake_pynvml()
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
-    state = bench.clocks("cuda:1")
+    state = environment.clocks("cuda:1")
     assert state["nvml"] == "ok"
     assert (state["sm_clock_mhz"], state["sm_clock_max_mhz"]) == (585, 1590)
     assert state["power_limit_w"] == 70 and state["power_draw_w"] == 69.5
@@ -399,31 +405,31 @@ def test_clocks_power_and_throttle_reasons_through_nvml(fake_gpus, monkeypatch):
     assert state["throttle_reasons"] == "software power cap, hardware thermal slowdown"
     # GPU 1 found by its PCI bus id (right under CUDA_VISIBLE_DEVICES), not by index
     assert ("by_pci", ("00000000:3B:00.0",)) in nvml.calls
-    line = bench.describe_clocks(state)
+    line = environment.describe_clocks(state)
     assert "SM clock 585 MHz (max 1,590 MHz)" in line and "70 W limit" in line
-    env = bench.environment("cuda:1")
+    env = environment.environment("cuda:1")
     assert env["throttle_reasons"] == state["throttle_reasons"]
 
 
 def test_clocks_say_why_they_are_unavailable(fake_gpus, monkeypatch):
-    assert bench.clocks("cpu")["nvml"] == "unavailable: a CPU"
+    assert environment.clocks("cpu")["nvml"] == "unavailable: a CPU"
     fake_gpus(T4)  # pynvml absent
-    state = bench.clocks("cuda")
+    state = environment.clocks("cuda")
     assert "nvidia-ml-py is not installed" in state["nvml"]
     assert math.isnan(state["sm_clock_mhz"]) and state["throttle_reasons"] == "unavailable"
-    assert "unavailable" in bench.describe_clocks(state)
+    assert "unavailable" in environment.describe_clocks(state)
     monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml(fail=("power",)))
-    partial = bench.clocks("cuda")
+    partial = environment.clocks("cuda")
     assert partial["nvml"] == "ok; not available: power_draw_w"
     assert math.isnan(partial["power_draw_w"]) and partial["power_limit_w"] == 70
     monkeypatch.setattr(torch.version, "cuda", None)  # a ROCm build
-    assert bench.clocks("cuda")["nvml"] == "unavailable: not an NVIDIA GPU"
+    assert environment.clocks("cuda")["nvml"] == "unavailable: not an NVIDIA GPU"
 
 
 def test_throttle_reasons_in_words():
-    assert bench.throttle_reasons(0) == "none"
-    assert bench.throttle_reasons(0x1) == "idle"
-    assert bench.throttle_reasons(0x4 | 0x1000) == "software power cap, other (0x1000)"
+    assert environment.throttle_reasons(0) == "none"
+    assert environment.throttle_reasons(0x1) == "idle"
+    assert environment.throttle_reasons(0x4 | 0x1000) == "software power cap, other (0x1000)"
 
 
 def test_clock_columns_reach_the_reference_rows(monkeypatch):
@@ -530,7 +536,7 @@ def test_clocks_are_sampled_while_the_work_runs(fake_gpus, monkeypatch):
     masks = iter([0x0] + [0x4] * 10_000)
     nvml.nvmlDeviceGetCurrentClocksEventReasons = lambda h: next(masks)
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
-    with bench.sample_clocks("cuda", interval_s=1e-3) as clk:
+    with environment.sample_clocks("cuda", interval_s=1e-3) as clk:
         while len(clk.samples) < 5:  # the work: here, waiting for five samples
             threading_event_wait()
     got = clk.summary()
@@ -541,13 +547,13 @@ def test_clocks_are_sampled_while_the_work_runs(fake_gpus, monkeypatch):
     assert got["power_draw_w"] == 69.5 and got["temperature_c"] == 81
     assert got["throttle_reasons"] == "software power cap"
     assert got["throttle_shares"] == {"software power cap": pytest.approx((n - 1) / n)}
-    line = bench.describe_sampled(got)
+    line = environment.describe_sampled(got)
     assert "median SM clock 585 MHz" in line and "software power cap (" in line
     # NVML initialised once and shut down once, not once a sample
     assert [c[0] for c in nvml.calls].count("init") == 1
     assert [c[0] for c in nvml.calls].count("shutdown") == 1
     # the peak at the clock the work ran at, not at the clock after it
-    assert bench.clock_scaled_peak(65e12, got) == pytest.approx(65e12 * 585 / 1590)
+    assert environment.clock_scaled_peak(65e12, got) == pytest.approx(65e12 * 585 / 1590)
 
 
 def test_bench_stages_carry_the_clock_sampled_during_their_work(fake_gpus, monkeypatch):
@@ -581,7 +587,7 @@ def test_bench_stages_carry_the_clock_sampled_during_their_work(fake_gpus, monke
            "memory_clock_mhz": 5001.0, "power_limit_w": 70.0, "power_draw_w": 30.0,
            "temperature_c": 50.0, "throttle_reasons": "none", "nvml": "ok"}
     df = bench_suite.tidy_stages({"matmul": stage}, env)
-    assert bench.clocks("cuda")["sm_clock_mhz"] == 1590       # the reading after the work
+    assert environment.clocks("cuda")["sm_clock_mhz"] == 1590       # the reading after the work
     assert df["sm_clock_mhz"].tolist() == [585.0]              # the rows: during the work
     assert df["throttle_reasons"].tolist() == ["software power cap"]
     assert df["memory_clock_mhz"].tolist() == [5001.0]         # not sampled: env's reading
@@ -605,7 +611,7 @@ def test_sizes_follow_the_free_memory_not_the_total(fake_gpus, monkeypatch):
     # layer; 512 x 256 x 4,096 = 0.537e9 B a layer against 0.436e9 B of weights a layer).
     spec = decoding.lab_model(decoding.LAB_MODEL, cuda, "fp16")
     weights = (spec.n_params - spec.d_model) * 2
-    kv = 512 * 256 * llm.kv_cache_bytes_per_token(spec, "fp16")
+    kv = 512 * 256 * step_model.kv_cache_bytes_per_token(spec, "fp16")
     assert weights <= 0.4 * 15.0e9
     assert weights + kv + dev.GPU_MEMORY_MARGIN_BYTES <= 15.3e9 + 0.2e9
     # the driver cannot say: the total less the margin
@@ -619,18 +625,18 @@ def test_the_clock_scaled_peak_divides_by_the_clock_the_peak_is_quoted_at():
     # dividing by NVML's max (the old rule) gave 989e12, 7.6% low.
     state = {"sm_clock_mhz": 1980.0, "sm_clock_max_mhz": 1980.0}
     h100 = hardware.get("H100 SXM")
-    assert bench.clock_scaled_peak(989e12, state, h100) == pytest.approx(1.0701e15, rel=1e-4)
-    assert bench.clock_scaled_peak(989e12, state, "H100 SXM") == pytest.approx(1.0701e15,
+    assert environment.clock_scaled_peak(989e12, state, h100) == pytest.approx(1.0701e15, rel=1e-4)
+    assert environment.clock_scaled_peak(989e12, state, "H100 SXM") == pytest.approx(1.0701e15,
                                                                                  rel=1e-4)
     # a T4 held at 585 MHz by its cap: 65e12 x 585 / 1590 = 23.92e12
     t4_state = {"sm_clock_mhz": 585.0, "sm_clock_max_mhz": 1590.0}
-    assert bench.clock_scaled_peak(65e12, t4_state, "T4") == pytest.approx(23.915e12, rel=1e-4)
+    assert environment.clock_scaled_peak(65e12, t4_state, "T4") == pytest.approx(23.915e12, rel=1e-4)
     # no clock in the row (H100 PCIe): NVML's max stands in, 756e12 x 1500 / 1755
     pcie = {"sm_clock_mhz": 1500.0, "sm_clock_max_mhz": 1755.0}
-    assert bench.clock_scaled_peak(756e12, pcie, "H100 PCIe") == pytest.approx(756e12 * 1500
+    assert environment.clock_scaled_peak(756e12, pcie, "H100 PCIe") == pytest.approx(756e12 * 1500
                                                                                  / 1755)
     with pytest.raises(TypeError, match="acc"):
-        bench.clock_scaled_peak(989e12, state, 3)
+        environment.clock_scaled_peak(989e12, state, 3)
 
 
 def threading_event_wait():
@@ -640,16 +646,16 @@ def threading_event_wait():
 
 
 def test_clock_sampling_degrades_without_a_gpu_or_nvml(fake_gpus):
-    with bench.sample_clocks("cpu") as clk:
+    with environment.sample_clocks("cpu") as clk:
         pass
     assert clk.summary()["nvml"] == "unavailable: a CPU" and clk.summary()["samples"] == 0
-    assert "unavailable: a CPU" in bench.describe_sampled(clk.summary())
+    assert "unavailable: a CPU" in environment.describe_sampled(clk.summary())
     fake_gpus(T4)  # a GPU, but pynvml absent
-    with bench.sample_clocks("cuda") as clk:
+    with environment.sample_clocks("cuda") as clk:
         pass
     got = clk.summary()
     assert "nvidia-ml-py is not installed" in got["nvml"] and math.isnan(got["sm_clock_mhz"])
-    assert math.isnan(bench.clock_scaled_peak(65e12, got))
+    assert math.isnan(environment.clock_scaled_peak(65e12, got))
 
 
 @pytest.mark.parametrize("kernel", list(decoding.KERNELS))
@@ -715,7 +721,7 @@ def test_a_size_refused_before_allocating_steps_down(fake_gpus, monkeypatch, cap
         dev.refuse_beyond_memory(gb * 1e9, cuda, f"a {gb} GB stack")
         return f"{gb} GB"
 
-    assert bench.first_that_fits([12, 8, 4], build) == ("4 GB", 4)
+    assert torch_device.first_that_fits([12, 8, 4], build) == ("4 GB", 4)
     out = capsys.readouterr().out
     assert "refused before allocating) at 12; trying the next size down" in out
     with pytest.raises(ValueError, match="a 12 GB stack needs 12 GB, more than the 5.5 GB free"):
@@ -821,7 +827,7 @@ def test_lab9_times_tensorrt_and_eager_on_one_side_stream_and_reports_a_failure(
 
     import pandas as pd
 
-    from gpuinfer import onnx_runtime
+    from gpuinfer.measure import onnx_runtime
 
     active = []
 

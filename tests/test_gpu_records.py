@@ -9,10 +9,14 @@ import math
 
 import pytest
 
-from gpuinfer import cost, hardware
+from gpuinfer.predict import cost
+from gpuinfer import hardware
+from gpuinfer.hardware import device_links
+from gpuinfer.hardware import measured_rates
+from gpuinfer.hardware import mig_slices
 from gpuinfer.hardware import devices
 
-NAMES = hardware.names()
+NAMES = devices.names()
 GPUS = [n for n in NAMES if hardware.get(n).kind == "gpu"]
 CITED = ("http", "ASSUMED", "the ")  # a URL, or a stated assumption / another row's source
 
@@ -32,20 +36,20 @@ def _cites(text):
 def test_a_gpus_links_are_fields_of_its_entry(name):
     entry = hardware.get(name)
     if entry.nvlink is not None:
-        link = hardware.get_interconnect(entry.nvlink)
+        link = device_links.get_interconnect(entry.nvlink)
         assert link.kind == "nvlink" and name in link.gpus
-        assert hardware.interconnect_for(name) is link
+        assert device_links.interconnect_for(name) is link
     else:
         with pytest.raises(KeyError):
-            hardware.interconnect_for(name)
+            device_links.interconnect_for(name)
     if entry.pcie_generation is not None:
         assert _cites(entry.pcie_source)
-        link = hardware.host_link(name)
+        link = device_links.host_link(name)
         assert link.name == f"PCIe Gen{entry.pcie_generation} x16"
         assert entry.pcie_source in link.note
     else:
         with pytest.raises(KeyError):
-            hardware.host_link(name)
+            device_links.host_link(name)
 
 
 @pytest.mark.parametrize("name", GPUS)
@@ -53,7 +57,7 @@ def test_a_gpus_mig_profiles_are_fields_of_its_entry(name):
     entry = hardware.get(name)
     if entry.mig is None:
         with pytest.raises(ValueError, match="no MIG"):
-            hardware.mig_profiles(name)
+            mig_slices.mig_profiles(name)
         return
     table = entry.mig
     assert "http" in table.source
@@ -69,14 +73,14 @@ def test_a_gpus_mig_profiles_are_fields_of_its_entry(name):
         # torch 79.21), never the datasheet's size read in binary units (HBM is sized so).
         binary = entry.memory_marketing_bytes / 1e9 * 2**30
         assert math.isnan(p.memory_bytes) or p.memory_bytes <= binary
-    profiles = hardware.mig_profiles(name)
+    profiles = mig_slices.mig_profiles(name)
     assert list(profiles.index) == [p.profile for p in table.profiles]
 
 
 @pytest.mark.parametrize("name", GPUS)
 def test_a_gpus_measured_rates_are_fields_of_its_entry_below_its_datasheet(name):
     entry = hardware.get(name)
-    series = hardware.achievable(name)
+    series = measured_rates.achievable(name)
     for key in devices.MEASURED_KEYS:
         if key not in entry.measured:
             assert math.isnan(series[key]) and series[f"{key}_source"] == ""
@@ -122,8 +126,8 @@ def test_the_derived_tables_keep_their_values():
     # 1402.6e12, fp16 760.04e12 (torch.mm, zzc); priced by the p5.48xlarge, 39.33 USD/h
     # over 8 GPUs = 4.91625 USD a GPU-hour.
     h100 = hardware.get("H100 SXM")
-    assert hardware.interconnect_for(h100).bandwidth_bytes_per_s == 450e9
-    one_g = hardware.mig_profiles(h100).loc["1g.10gb"]
+    assert device_links.interconnect_for(h100).bandwidth_bytes_per_s == 450e9
+    one_g = mig_slices.mig_profiles(h100).loc["1g.10gb"]
     assert one_g["compute_fraction"] == pytest.approx(16 / 132)
     assert one_g["memory_fraction"] == 1 / 8 and one_g["memory_bytes"] == 10_468_982_784
     assert {k: v for k, (v, _) in h100.measured.items()} == {
@@ -131,8 +135,8 @@ def test_the_derived_tables_keep_their_values():
         "matmul_fp16_flops": 760.04e12}
     assert cost.price_per_gpu_hour("H100 SXM") == pytest.approx(4.91625)
 
-    nvlinks = {i.name: i.gpus for i in (hardware.get_interconnect(n)
-                                        for n in hardware.interconnect_names())
+    nvlinks = {i.name: i.gpus for i in (device_links.get_interconnect(n)
+                                        for n in device_links.interconnect_names())
                if i.kind == "nvlink"}
     assert nvlinks == {
         "NVLink 2": ("V100 SXM2", "V100 SXM2 32GB"), "NVLink 3": ("A100 40GB", "A100 80GB"),
@@ -151,8 +155,8 @@ def test_the_derived_tables_keep_their_values():
     # The PCIe cards share their SXM sibling's profiles; the H100 PCIe's 114 SMs split
     # differently, so its SMs are unknown (compute slices / 7).
     assert hardware.get("A100 80GB PCIe").mig is hardware.get("A100 80GB").mig
-    assert hardware.mig_profiles("H100 PCIe").loc["1g.10gb", "compute_fraction"] == 1 / 7
-    table = hardware.achievable_table()
+    assert mig_slices.mig_profiles("H100 PCIe").loc["1g.10gb", "compute_fraction"] == 1 / 7
+    table = measured_rates.achievable_table()
     short = {"matmul_fp16_flops": "fp16", "matmul_bf16_flops": "bf16",
              "matmul_fp8_flops": "fp8", "bandwidth_bytes_per_s": "copy"}
     measured = {n: {short[k]: row[k] for k in short if row[k] == row[k]}

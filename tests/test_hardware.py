@@ -7,7 +7,10 @@ import math
 import pytest
 
 from gpuinfer import dtypes, hardware
-from gpuinfer.hardware import detection
+from gpuinfer.hardware import devices
+from gpuinfer.hardware import measured_rates
+from gpuinfer.hardware import mig_slices
+from gpuinfer.measure import detection
 
 MiB, GiB = 2**20, 2**30
 
@@ -179,8 +182,8 @@ def test_cpu_entry_is_derived_from_its_parts():
 
 
 def test_catalogue_frame():
-    df = hardware.catalogue()
-    assert len(df) == len(hardware.names())
+    df = devices.catalogue()
+    assert len(df) == len(devices.names())
     assert {"name", "bandwidth_bytes_per_s", "peak_fp16_flops", "peak_fp4_flops",
             "memory_bytes", "memory_marketing_bytes", "memory_source", "source"} <= set(df.columns)
     t4 = df.set_index("name").loc["T4"]
@@ -191,7 +194,7 @@ def test_catalogue_frame():
 def test_detect_on_cpu_returns_the_cpu_entry(monkeypatch):
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    acc = hardware.detect()
+    acc = detection.detect()
     assert acc.kind == "cpu" and acc.name == "CPU"
 
 
@@ -233,15 +236,15 @@ NAN, INF = math.nan, math.inf
 ])
 def test_accelerator_refuses_bad_values(change, error, words):
     with pytest.raises(error, match=words):
-        hardware.Accelerator(**{**GOOD, **change})
+        devices.Accelerator(**{**GOOD, **change})
 
 
 def test_accelerator_normalises_and_allows_an_unknown_devices_bandwidth():
-    acc = hardware.Accelerator(**{**GOOD, "peaks": {"half": 2e12, "fp8_e4m3": 4e12}})
+    acc = devices.Accelerator(**{**GOOD, "peaks": {"half": 2e12, "fp8_e4m3": 4e12}})
     assert acc.peaks == {"fp16": 2e12, "fp8": 4e12}  # spellings map to the peak they use
     # An unknown device (no peaks at all) may have an unknown (NaN) bandwidth: detect()
     # builds such an entry, and measurements carry on without a ceiling.
-    unknown = hardware.Accelerator("Unknown GPU", 8e9, math.nan, {}, kind="gpu")
+    unknown = devices.Accelerator("Unknown GPU", 8e9, math.nan, {}, kind="gpu")
     assert math.isnan(unknown.bandwidth)
     with pytest.raises(ValueError, match="no known bandwidth"):
         unknown.ridge_point("fp16")
@@ -250,7 +253,7 @@ def test_accelerator_normalises_and_allows_an_unknown_devices_bandwidth():
 # --- MIG profiles -------------------------------------------------------------------------
 
 def test_mig_profiles_of_an_a100_80gb():
-    df = hardware.mig_profiles("A100 80GB")
+    df = mig_slices.mig_profiles("A100 80GB")
     assert list(df.index) == ["1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb",
                               "4g.40gb", "7g.80gb"]
     # Compute: the slice's SMs of the card's 108 (14 per compute slice; 7g has 98, as
@@ -275,14 +278,14 @@ def test_mig_profiles_of_an_a100_80gb():
 
 
 def test_mig_profiles_of_hopper_from_nvidia_smi():
-    h100 = hardware.mig_profiles("H100 SXM")
+    h100 = mig_slices.mig_profiles("H100 SXM")
     assert h100.loc["1g.10gb", "memory_bytes"] == pytest.approx(9.75 * GiB)
     assert h100.loc["7g.80gb", "sm_count"] == 132 and h100.loc["3g.40gb", "sm_count"] == 60
-    h200 = hardware.mig_profiles("nvidia h200")
+    h200 = mig_slices.mig_profiles("nvidia h200")
     assert list(h200.index)[-1] == "7g.141gb"
     assert h200.loc["1g.18gb", "memory_bytes"] == pytest.approx(16.00 * GiB)
     assert h200.loc["3g.71gb", "memory_bytes"] == pytest.approx(69.50 * GiB)
-    a100_40 = hardware.mig_profiles("A100 40GB")
+    a100_40 = mig_slices.mig_profiles("A100 40GB")
     assert a100_40.loc["1g.5gb", "memory_bytes"] == pytest.approx(4.75 * GiB)  # -lgip
     assert a100_40.loc["1g.10gb", "memory_bytes"] == pytest.approx(42_298_834_944 / 4)  # derived
     assert a100_40.loc["7g.40gb", "sm_count"] == 98
@@ -291,24 +294,24 @@ def test_mig_profiles_of_hopper_from_nvidia_smi():
     assert h100.loc["1g.10gb", "compute_fraction"] == pytest.approx(16 / 132)
     assert h100.loc["3g.40gb", "compute_fraction"] == pytest.approx(60 / 132)
     for name in ("H100 SXM", "H100 NVL", "H200 NVL"):
-        assert hardware.mig_profiles(name)["compute_fraction"].max() == 1.0  # 7g: all 132
+        assert mig_slices.mig_profiles(name)["compute_fraction"].max() == 1.0  # 7g: all 132
     # No published -lgip for the 114-SM H100 PCIe: compute slices / 7.
-    pcie = hardware.mig_profiles("H100 PCIe")
+    pcie = mig_slices.mig_profiles("H100 PCIe")
     assert pcie["sm_count"].isna().all()
     assert pcie.loc["3g.40gb", "compute_fraction"] == pytest.approx(3 / 7)
 
 
 def test_mig_profiles_refuse_gpus_without_mig():
     with pytest.raises(ValueError, match="no MIG"):
-        hardware.mig_profiles("T4")
+        mig_slices.mig_profiles("T4")
     with pytest.raises(KeyError):
-        hardware.mig_profiles("H1000")
+        mig_slices.mig_profiles("H1000")
     with pytest.raises(TypeError):
-        hardware.mig_profiles(None)
+        mig_slices.mig_profiles(None)
 
 
 def test_a_mig_slice_is_scaled_from_its_parent():
-    s = hardware.mig_slice("A100 80GB", "3g.40gb")
+    s = mig_slices.mig_slice("A100 80GB", "3g.40gb")
     assert s.name == "A100 80GB MIG 3g.40gb" and s.estimated
     assert s.peak_flops("fp16") == pytest.approx(312e12 * 42 / 108)
     assert s.bandwidth == pytest.approx(2039e9 * 4 / 8)
@@ -316,23 +319,23 @@ def test_a_mig_slice_is_scaled_from_its_parent():
     # The name torch reports for a slice finds the same thing.
     assert hardware.get("NVIDIA A100-SXM4-80GB MIG 3g.40gb") == s
     with pytest.raises(KeyError, match="profile"):
-        hardware.mig_slice("A100 80GB", "9g.99gb")
+        mig_slices.mig_slice("A100 80GB", "9g.99gb")
     # What torch reports for the slice wins over the table; more SMs than the card has is refused.
-    assert hardware.mig_slice("H100 SXM", "1g.20gb", sm_count=26).peak_flops("fp16") \
+    assert mig_slices.mig_slice("H100 SXM", "1g.20gb", sm_count=26).peak_flops("fp16") \
         == pytest.approx(hardware.get("H100 SXM").peak_flops("fp16") * 26 / 132)
     with pytest.raises(ValueError, match="sm_count"):
-        hardware.mig_slice("A100 80GB", "1g.10gb", sm_count=200)
+        mig_slices.mig_slice("A100 80GB", "1g.10gb", sm_count=200)
 
 
 # --- achievable ceilings --------------------------------------------------------------------
 
 def test_achievable_matmul_from_mamf_and_bandwidth_from_gpt_fast():
-    h100 = hardware.achievable("H100 SXM")
+    h100 = measured_rates.achievable("H100 SXM")
     assert h100["matmul_bf16_flops"] == pytest.approx(794.5e12)
     assert h100["matmul_bf16_flops"] / hardware.get("H100 SXM").peak_flops("bf16") \
         == pytest.approx(0.803, abs=1e-3)  # MAMF's 80.3% efficiency
     assert h100["matmul_fp8_flops"] == pytest.approx(1402.6e12)
-    a100 = hardware.achievable("A100 80GB")
+    a100 = measured_rates.achievable("A100 80GB")
     assert a100["bandwidth_bytes_per_s"] == pytest.approx(1700e9)
     # ridge = best 16-bit matmul (271.2 bf16 > 258.74 fp16) / achievable bandwidth
     assert a100["ridge_point"] == pytest.approx(271.2e12 / 1700e9)
@@ -340,7 +343,7 @@ def test_achievable_matmul_from_mamf_and_bandwidth_from_gpt_fast():
 
 
 def test_a_t4_sustains_far_less_than_its_boost_clock_peak():
-    t4 = hardware.achievable("Tesla T4")
+    t4 = measured_rates.achievable("Tesla T4")
     assert t4["matmul_fp16_flops"] == pytest.approx(41.91e12)
     assert t4["matmul_fp16_flops"] / 65e12 == pytest.approx(0.645, abs=1e-3)
     assert math.isnan(t4["bandwidth_bytes_per_s"]) and math.isnan(t4["ridge_point"])
@@ -349,33 +352,33 @@ def test_a_t4_sustains_far_less_than_its_boost_clock_peak():
 
 
 def test_achievable_is_nan_where_nothing_is_published():
-    l40 = hardware.achievable("L40")
+    l40 = measured_rates.achievable("L40")
     assert math.isnan(l40["matmul_fp16_flops"]) and l40["matmul_fp16_flops_source"] == ""
-    assert len(hardware.achievable_table()) >= 10
+    assert len(measured_rates.achievable_table()) >= 10
     with pytest.raises(KeyError):
-        hardware.achievable("H900")
+        measured_rates.achievable("H900")
 
 
 def test_cpu_ceilings_for_the_threads_used():
     # The reference CPU: 8 cores, 89.6 GB/s, 8 x 4 GHz x 32 = 1.024 TFLOP/s fp32.
-    one = hardware.cpu(threads=1)
+    one = detection.cpu(threads=1)
     assert one.bandwidth == pytest.approx(89.6e9 / 8)
     assert one.peaks["fp32"] == pytest.approx(1.024e12 / 8)
     assert one.cores == 1 and "1 of 8 cores" in one.name
-    assert hardware.cpu().cores == 8
+    assert detection.cpu().cores == 8
     with pytest.raises(ValueError, match="threads"):
-        hardware.cpu(threads=9)
+        detection.cpu(threads=9)
 
 
 def test_derated_uses_published_measurements():
-    t4 = hardware.derated("T4")
-    a = hardware.achievable("T4")
+    t4 = measured_rates.derated("T4")
+    a = measured_rates.achievable("T4")
     assert t4.peaks["fp16"] == a["matmul_fp16_flops"] < hardware.get("T4").peaks["fp16"]
     assert t4.bandwidth == hardware.get("T4").bandwidth  # no published bandwidth: datasheet
-    assert hardware.derated("T4", bandwidth_fraction=0.83).bandwidth == pytest.approx(0.83 * 320e9)
+    assert measured_rates.derated("T4", bandwidth_fraction=0.83).bandwidth == pytest.approx(0.83 * 320e9)
     with pytest.raises(ValueError, match="percentage"):
-        hardware.derated("T4", bandwidth_fraction=83)
-    h100 = hardware.derated("H100 SXM")
+        measured_rates.derated("T4", bandwidth_fraction=83)
+    h100 = measured_rates.derated("H100 SXM")
     assert h100.peaks["bf16"] == h100.peaks["fp16"] == 794.5e12   # MAMF
     assert h100.name == "H100 SXM (achievable)"
 
@@ -389,9 +392,9 @@ def test_cpu_cache_from_sysfs(monkeypatch, tmp_path):
         (d / "level").write_text(f"{level}\n")
         (d / "size").write_text(f"{size}\n")
     monkeypatch.setattr(detection, "SYSFS_CACHE", str(tmp_path))
-    assert hardware.cpu().cache_bytes == 32 * 2**20   # level 3, 32768 KiB
+    assert detection.cpu().cache_bytes == 32 * 2**20   # level 3, 32768 KiB
     monkeypatch.setattr(detection, "SYSFS_CACHE", str(tmp_path / "none"))
-    assert hardware.cpu().cache_bytes is None   # the reference row has no cache figure
+    assert detection.cpu().cache_bytes is None   # the reference row has no cache figure
 
 
 # Dense fp16 tensor-core FLOP per clock for the whole chip = tensor cores x FLOP a clock
@@ -412,7 +415,7 @@ TENSOR_FLOP_PER_CLOCK = {
 
 
 def test_every_boost_clock_reproduces_its_rows_dense_fp16_peak():
-    df = hardware.catalogue()
+    df = devices.catalogue()
     with_clock = sorted(df.loc[df["boost_clock_hz"].notna(), "name"])
     assert with_clock == sorted(TENSOR_FLOP_PER_CLOCK), "a row gained a clock: add it here"
     for name in with_clock:
@@ -433,11 +436,11 @@ def test_t4_clocks_are_in_the_table_and_give_its_datasheet_peak():
     # gives 456 x 1024 x 1.755e9 = 819.5 TFLOP/s, not the 756 quoted): None on the row, NaN
     # in the frame; the H100 SXM quotes no base clock.
     assert hardware.get("H100 PCIe").boost_clock_hz is None
-    df = hardware.catalogue().set_index("name")
+    df = devices.catalogue().set_index("name")
     assert df.loc["T4", "base_clock_hz"] == 585e6 and math.isnan(df.loc["H100 PCIe", "boost_clock_hz"])
     assert math.isnan(df.loc["H100 SXM", "base_clock_hz"])
     with pytest.raises(ValueError, match="base_clock_hz"):
-        hardware.Accelerator("x", 1e9, 1e9, base_clock_hz=2e9, boost_clock_hz=1e9)
+        devices.Accelerator("x", 1e9, 1e9, base_clock_hz=2e9, boost_clock_hz=1e9)
 
 
 def test_blackwell_and_amd_ridges_per_format_by_hand():

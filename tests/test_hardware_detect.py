@@ -10,6 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from gpuinfer import hardware
+from gpuinfer.measure import detection
+from gpuinfer.hardware import device_links
 
 torch = pytest.importorskip("torch")
 
@@ -63,7 +65,7 @@ REAL_NAMES = [
 @pytest.mark.parametrize("torch_name, entry", REAL_NAMES)
 def test_detect_matches_the_names_real_cards_report(gpus, torch_name, entry):
     gpus([(torch_name, _props(12_345_678_912, l2=6 * 2**20))])
-    acc = hardware.detect()
+    acc = detection.detect()
     assert acc.name == entry
     # The card in front of us: torch's memory and L2, not the catalogue's.
     assert acc.memory_bytes == 12_345_678_912 and acc.cache_bytes == 6 * 2**20
@@ -73,37 +75,37 @@ def test_detect_matches_the_names_real_cards_report(gpus, torch_name, entry):
 def test_detect_reads_the_gpu_asked_for(gpus):
     gpus([("NVIDIA A100-SXM4-80GB", _props(85_100_068_864)),
           ("NVIDIA H100 80GB HBM3", _props(85_045_477_376))], current=1)
-    assert hardware.detect(0).name == "A100 80GB"
-    assert hardware.detect("cuda:1").name == "H100 SXM"
-    assert hardware.detect(torch.device("cuda", 1)).name == "H100 SXM"
-    assert hardware.detect(torch.device("cuda:0")).memory_bytes == 85_100_068_864
+    assert detection.detect(0).name == "A100 80GB"
+    assert detection.detect("cuda:1").name == "H100 SXM"
+    assert detection.detect(torch.device("cuda", 1)).name == "H100 SXM"
+    assert detection.detect(torch.device("cuda:0")).memory_bytes == 85_100_068_864
     # No index: the current device (GPU 1 here), as torch itself would use.
-    assert hardware.detect().name == "H100 SXM"
-    assert hardware.detect("cuda").name == "H100 SXM"
-    assert hardware.detect("cpu").name == "CPU"
+    assert detection.detect().name == "H100 SXM"
+    assert detection.detect("cuda").name == "H100 SXM"
+    assert detection.detect("cpu").name == "CPU"
     with pytest.raises(ValueError, match="GPU 5.*2 GPUs"):
-        hardware.detect("cuda:5")
+        detection.detect("cuda:5")
     with pytest.raises(ValueError, match="device"):
-        hardware.detect(-1)
+        detection.detect(-1)
     with pytest.raises(ValueError, match="device"):
-        hardware.detect("gpu-please")
+        detection.detect("gpu-please")
     with pytest.raises(TypeError, match="device"):
-        hardware.detect(True)
+        detection.detect(True)
     with pytest.raises(TypeError, match="device"):
-        hardware.detect(1.5)
+        detection.detect(1.5)
 
 
 def test_detect_asked_for_cuda_without_a_gpu_says_so(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert hardware.detect().name == "CPU"
+    assert detection.detect().name == "CPU"
     with pytest.raises(ValueError, match="is_available"):
-        hardware.detect("cuda:0")
+        detection.detect("cuda:0")
 
 
 def test_detect_unknown_gpu_warns_and_builds_a_labelled_estimate(gpus):
     gpus([("NVIDIA Future GPU 9000", _props(85_520_809_984, l2=52_428_800))])
     with pytest.warns(UserWarning, match="not in the gpuinfer catalogue"):
-        acc = hardware.detect()
+        acc = detection.detect()
     assert acc.name == "NVIDIA Future GPU 9000" and acc.estimated
     assert acc.memory_bytes == 85_520_809_984 and acc.cache_bytes == 52_428_800
     # 2 transfers/clock x 2.619 GHz x 640 bytes, as the H100's 3.35 TB/s comes out.
@@ -116,7 +118,7 @@ def test_detect_unknown_gpu_warns_and_builds_a_labelled_estimate(gpus):
 def test_detect_unknown_gpu_without_clocks_has_unknown_bandwidth(gpus):
     gpus([("NVIDIA Mystery", _props(8e9, clock_khz=0, bus_bits=0))])
     with pytest.warns(UserWarning, match="unknown"):
-        acc = hardware.detect()
+        acc = detection.detect()
     assert math.isnan(acc.bandwidth) and acc.memory_bytes == 8e9
     assert acc.estimated and acc.memory_source == "torch total_memory of this card"
 
@@ -136,7 +138,7 @@ def test_detect_unknown_gpu_uses_nvml_when_installed(gpus, monkeypatch):
         nvmlDeviceGetPowerManagementDefaultLimit=lambda h: 350_000)  # mW
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     with pytest.warns(UserWarning):
-        acc = hardware.detect()
+        acc = detection.detect()
     # 2 x 9001 MHz x 48 bytes = 864 GB/s (the L40S's datasheet figure), from NVML.
     assert acc.bandwidth == pytest.approx(2 * 9001e6 * 384 / 8)
     assert acc.tdp_w == 350 and "NVML" in acc.note and "NVML" in acc.source
@@ -152,7 +154,7 @@ def test_detect_unknown_gpu_uses_nvml_when_installed(gpus, monkeypatch):
     ("NVIDIA H200 MIG 1g.18gb+me", "H200", 16, 16 / 132, 1 / 8)])
 def test_detect_a_mig_slice_scales_its_parent(gpus, torch_name, parent, sms, compute, memory):
     gpus([(torch_name, _props(10_200_547_328, sms=sms))])
-    acc = hardware.detect()
+    acc = detection.detect()
     base = hardware.get(parent)
     assert acc.estimated and "MIG" in acc.name and "ESTIMATE" in acc.note
     assert acc.memory_bytes == 10_200_547_328  # what torch reports for the slice
@@ -163,7 +165,7 @@ def test_detect_a_mig_slice_scales_its_parent(gpus, torch_name, parent, sms, com
 def test_detect_a_mig_slice_of_an_unknown_gpu_still_works(gpus):
     gpus([("NVIDIA Future GPU MIG 1g.10gb", _props(10e9))])
     with pytest.warns(UserWarning, match="not in the gpuinfer catalogue"):
-        acc = hardware.detect()
+        acc = detection.detect()
     assert acc.estimated and acc.memory_bytes == 10e9
 
 
@@ -171,7 +173,7 @@ def test_detect_a_geforce_card_missing_from_the_catalogue(gpus):
     gpus([("NVIDIA GeForce RTX 5090", _props(33_670_000_000, clock_khz=14_001_000,
                                               bus_bits=512, sms=170, major=12))])
     with pytest.warns(UserWarning):
-        acc = hardware.detect()
+        acc = detection.detect()
     assert acc.name == "NVIDIA GeForce RTX 5090" and acc.estimated
     assert acc.bandwidth == pytest.approx(2 * 14.001e9 * 64)  # 1.79 TB/s
 
@@ -195,5 +197,5 @@ def test_a100_pcie_cards_get_pcie_figures_and_a_pcie_link(torch_name, entry, ban
     assert acc.name == entry and acc.bandwidth == bandwidth_gb * 1e9 and acc.tdp_w == tdp_w
     assert acc.peaks["fp16"] == 312e12
     with pytest.raises(KeyError):  # no NVLink entry: lab 7 falls back to the host link
-        hardware.interconnect_for(acc)
-    assert hardware.host_link(acc).name == "PCIe Gen4 x16"
+        device_links.interconnect_for(acc)
+    assert device_links.host_link(acc).name == "PCIe Gen4 x16"

@@ -1,11 +1,12 @@
-"""The labs' takeaways branch on the run: gpuinfer.lab_verdicts, fed each outcome a machine
+"""The labs' takeaways branch on the run: gpuinfer.measure.lab_verdicts, fed each outcome a machine
 can produce, gives a different verdict for each (the labs print these)."""
 
 import math
 
 import pytest
 
-from gpuinfer import lab_verdicts as verdicts
+from gpuinfer.measure import lab_verdicts as verdicts
+from gpuinfer.measure import decoding
 
 
 def test_read_share_explains_a_cpu_above_its_one_thread_ceiling():
@@ -105,23 +106,23 @@ def test_bad_input_names_the_parameter(call, error, words):
 
 def test_decode_stack_is_two_gib_or_an_eighth_of_memory():
     # A T4: 15,843,721,216 / 8 = 1,980,465,152 bytes < 2 GiB; an H100 80GB: 2 GiB.
-    assert verdicts.decode_stack_bytes("T4") == 15_843_721_216 / 8
-    assert verdicts.decode_stack_bytes("H100 SXM") == 2 * 2**30
+    assert decoding.decode_stack_bytes("T4") == 15_843_721_216 / 8
+    assert decoding.decode_stack_bytes("H100 SXM") == 2 * 2**30
     # The T4's floor: 1.98e9 B / 320 GB/s = 6.19 ms (a 2 GiB stack would be 6.71 ms).
-    t4 = verdicts.stack_step_s(1_980_465_152, 118, 320e9, achievable=False)
+    t4 = decoding.stack_step_s(1_980_465_152, 118, 320e9, achievable=False)
     assert t4 == pytest.approx(6.189e-3, rel=1e-3)
 
 
 def test_stack_step_on_the_achievable_model_by_hand():
     # 1 GB over 100 kernels at 1 TB/s: ceiling 1 ms; achievable 1 / 0.85 = 1.1765 ms
     # + 100 x 0.5 us = 1.2265 ms; an engine adds 1.6 ms: 2.8265 ms.
-    assert verdicts.stack_step_s(1e9, 100, 1e12, achievable=False) == pytest.approx(1e-3)
-    assert verdicts.stack_step_s(1e9, 100, 1e12) == pytest.approx(1.2265e-3, rel=1e-4)
-    assert verdicts.stack_step_s(1e9, 100, 1e12, engine=True) == pytest.approx(
+    assert decoding.stack_step_s(1e9, 100, 1e12, achievable=False) == pytest.approx(1e-3)
+    assert decoding.stack_step_s(1e9, 100, 1e12) == pytest.approx(1.2265e-3, rel=1e-4)
+    assert decoding.stack_step_s(1e9, 100, 1e12, engine=True) == pytest.approx(
         2.8265e-3, rel=1e-4)
     assert verdicts.LOOP.step_s == 0 and verdicts.LOOP.bandwidth == 0.85
     with pytest.raises(ValueError, match="weight_bytes"):
-        verdicts.stack_step_s(-1, 100, 1e12)
+        decoding.stack_step_s(-1, 100, 1e12)
 
 
 def test_against_achievable_branches_on_the_run():
@@ -135,9 +136,9 @@ def test_against_achievable_branches_on_the_run():
 def test_kernel_failure_says_oom_or_names_the_error():
     import torch
 
-    oom = verdicts.kernel_failure("int8-dequant", torch.cuda.OutOfMemoryError("CUDA out of memory"))
+    oom = decoding.kernel_failure("int8-dequant", torch.cuda.OutOfMemoryError("CUDA out of memory"))
     assert "out of GPU memory" in oom and "carry on" in oom
-    bug = verdicts.kernel_failure("int4-unpack", RuntimeError("operation not permitted\n"
+    bug = decoding.kernel_failure("int4-unpack", RuntimeError("operation not permitted\n"
                                                               "when stream is capturing"))
     assert bug.startswith("int4-unpack: FAILED (RuntimeError: operation not permitted when")
     assert "out of" not in bug
@@ -297,10 +298,10 @@ def test_above_roofline_only_when_clearly_above():
 
 
 def test_copies_beyond_cache_fill_four_caches():
-    from gpuinfer import bench, device
-    from gpuinfer.lab_measurements import copies_beyond_cache
+    from gpuinfer.measure import bench, torch_device
+    from gpuinfer.measure.lab_measurements import copies_beyond_cache
 
-    cache = device.cache_bytes("cpu")
+    cache = torch_device.cache_bytes("cpu")
     assert bench.CACHE_FLUSH_FACTOR == 4
     assert copies_beyond_cache(cache, "cpu") == 4               # 4 x cache / cache
     assert copies_beyond_cache(0.3 * cache, "cpu") == 14        # ceil(4 / 0.3) = 14

@@ -4,7 +4,9 @@ each fed planted `Spread`s whose comparisons are worked by hand against the nois
 
 import pytest
 
-from gpuinfer import lab_verdicts as verdicts, llm
+from gpuinfer.measure import lab_verdicts as verdicts
+from gpuinfer.predict import architectures
+from gpuinfer.predict import step_model
 
 S = verdicts.Spread
 
@@ -12,9 +14,9 @@ S = verdicts.Spread
 def test_outgrows_comment_is_experts_touched():
     # 8 x (1 - (6/8)^16) = 8 x (1 - 0.010023) = 7.92 of 8 Mixtral experts at 16 tokens,
     # against 2 at 1 token: 3.96x the bytes, more than MOE_OUTGROWS 1.5.
-    mixtral = llm.get("mixtral-8x7b")
-    assert llm.experts_touched(mixtral, 16) == pytest.approx(7.92, abs=0.005)
-    assert llm.experts_touched(mixtral, 16) / 2 == pytest.approx(3.96, abs=0.005)
+    mixtral = architectures.get("mixtral-8x7b")
+    assert step_model.experts_touched(mixtral, 16) == pytest.approx(7.92, abs=0.005)
+    assert step_model.experts_touched(mixtral, 16) / 2 == pytest.approx(3.96, abs=0.005)
 
 
 @pytest.mark.parametrize("on_gpu, words", [(True, "per-expert kernel\nlaunches"),

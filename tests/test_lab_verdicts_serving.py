@@ -1,4 +1,4 @@
-"""Labs 5-8's verdicts (gpuinfer.lab_verdicts, the "labs 5-8" section): each states a
+"""Labs 5-8's verdicts (gpuinfer.measure.lab_verdicts, the "labs 5-8" section): each states a
 conclusion only where its numbers clear the noise gate, and each is fed inconsistent
 inputs (a part timed longer than its whole, a capacity above saturation, spreads past
 TOO_NOISY) and must answer with the inconclusive sentence. Expected values by hand."""
@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpuinfer import lab_verdicts as v
-from gpuinfer.lab_verdicts import Spread
+from gpuinfer.measure import lab_verdicts as v
+from gpuinfer.measure.lab_verdicts import Spread
 
 INCONCLUSIVE = "Inconclusive on this run"
 QUIET = 0.02  # a steady timing's relative spread
@@ -351,10 +351,10 @@ def test_capacity_with_handoff():
     assert v.capacity_with_handoff(quiet(4100), [2800, 2900, 3000]).startswith(INCONCLUSIVE)
 
 
-# --- lab 7's NCCL preflight (gpuinfer.distributed) ---------------------------------------
+# --- lab 7's NCCL preflight (gpuinfer.measure.distributed) ---------------------------------------
 
 def test_preflight_passes_gloo_and_fails_nccl_without_gpus():
-    from gpuinfer import distributed
+    from gpuinfer.measure import distributed
 
     # gloo on two CPU processes: one all-reduce of [1] and [2] sums to 3
     assert distributed.preflight("gloo", 2, timeout_s=300) == (True, "")
@@ -366,7 +366,7 @@ def test_preflight_passes_gloo_and_fails_nccl_without_gpus():
 
 
 def test_lab_backend_falls_back_to_gloo_when_nccl_fails(monkeypatch):
-    from gpuinfer import distributed
+    from gpuinfer.measure import distributed
 
     monkeypatch.setattr(distributed, "default_backend", lambda: "gloo")
     assert distributed.lab_backend() == ("gloo", "")
@@ -381,7 +381,8 @@ def test_lab_backend_falls_back_to_gloo_when_nccl_fails(monkeypatch):
 # --- lab 6's exercise 3: the formula, a simulation's answer, the M/M/1 slip ---------------
 
 def test_merged_md1_accepts_a_simulation_and_names_the_mm1_slip():
-    from gpuinfer import batching, exercises
+    from gpuinfer.predict import batching
+    from gpuinfer.course import exercises
 
     w = 0.7 * 0.010 / (2 * (1 - 0.7))            # M/D/1 by hand: rho / (2 mu (1 - rho))
     assert exercises.check("lab-batching-merged-md1", w)

@@ -1,13 +1,15 @@
 """The package's layers, read from its source (no module is imported or run):
 
-- no import cycle among gpuinfer modules, counting imports inside functions (a lazy
-  import hides a cycle from Python, not from a reader);
-- no `module._private` name of a gpuinfer module used from another module or from a
-  notebook (chapters, labs, workshop): what a page or a module needs is public;
-- the prediction modules (the roofline, the models, the catalogue, costs) import neither
-  torch nor the measurement layer (`bench`, `device`, `environment`, `decoding`), anywhere.
-
-Each check lists what it found; the ALLOWED sets hold the known exceptions being removed.
+- the layer of a module is its folder (`hardware/`, `predict/`, `measure/`, `course/`; the
+  root's plain modules are the shared vocabulary): a module imports only from its own
+  layer and the ones above it in LAYERS, counting imports inside functions;
+- no layer above `measure` imports torch; a `measure` module imports torch at its top;
+- no import cycle among gpuinfer modules (a lazy import hides a cycle from Python, not
+  from a reader);
+- one import path per public name: a name is used (in the package, the tests, the pages
+  and the workshop) only through the module that defines it, never through another module
+  that imported it;
+- no `module._private` name of a gpuinfer module used from another module or a page.
 """
 
 import ast
@@ -20,51 +22,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "gpuinfer"
 
-#: The modules that predict: they hold formulas and cited tables, and run anywhere.
-PREDICTION = {
-    "gpuinfer.roofline", "gpuinfer.models", "gpuinfer.llm", "gpuinfer.dtypes", "gpuinfer.batching",
-    "gpuinfer.llm_serving", "gpuinfer.speculative", "gpuinfer.parallel",
-    "gpuinfer.multinode", "gpuinfer.cost", "gpuinfer.tabular", "gpuinfer.achievable",
-    "gpuinfer.calibration", "gpuinfer.search", "gpuinfer.collectives", "gpuinfer.expert_parallel",
-    "gpuinfer.step_model", "gpuinfer.step_cost", "gpuinfer.paged_kv", "gpuinfer.engine_step",
-    "gpuinfer.llm_simulator", "gpuinfer.llm_slo", "gpuinfer.fleet_sizing", "gpuinfer.quant_examples",
-    "gpuinfer.quant_inputs", "gpuinfer.validation",
-    "gpuinfer.validate", "gpuinfer.colocation", "gpuinfer.mig_sizing",
-    "gpuinfer.hardware", "gpuinfer.hardware.devices", "gpuinfer.hardware.links",
-    "gpuinfer.hardware.lookup", "gpuinfer.hardware.measured", "gpuinfer.hardware.mig",
-}
-#: What a prediction module may not import: torch, and the measurement layer.
-MEASUREMENT = {"gpuinfer.bench", "gpuinfer.device", "gpuinfer.environment",
-               "gpuinfer.decoding", "gpuinfer.bench_suite", "gpuinfer.distributed"}
-
-#: The rest of the measurement layer: modules that time, load or run real work (torch,
-#: ONNX Runtime, Triton), that quantise real tensors (quant and its parts take numpy or
-#: torch), or that read what such runs recorded. They may import anything.
-MEASURING = MEASUREMENT | {
-    "gpuinfer.__main__", "gpuinfer.gpu_check", "gpuinfer.quant", "gpuinfer.quality",
-    "gpuinfer.fusion", "gpuinfer.tuning", "gpuinfer.serving", "gpuinfer.onnx_runtime",
-    "gpuinfer.triton_server", "gpuinfer.tabular_model", "gpuinfer.reference",
-    "gpuinfer.lab_verdicts", "gpuinfer.hardware.detection",
-    "gpuinfer.float_formats", "gpuinfer.lab_measurements",
-    "gpuinfer.real_model", "gpuinfer.profiling",
-}
-#: The pages' plumbing: glue, plots, verdict sentences, the exercises. A prediction module
-#: never imports one of these (a formula does not depend on how a page shows it).
-PRESENTATION = {"gpuinfer", "gpuinfer.book", "gpuinfer.plots", "gpuinfer.findings",
-                "gpuinfer.quality_findings",
-                "gpuinfer.exercises", "gpuinfer.release"}
-
-#: Known `module._private` uses in files whose owners are removing them now; each entry is
-#: (using file, "module._name"). A new use fails the test, and so does an entry that is
-#: gone (remove it here then).
-ALLOWED_PRIVATE: set = set()
-#: Known cycles (each a sorted tuple of the modules in it) being broken now; a new cycle
-#: fails the test, and so does an entry that is gone.
-ALLOWED_CYCLES: set = set()
-#: Prediction modules that still build torch objects in a function; to move to the
-#: measurement layer (for example `device`) by their owners, then remove here.
-ALLOWED_TORCH: set[str] = set()   # torch_dtype lives in device, the MLP in tabular_model
-
+#: The layers, top to bottom: a module may import from its own layer and the ones above
+#: it, never from one below. The layer is the module's folder, so a new module is placed
+#: when it is created (the root's plain modules are the vocabulary every layer shares).
+LAYERS = ("vocabulary", "hardware", "predict", "measure", "course")
+#: The layers that may import torch, ONNX Runtime or Triton: the measurement layer (at the
+#: top of each module) and what shows it.
+MAY_IMPORT_TORCH = {"measure", "course"}
 
 def _module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
@@ -128,7 +92,7 @@ def _private_uses(tree, aliases, names):
 
 
 def _dotted(node, aliases):
-    """The module an expression such as `_b` or `gpuinfer.exercises.chapter01_roofline` names, by
+    """The module an expression such as `_b` or `gpuinfer.course.exercises.chapter01_roofline` names, by
     the aliases in force (None if it names none)."""
     if isinstance(node, ast.Name):
         return aliases.get(node.id)
@@ -189,31 +153,31 @@ def _cycles(graph):
 # --- the checks themselves are checked on small cases ---------------------------------------
 
 def test_the_cycle_finder_sees_function_level_imports_and_finds_cycles():
-    tree = ast.parse("def f():\n    from . import bench as _b\n    from .llm import get\n")
-    targets, aliases, _ = _imports("gpuinfer.roofline", MODULES["gpuinfer.roofline"], tree)
-    assert targets == {"gpuinfer.bench", "gpuinfer.llm"} and aliases == {"_b": "gpuinfer.bench"}
+    tree = ast.parse("def f():\n    from ..measure import bench as _b\n    from .llm import get\n")
+    targets, aliases, _ = _imports("gpuinfer.predict.roofline", MODULES["gpuinfer.predict.roofline"], tree)
+    assert targets == {"gpuinfer.measure.bench", "gpuinfer.predict.llm"} and aliases == {"_b": "gpuinfer.measure.bench"}
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [("a", "b", "c")]
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_a_private_name_is_found_through_an_alias_and_a_from_import():
-    tree = ast.parse("from . import bench as _b\nfrom .bench import _sweep\n"
-                     "import gpuinfer\nfrom gpuinfer import exercises\n"
+    tree = ast.parse("from gpuinfer.measure import bench as _b\n"
+                     "from gpuinfer.measure.bench import _sweep\n"
+                     "import gpuinfer\nfrom gpuinfer.course import exercises\n"
                      "_b._device('cpu'); _b.time_fn; self._x; _b.__doc__\n"
-                     "exercises.chapter01_roofline._gpt_fast_fraction; gpuinfer.bench._kind\n")
+                     "exercises.chapter01_roofline._gpt_fast_fraction; gpuinfer.measure.bench._kind\n")
     path = PACKAGE / "x.py"
     _, aliases, names = _imports("gpuinfer.x", path, tree)
     assert _private_uses(tree, aliases, names) == {
-        "gpuinfer.bench._device", "gpuinfer.bench._sweep", "gpuinfer.bench._kind",
-        "gpuinfer.exercises.chapter01_roofline._gpt_fast_fraction"}
+        "gpuinfer.measure.bench._device", "gpuinfer.measure.bench._sweep", "gpuinfer.measure.bench._kind",
+        "gpuinfer.course.exercises.chapter01_roofline._gpt_fast_fraction"}
 
 
 # --- the package --------------------------------------------------------------------------
 
 def test_no_import_cycle_among_gpuinfer_modules():
-    cycles = set(_cycles(_graph()))
-    assert cycles - ALLOWED_CYCLES == set(), f"import cycles: {sorted(cycles)}"
-    assert ALLOWED_CYCLES <= cycles, f"gone, remove from ALLOWED_CYCLES: {ALLOWED_CYCLES - cycles}"
+    cycles = _cycles(_graph())
+    assert not cycles, f"import cycles: {sorted(cycles)}"
 
 
 def _package_private_uses():
@@ -229,62 +193,146 @@ def _package_private_uses():
 
 
 def test_no_module_uses_another_modules_private_names():
-    found = _package_private_uses()
-    allowed = {(f, u) for f, u in ALLOWED_PRIVATE if f.endswith(".py")}
-    new = sorted(found - allowed)
-    assert not new, "private names used across modules (make them public): " + "; ".join(
-        f"{f}: {u}" for f, u in new)
-    gone = allowed - found
-    assert not gone, f"fixed: remove from ALLOWED_PRIVATE: {sorted(gone)}"
-
-
-def _forbidden_imports(module, path):
-    targets, _, _ = _imports(module, path, _parse(path))
-    return sorted(t for t in targets
-                  if t == "torch" or t.startswith("torch.") or t in MEASUREMENT)
-
-
-@pytest.mark.parametrize("module", sorted(PREDICTION))
-def test_a_prediction_module_imports_neither_torch_nor_the_measurement_layer(module):
-    assert module in MODULES, f"{module} is listed as a prediction module but not found"
-    allowed = {"torch"} if module in ALLOWED_TORCH else set()
-    assert set(_forbidden_imports(module, MODULES[module])) == allowed
+    found = sorted(_package_private_uses())
+    assert not found, "private names used across modules (make them public): " + "; ".join(
+        f"{f}: {u}" for f, u in found)
 
 
 def _layer(module):
-    if module in PREDICTION:
-        return "prediction"
-    if module in MEASURING:
-        return "measurement"
-    if module in PRESENTATION or module.startswith("gpuinfer.exercises."):
-        return "presentation"
-    return None
+    """The layer of a gpuinfer module, from its path; None for the root package and its
+    command line, which may import anything."""
+    parts = module.split(".")
+    if module in ("gpuinfer", "gpuinfer.__main__") or parts[0] != "gpuinfer":
+        return None
+    if parts[1] in LAYERS:
+        return parts[1]
+    return "vocabulary" if len(parts) == 2 else "unknown"
 
 
-def test_every_module_has_a_layer():
-    """A new module is placed in a layer when it is added, so that the import rules
-    above apply to it: an unclassified module would escape them."""
-    loose = sorted(m for m in MODULES if _layer(m) is None)
-    assert not loose, ("classify these modules in tests/test_layers.py (PREDICTION, "
-                       f"MEASURING or PRESENTATION): {loose}")
-    both = sorted(PREDICTION & (MEASURING | PRESENTATION))
-    assert not both, f"in two layers at once: {both}"
-
-
-@pytest.mark.parametrize("module", sorted(PREDICTION))
-def test_a_prediction_module_imports_no_presentation_module(module):
+def _imports_above(module):
+    """The gpuinfer modules `module` imports from a layer below its own."""
+    mine = LAYERS.index(_layer(module))
     targets, _, _ = _imports(module, MODULES[module], _parse(MODULES[module]))
-    shown = sorted(t for t in targets if t in MODULES and _layer(t) == "presentation")
-    assert not shown, f"{module} imports presentation modules {shown}"
+    return sorted(t for t in targets if t in MODULES and _layer(t) is not None
+                  and LAYERS.index(_layer(t)) > mine)
+
+
+def _torch_imports(path):
+    """(at the top, inside functions): whether the file imports torch there."""
+    tree = _parse(path)
+    top = any(_is_torch(n) for n in tree.body)
+    deep = any(_is_torch(n) for n in ast.walk(tree) if n not in tree.body)
+    return top, deep
+
+
+def _is_torch(node):
+    """An import of torch, not counting its compiler's configuration (`torch._inductor`,
+    1.6 s to load, read only where a model is compiled)."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        names = [node.module or ""]
+    else:
+        return False
+    return any(n.split(".")[0] == "torch" and not n.startswith("torch._inductor")
+               for n in names)
+
+
+LAYERED = sorted(m for m in MODULES if _layer(m) is not None)
+
+
+def test_every_module_is_in_a_layer():
+    loose = sorted(m for m in LAYERED if _layer(m) == "unknown")
+    assert not loose, f"put these modules in one of the layers' folders {LAYERS}: {loose}"
+
+
+@pytest.mark.parametrize("module", LAYERED)
+def test_a_module_imports_only_from_its_layer_and_the_ones_above(module):
+    assert not _imports_above(module), (
+        f"{module} ({_layer(module)}) imports from a lower layer: {_imports_above(module)}")
+
+
+@pytest.mark.parametrize("module", LAYERED)
+def test_torch_is_imported_at_the_top_of_a_measure_module_and_nowhere_above(module):
+    top, deep = _torch_imports(MODULES[module])
+    if _layer(module) not in MAY_IMPORT_TORCH:
+        assert not (top or deep), f"{module} ({_layer(module)}) imports torch"
+    elif _layer(module) == "measure":
+        assert not deep, f"{module}: import torch at the top, not inside a function"
 
 
 def test_the_layer_checks_see_a_planted_violation():
-    """The checks' own check: a prediction module importing plots, or an unknown module,
-    is caught (the rules above read these same helpers)."""
-    assert _layer("gpuinfer.plots") == "presentation"
-    assert _layer("gpuinfer.exercises.chapter01_roofline") == "presentation"
-    assert _layer("gpuinfer.not_a_module") is None
-    assert _layer("gpuinfer.roofline") == "prediction"
+    """The checks' own check, on the same helpers."""
+    assert _layer("gpuinfer.course.plots") == "course"
+    assert _layer("gpuinfer.course.exercises.chapter01_roofline") == "course"
+    assert _layer("gpuinfer.validate") == "vocabulary"
+    assert _layer("gpuinfer.hardware") == "hardware"
+    assert _layer("gpuinfer.somewhere.x") == "unknown"
+    assert _layer("gpuinfer.__main__") is None
+    assert LAYERS.index("predict") < LAYERS.index("measure")
+    tree = ast.parse("def f():\n    import torch\n")
+    assert _is_torch(tree.body[0].body[0]) and not _is_torch(ast.parse("import numpy").body[0])
+    assert not _is_torch(ast.parse("import torch._inductor.config as c").body[0])
+
+
+# --- one import path per public name ----------------------------------------------------------
+
+
+
+def _borrowed(module, path):
+    """The names a module's top imports from another gpuinfer module (not modules)."""
+    names = set()
+    for node in _parse(path).body:
+        if isinstance(node, ast.ImportFrom) and _resolve(module, path, node).startswith("gpuinfer"):
+            base = _resolve(module, path, node)
+            names |= {a.asname or a.name for a in node.names if f"{base}.{a.name}" not in MODULES}
+    return names
+
+
+BORROWED = {m: _borrowed(m, p) for m, p in MODULES.items()}
+
+
+def _second_paths(tree, module, path):
+    """`m.x` or `from m import x` where gpuinfer module m imported x from another gpuinfer
+    module: a second import path for x. (Submodules of a package are not names; a
+    standard module a test patches through its user, `detection.os`, is not the course's.)"""
+    _, aliases, names = _imports(module, path, tree)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            owner = _dotted(node.value, aliases)
+            if owner in MODULES and node.attr in BORROWED[owner]:
+                found.add(f"{owner}.{node.attr}")
+    for name, base in names:
+        if base in MODULES and name in BORROWED[base]:
+            found.add(f"{base}.{name}")
+    return found
+
+
+def test_a_name_is_imported_from_the_module_that_defines_it():
+    found = set()
+    for module, path in MODULES.items():
+        found |= {f"{path.relative_to(ROOT)}: {u}" for u in _second_paths(_parse(path), module, path)}
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        found |= {f"{path.relative_to(ROOT)}: {u}"
+                  for u in _second_paths(_parse(path), "tests.x", path)}
+    for where, source in _code_cells():
+        tree = _python(source)
+        if tree is not None:
+            found |= {f"{where}: {u}" for u in _second_paths(tree, "gpuinfer.__notebook__",
+                                                              PACKAGE / "__notebook__.py")}
+    assert not found, "names reached through a module that only imported them: " + "; ".join(
+        sorted(found))
+
+
+def test_the_second_path_check_sees_a_planted_one():
+    # llm_serving imports MAX_BATCH from batching, for its own use.
+    tree = ast.parse("from gpuinfer.predict import llm_serving\n"
+                     "from gpuinfer.predict.llm_serving import MAX_TOKENS\n"
+                     "llm_serving.MAX_BATCH; llm_serving.offline_throughput; llm_serving.np\n")
+    found = _second_paths(tree, "tests.x", ROOT / "tests" / "x.py")
+    assert found == {"gpuinfer.predict.llm_serving.MAX_BATCH",
+                     "gpuinfer.predict.llm_serving.MAX_TOKENS"}
 
 
 # --- the notebooks and the workshop's pages ---------------------------------------------------
@@ -329,9 +377,4 @@ def test_no_notebook_uses_a_private_name_of_the_package():
         _, aliases, names = _imports("gpuinfer.__notebook__", PACKAGE / "__notebook__.py",
                                      tree)
         found += [f"{where}: {u}" for u in sorted(_private_uses(tree, aliases, names))]
-    allowed = {(f, u) for f, u in ALLOWED_PRIVATE if f.endswith((".ipynb", ".md"))}
-    seen = {(f.split(" cell ")[0].split(" block ")[0], f.rpartition(": ")[2]) for f in found}
-    new = [f for f in found if (f.split(" cell ")[0].split(" block ")[0],
-                                f.rpartition(": ")[2]) not in allowed]
-    assert not new, "private names in the course's code: " + "; ".join(new)
-    assert allowed <= seen, f"fixed: remove from ALLOWED_PRIVATE: {sorted(allowed - seen)}"
+    assert not found, "private names in the course's code: " + "; ".join(found)

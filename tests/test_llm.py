@@ -20,7 +20,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpuinfer import hardware, llm, roofline
+from gpuinfer import hardware
+from gpuinfer.predict import llm, roofline
+from gpuinfer.predict import architectures
+from gpuinfer.predict import step_cost
+from gpuinfer.predict import step_model
 
 # Published parameter totals (Hugging Face model cards / safetensors metadata).
 PUBLISHED = {"llama-2-7b": 6_738_415_616, "llama-2-13b": 13_015_864_320,
@@ -56,42 +60,24 @@ def seconds(flops, nbytes):
 
 @pytest.mark.parametrize("name, n", PUBLISHED.items())
 def test_parameter_count_from_config_matches_published(name, n):
-    assert llm.get(name).n_params == n
+    assert architectures.get(name).n_params == n
 
 
 def test_shapes_by_hand():
-    m = llm.get("llama-2-7b")
+    m = architectures.get("llama-2-7b")
     assert m.n_layers * m.linear_params_per_layer == LINEAR_W
     assert m.embedding_params == HEAD_W
     assert m.activations_per_token_per_layer == 65_792
     assert 32 * (202_375_168 + 2 * 4096) + 2 * HEAD_W + 4096 == m.n_params
 
 
-def test_the_catalogue_lives_in_models_and_llm_re_exports_it():
-    # gpuinfer.models is the catalogue's home; llm's names are the same objects, so code
-    # that reads llm.get / llm.ModelSpec sees one table (and one ModelSpec class).
-    from gpuinfer import models
-    for name in ("ModelSpec", "get", "names", "catalogue"):
-        assert getattr(llm, name) is getattr(models, name), name
-    assert models.get("llama-2-7b") is llm.get("llama-2-7b")
-    assert models.get("llama-2-7b").n_params == PUBLISHED["llama-2-7b"]
-    assert list(models.catalogue()["name"]) == models.names()
+def test_the_catalogue_is_one_table():
+    from gpuinfer.predict import architectures
+    assert architectures.get("llama-2-7b") is architectures.get("llama-2-7b")
+    assert architectures.get("llama-2-7b").n_params == PUBLISHED["llama-2-7b"]
+    assert list(architectures.catalogue()["name"]) == architectures.names()
 
 
-def test_the_step_model_and_the_step_cost_are_re_exported_by_llm():
-    # gpuinfer.step_model (the operations' FLOPs and bytes) and gpuinfer.step_cost (the
-    # closed form) are their names' homes; `llm.<name>` is the same object, so pages and
-    # modules that read llm.StepModel or llm.step_timer see one class and one function.
-    from gpuinfer import step_cost, step_model
-    for home in (step_model, step_cost):
-        public = [n for n, x in vars(home).items() if not n.startswith("_")
-                  and not isinstance(x, type(np))          # not `np`
-                  and getattr(x, "__module__", home.__name__) == home.__name__]
-        assert public, home.__name__
-        for name in public:
-            assert getattr(llm, name) is getattr(home, name), (home.__name__, name)
-    assert llm.StepModel.__module__ == "gpuinfer.step_model"
-    assert llm.StepCost.__module__ == "gpuinfer.step_cost"
 
 
 def test_seed_example_7b_fp16():
@@ -104,35 +90,35 @@ def test_seed_example_7b_fp16():
 
 def test_kv_cache_per_token_uses_kv_heads():
     # Llama-2-7B: 2 x 32 layers x 32 KV heads x 128 x 2 bytes = 524,288 B.
-    assert llm.kv_cache_bytes_per_token("llama-2-7b", "fp16") == KV
+    assert step_model.kv_cache_bytes_per_token("llama-2-7b", "fp16") == KV
     # Llama-3-8B has 8 KV heads for 32 query heads: a quarter of that.
-    assert llm.kv_cache_bytes_per_token("llama-3-8b", "fp16") == 131_072
-    assert llm.kv_cache_bytes_per_token("llama-3-8b", "fp8") == 65_536
-    assert llm.get("llama-3-8b").attention == "grouped-query"
-    assert llm.get("llama-2-7b").attention == "multi-head"
+    assert step_model.kv_cache_bytes_per_token("llama-3-8b", "fp16") == 131_072
+    assert step_model.kv_cache_bytes_per_token("llama-3-8b", "fp8") == 65_536
+    assert architectures.get("llama-3-8b").attention == "grouped-query"
+    assert architectures.get("llama-2-7b").attention == "multi-head"
 
 
 def test_weight_bytes_counts_int4_scales_and_keeps_embeddings_wide():
-    assert llm.weight_bytes("llama-2-7b", "fp16") == 2 * 6_738_415_616
+    assert step_model.weight_bytes("llama-2-7b", "fp16") == 2 * 6_738_415_616
     # int4 matmul weights (layers and head) with an fp16 scale per 32: 0.5625 B a weight;
     # the embedding table and the 65 norm vectors of 4096 stay fp16.
     expected = (LINEAR_W + HEAD_W) * (0.5 + 2 / 32) + (HEAD_W + 65 * 4096) * 2
-    assert llm.weight_bytes("llama-2-7b", "int4") == expected == 3_979_157_504
-    assert llm.weight_bytes("llama-2-7b", "int8") == (LINEAR_W + HEAD_W) + (HEAD_W + 65 * 4096) * 2
+    assert step_model.weight_bytes("llama-2-7b", "int4") == expected == 3_979_157_504
+    assert step_model.weight_bytes("llama-2-7b", "int8") == (LINEAR_W + HEAD_W) + (HEAD_W + 65 * 4096) * 2
 
 
 def test_a_step_reads_the_matmul_weights_not_the_embedding_table():
     # 32 x (4 x 4096^2 + 3 x 4096 x 11008) layer weights + the 32000 x 4096 head.
     assert LINEAR_W + HEAD_W == 6_607_077_376
-    assert llm.step_weight_bytes("llama-2-7b") == 2 * (LINEAR_W + HEAD_W) == 13_214_154_752
-    assert llm.step_weight_bytes("llama-2-7b", "int4") == (LINEAR_W + HEAD_W) * 0.5625
+    assert step_model.step_weight_bytes("llama-2-7b") == 2 * (LINEAR_W + HEAD_W) == 13_214_154_752
+    assert step_model.step_weight_bytes("llama-2-7b", "int4") == (LINEAR_W + HEAD_W) * 0.5625
     # Llama-3.2-1B ties its head to its embedding: the one table is read as the head.
-    tied = llm.get("llama-3.2-1b")
+    tied = architectures.get("llama-3.2-1b")
     assert tied.tied_embeddings
-    assert llm.step_weight_bytes(tied) == 2 * (tied.n_layers * tied.linear_params_per_layer
+    assert step_model.step_weight_bytes(tied) == 2 * (tied.n_layers * tied.linear_params_per_layer
                                                + tied.vocab_size * tied.d_model)
     with pytest.raises(ValueError, match="dtype"):
-        llm.step_weight_bytes("llama-2-7b", "fp9")
+        step_model.step_weight_bytes("llama-2-7b", "fp9")
 
 
 @pytest.mark.parametrize("batch, context", [(1, 0), (1, 4096), (16, 4096), (512, 128),
@@ -190,7 +176,7 @@ def test_grouped_operations_match_a_per_layer_per_matrix_sum(batch, context):
     package groups the layers' matmuls into one `linear` row; the two agree within 3%
     in both regimes (they differ only near the ridge, where the matrices' intensities
     differ slightly)."""
-    m = llm.get("llama-2-7b")
+    m = architectures.get("llama-2-7b")
     d, q, kv, f = 4096, 4096, 4096, 11008
     per_layer = []
     for n_in, n_out in [(d, q + 2 * kv), (q, d), (d, 2 * f), (f, d)]:
@@ -335,7 +321,7 @@ def test_a_gpu_without_peaks_is_refused_not_a_number():
                  lambda: llm.decode_step_s("llama-2-7b", "T4", 1, 0, "bf16"),
                  lambda: llm.decode_step_s("llama-2-7b", "T4", 1, 0, compute_dtype="int4"),
                  lambda: llm.mfu("llama-2-7b", "T4", 50, dtype="bf16"),
-                 lambda: llm.step_timer("llama-2-7b", "T4", "bf16")):
+                 lambda: step_cost.step_timer("llama-2-7b", "T4", "bf16")):
         with pytest.raises(roofline.MissingPeak, match=r"(mystery|T4) has no \w+ peak"):
             call()
 
@@ -357,18 +343,18 @@ def test_a_gpu_without_peaks_is_refused_not_a_number():
     (lambda: llm.decode_step_breakdown("llama-2-7b", "T4", batch=10**12), ValueError, "batch"),
     (lambda: llm.max_batch("llama-2-7b", "T4", context=0), ValueError, "context"),
     (lambda: llm.max_batch("llama-2-7b", "T4", 1024, reserve_bytes=-1), ValueError, "reserve"),
-    (lambda: llm.weight_bytes("llama-2-7b", "fp7"), ValueError, "fp7"),
-    (lambda: llm.weight_bytes("llama-2-7b", None), TypeError, "dtype"),
+    (lambda: step_model.weight_bytes("llama-2-7b", "fp7"), ValueError, "fp7"),
+    (lambda: step_model.weight_bytes("llama-2-7b", None), TypeError, "dtype"),
     (lambda: llm.prefill_s("llama-2-7b", "T4", prompt_tokens=0), ValueError, "prompt"),
     (lambda: llm.forward_step_s("llama-2-7b", "T4", [1, 2], [0, 1, 2]), ValueError, "new_tokens"),
     (lambda: llm.forward_step_s("llama-2-7b", "T4", [0], [0]), ValueError, "new_tokens"),
     (lambda: llm.mbu("llama-2-7b", "A100 80GB", 0), ValueError, "tokens_per_s"),
     (lambda: llm.mfu("llama-2-7b", "A100 80GB", 100, batch=0), ValueError, "batch"),
-    (lambda: llm.ModelSpec("x", -1, 4096, 32, 8, 128, 14336, 32000), ValueError, "n_layers"),
-    (lambda: llm.ModelSpec("x", 32, 4096, 32, 5, 128, 14336, 32000), ValueError, "n_kv_heads"),
-    (lambda: llm.ModelSpec("x", 32, 4096.5, 32, 8, 128, 14336, 32000), ValueError, "d_model"),
-    (lambda: llm.ModelSpec(None, 32, 4096, 32, 8, 128, 14336, 32000), TypeError, "name"),
-    (lambda: llm.get(7), TypeError, "model"),
+    (lambda: architectures.ModelSpec("x", -1, 4096, 32, 8, 128, 14336, 32000), ValueError, "n_layers"),
+    (lambda: architectures.ModelSpec("x", 32, 4096, 32, 5, 128, 14336, 32000), ValueError, "n_kv_heads"),
+    (lambda: architectures.ModelSpec("x", 32, 4096.5, 32, 8, 128, 14336, 32000), ValueError, "d_model"),
+    (lambda: architectures.ModelSpec(None, 32, 4096, 32, 8, 128, 14336, 32000), TypeError, "name"),
+    (lambda: architectures.get(7), TypeError, "model"),
 ])
 def test_bad_input_gets_a_clear_error(call, error, words):
     with pytest.raises(error, match=words):
@@ -377,7 +363,7 @@ def test_bad_input_gets_a_clear_error(call, error, words):
 
 def test_unknown_names_raise_key_error_with_the_closest():
     with pytest.raises(KeyError, match="llama-2-7b"):
-        llm.get("llama-2-7")
+        architectures.get("llama-2-7")
     with pytest.raises(KeyError, match="closest"):
         llm.decode_ceiling("llama-2-7b", "Z100")
 
@@ -400,5 +386,5 @@ def test_asymmetric_int4_counts_its_zero_points():
     # gpt-fast's int4: a bf16 scale and a bf16 zero per group of 32: 0.5 + 4/32 = 0.625 B.
     from gpuinfer import dtypes
     assert dtypes.bytes_per_element("int4-g32-zp") == 0.625
-    assert llm.weight_bytes("llama-2-7b", "int4-g32-zp") == \
+    assert step_model.weight_bytes("llama-2-7b", "int4-g32-zp") == \
         (LINEAR_W + HEAD_W) * 0.625 + (HEAD_W + 65 * 4096) * 2

@@ -1,4 +1,4 @@
-"""The LLM server simulator (gpuinfer.llm_serving): prefill and decode on the per-operation
+"""The LLM server simulator (gpuinfer.predict.llm_serving): prefill and decode on the per-operation
 roofline, chunked prefill, a paged KV cache, disaggregation, SLO attainment and goodput,
 against values worked by hand."""
 
@@ -11,10 +11,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpuinfer import batching, hardware, llm, llm_serving, llm_simulator
+from gpuinfer.predict import batching, llm, llm_serving, llm_simulator
+from gpuinfer import hardware
+from gpuinfer.predict import step_cost
+from gpuinfer.predict import step_model
+from gpuinfer.predict import engine_step
+from gpuinfer.predict import llm_slo
+from gpuinfer.predict import paged_kv
+from gpuinfer.predict import collectives
 
 MODEL, GPU = "llama-3-8b", "H100 SXM"
-KV = llm.kv_cache_bytes_per_token(MODEL)   # 2 x 32 x 8 x 128 x 2 B = 131,072 B
+KV = step_model.kv_cache_bytes_per_token(MODEL)   # 2 x 32 x 8 x 128 x 2 B = 131,072 B
 
 
 def test_a_lone_request_ttft_is_its_prefill_and_tpot_its_decode_steps():
@@ -22,7 +29,7 @@ def test_a_lone_request_ttft_is_its_prefill_and_tpot_its_decode_steps():
     # TTFT = one prefill step of 1,000 tokens (logits for the last one).
     # Tokens 2..5 come from decode steps at 1000, 1001, 1002, 1003 cached tokens.
     for chunk in (None, 4096):
-        df = llm_serving.simulate_llm([0.5], [1000], [5], MODEL, GPU, max_batch=8,
+        df = llm_simulator.simulate_llm([0.5], [1000], [5], MODEL, GPU, max_batch=8,
                                    prefill_chunk=chunk)
         r = df.iloc[0]
         prefill = llm.prefill_s(MODEL, GPU, 1000)
@@ -38,7 +45,7 @@ def test_a_lone_request_ttft_is_its_prefill_and_tpot_its_decode_steps():
 def test_a_chunked_prompt_by_hand():
     # 1,000 tokens in chunks of 256: 256 + 256 + 256 + 232, each on top of what the
     # earlier chunks cached; only the last chunk runs the LM head.
-    df = llm_serving.simulate_llm([0.0], [1000], [1], MODEL, GPU, max_batch=4, prefill_chunk=256)
+    df = llm_simulator.simulate_llm([0.0], [1000], [1], MODEL, GPU, max_batch=4, prefill_chunk=256)
     steps = [llm.forward_step_s(MODEL, GPU, [q], [c], logits=[last])
              for q, c, last in [(256, 0, 0), (256, 256, 0), (256, 512, 0), (232, 768, 1)]]
     assert df["ttft"].iloc[0] == pytest.approx(sum(steps))
@@ -53,13 +60,13 @@ def test_a_whole_prefill_stalls_the_running_decode_by_hand():
     # the next step, which decodes A and B together.
     t_a = llm.prefill_s(MODEL, GPU, 100)
     arrivals = [0.0, t_a * (1 - 1e-9)]
-    whole = llm_serving.simulate_llm(arrivals, [100, 4000], [50, 20], MODEL, GPU, max_batch=8)
+    whole = llm_simulator.simulate_llm(arrivals, [100, 4000], [50, 20], MODEL, GPU, max_batch=8)
     gap = llm.prefill_s(MODEL, GPU, 4000) + llm.forward_step_s(MODEL, GPU, [1, 1],
                                                                      [100, 4000])
     assert whole["max_gap"].iloc[0] == pytest.approx(gap)
     # Chunks of 256 tokens: every step is A's decode plus at most 255 of B's prompt
     # tokens, on at most 4,000 cached: A never waits longer than that step.
-    chunked = llm_serving.simulate_llm(arrivals, [100, 4000], [50, 20], MODEL, GPU,
+    chunked = llm_simulator.simulate_llm(arrivals, [100, 4000], [50, 20], MODEL, GPU,
                                     max_batch=8, prefill_chunk=256)
     worst = llm.forward_step_s(MODEL, GPU, [1, 255], [150, 4000], logits=[1, 1])
     assert chunked["max_gap"].iloc[0] < worst < gap / 5
@@ -69,17 +76,17 @@ def test_a_whole_prefill_stalls_the_running_decode_by_hand():
 def test_prefix_caching_skips_the_shared_prompt():
     # 1,000-token prompt whose first 512 tokens (32 blocks of 16) are a cached system
     # prompt: the prefill computes the other 488 tokens on top of 512 cached ones.
-    df = llm_serving.simulate_llm([0.0], [1000], [2], MODEL, GPU, max_batch=4, prefix_tokens=512)
+    df = llm_simulator.simulate_llm([0.0], [1000], [2], MODEL, GPU, max_batch=4, prefix_tokens=512)
     assert df["ttft"].iloc[0] == pytest.approx(
         llm.forward_step_s(MODEL, GPU, [488], [512]))
     # A prefix that is not a whole number of blocks is cached up to its last whole block.
-    df = llm_serving.simulate_llm([0.0], [1000], [2], MODEL, GPU, max_batch=4, prefix_tokens=520)
+    df = llm_simulator.simulate_llm([0.0], [1000], [2], MODEL, GPU, max_batch=4, prefix_tokens=520)
     assert df["ttft"].iloc[0] == pytest.approx(
         llm.forward_step_s(MODEL, GPU, [488], [512]))
 
 
 def test_max_batch_one_serves_one_request_at_a_time():
-    df = llm_serving.simulate_llm([0.0, 0.0], [64, 64], [10, 10], MODEL, GPU, max_batch=1)
+    df = llm_simulator.simulate_llm([0.0, 0.0], [64, 64], [10, 10], MODEL, GPU, max_batch=1)
     assert df["start"].iloc[1] == pytest.approx(df["finish"].iloc[0])
 
 
@@ -89,20 +96,20 @@ def test_when_the_cache_runs_out_the_youngest_request_is_recomputed():
     # each takes a 2nd and 3rd block (6 in all). To feed its 48th token each needs a 4th:
     # none is free, so B (the younger) is preempted with 33 tokens generated, A finishes,
     # and B is prefilled again over 16 + 33 = 49 tokens.
-    df, steps = llm_serving.simulate_llm([0.0, 0.0], [16, 16], [40, 40], MODEL, GPU,
+    df, steps = llm_simulator.simulate_llm([0.0, 0.0], [16, 16], [40, 40], MODEL, GPU,
                                       max_batch=8, kv_cache_bytes=6 * 16 * KV,
                                       return_steps=True)
     assert df["preemptions"].tolist() == [0, 1]
     assert df["finish"].iloc[1] > df["finish"].iloc[0]
     assert 49 in steps["prefill_tokens"].tolist()
     # With room for both (8 blocks), nobody is preempted and both finish together.
-    roomy = llm_serving.simulate_llm([0.0, 0.0], [16, 16], [40, 40], MODEL, GPU, max_batch=8,
+    roomy = llm_simulator.simulate_llm([0.0, 0.0], [16, 16], [40, 40], MODEL, GPU, max_batch=8,
                                   kv_cache_bytes=8 * 16 * KV)
     assert roomy["preemptions"].sum() == 0
     assert roomy["finish"].iloc[0] == roomy["finish"].iloc[1]
     # A request that cannot fit an empty cache is refused before the run.
     with pytest.raises(ValueError, match="KV blocks"):
-        llm_serving.simulate_llm([0.0], [200], [10], MODEL, GPU, max_batch=8,
+        llm_simulator.simulate_llm([0.0], [200], [10], MODEL, GPU, max_batch=8,
                               kv_cache_bytes=6 * 16 * KV)
 
 
@@ -115,9 +122,9 @@ def test_running_decode_steps_together_changes_nothing(monkeypatch):
     P, O = rng.integers(16, 1500, n), rng.integers(1, 200, n)
     for chunk in (None, 256):
         kw = dict(max_batch=32, prefill_chunk=chunk, kv_cache_bytes=3000 * 16 * KV)
-        fast = llm_serving.simulate_llm(a, P, O, MODEL, GPU, **kw)
+        fast = llm_simulator.simulate_llm(a, P, O, MODEL, GPU, **kw)
         monkeypatch.setattr(llm_simulator, "FAST_FORWARD_MIN", 10**9)
-        slow = llm_serving.simulate_llm(a, P, O, MODEL, GPU, **kw)
+        slow = llm_simulator.simulate_llm(a, P, O, MODEL, GPU, **kw)
         monkeypatch.undo()
         for col in ("first_token", "finish", "max_gap", "preemptions"):
             np.testing.assert_allclose(fast[col], slow[col], rtol=1e-12, atol=1e-12)
@@ -126,54 +133,54 @@ def test_running_decode_steps_together_changes_nothing(monkeypatch):
 def test_the_step_timer_matches_the_package_on_mixed_steps():
     rng = np.random.default_rng(1)
     for model, gpu, dtype in [(MODEL, GPU, "fp16"), ("llama-2-7b", "A100 80GB", "int4")]:
-        ref = llm.step_timer(model, gpu, dtype)
+        ref = step_cost.step_timer(model, gpu, dtype)
         for _ in range(50):
             b = int(rng.integers(1, 40))
             q = np.where(rng.random(b) < 0.2, rng.integers(1, 900, b), 1)
             c = rng.integers(0, 4000, b)
             lg = (rng.random(b) < 0.7).astype(int)
-            fast = llm_serving.tp_step_s(model, gpu, 1, q, c, lg, dtype=dtype)
+            fast = engine_step.tp_step_s(model, gpu, 1, q, c, lg, dtype=dtype)
             assert fast == pytest.approx(ref(q, c, lg), rel=1e-9)
 
 
 def test_kv_cache_budget_by_hand():
     acc = hardware.get(GPU)
-    weights = llm.weight_bytes(MODEL)     # 8,030,261,248 parameters x 2 B
+    weights = step_model.weight_bytes(MODEL)     # 8,030,261,248 parameters x 2 B
     reserve = llm.DEFAULT_RESERVE_BYTES   # 1 GiB
     # Everything the card has (85,045,477,376 B on an H100 SXM) less weights and reserve.
-    assert llm_serving.kv_cache_budget(MODEL, GPU) == pytest.approx(
+    assert paged_kv.kv_cache_budget(MODEL, GPU) == pytest.approx(
         acc.memory_bytes - weights - reserve)
     # vLLM: 0.9 of the card for weights, activations and cache.
-    assert llm_serving.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=0.9) == pytest.approx(
+    assert paged_kv.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=0.9) == pytest.approx(
         0.9 * acc.memory_bytes - weights - reserve)
     # TensorRT-LLM: 0.9 of what is free after the weights.
-    assert llm_serving.kv_cache_budget(MODEL, GPU, free_gpu_memory_fraction=0.9) == pytest.approx(
+    assert paged_kv.kv_cache_budget(MODEL, GPU, free_gpu_memory_fraction=0.9) == pytest.approx(
         0.9 * (acc.memory_bytes - weights - reserve))
     # Two vLLM instances at 0.5 each: each holds its own weights.
-    two = llm_serving.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=0.5)
+    two = paged_kv.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=0.5)
     assert 2 * two == pytest.approx(acc.memory_bytes - 2 * weights - 2 * reserve)
     # The weights of a 70B model do not fit one H100: nothing left.
-    assert llm_serving.kv_cache_budget("llama-3-70b", GPU) == 0.0
+    assert paged_kv.kv_cache_budget("llama-3-70b", GPU) == 0.0
     with pytest.raises(ValueError, match="not both"):
-        llm_serving.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=0.9,
+        paged_kv.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=0.9,
                                  free_gpu_memory_fraction=0.9)
 
 
 def test_kv_memory_use_by_hand():
     # Sequences of 10, 20 and 100 tokens. Contiguous: 3 x 128 reserved = 384 tokens for
     # 130 used (33.9%). Paged, blocks of 16: 1 + 2 + 7 = 10 blocks = 160 tokens (81.25%).
-    u = llm_serving.kv_memory_use([10, 20, 100], max_len=128, block_size=16)
+    u = paged_kv.kv_memory_use([10, 20, 100], max_len=128, block_size=16)
     assert u["contiguous_used"] == pytest.approx(130 / 384)
     assert u["paged_used"] == pytest.approx(130 / 160)
     assert u["paged_capacity_ratio"] == pytest.approx(384 / 160)
-    np.testing.assert_array_equal(llm_serving.kv_blocks([0, 1, 16, 17]), [0, 1, 1, 2])
+    np.testing.assert_array_equal(paged_kv.kv_blocks([0, 1, 16, 17]), [0, 1, 1, 2])
 
 
 def test_disaggregated_lone_request_by_hand():
     # Prefill on one GPU, then 1,000 tokens of KV cache (131 MB) over 50 GB/s, then
     # decode on another: the first decode step waits for the transfer.
     bw = 50e9
-    df = llm_serving.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8,
+    df = llm_simulator.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8,
                                          transfer_bytes_per_s=bw)
     r = df.iloc[0]
     prefill = llm.prefill_s(MODEL, GPU, 1000)
@@ -189,8 +196,8 @@ def test_disaggregation_removes_the_prefill_stalls_from_decode():
     n = 150
     a = batching.poisson_arrivals(6.0, n, seed=4)
     P, O = rng.integers(1000, 3000, n), rng.integers(50, 150, n)
-    colocated = llm_serving.simulate_llm(a, P, O, MODEL, GPU, max_batch=64)
-    split = llm_serving.simulate_disaggregated(a, P, O, MODEL, GPU, max_batch=64)
+    colocated = llm_simulator.simulate_llm(a, P, O, MODEL, GPU, max_batch=64)
+    split = llm_simulator.simulate_disaggregated(a, P, O, MODEL, GPU, max_batch=64)
     # On the decode GPU a sequence only ever waits for decode steps (plus its first
     # step after joining): no prefill ever sits between two of its tokens.
     assert np.percentile(split["max_gap"], 99) < np.percentile(colocated["max_gap"], 99) / 3
@@ -205,8 +212,8 @@ def test_summaries_and_attainment_by_hand():
                        "preemptions": [0, 0, 0, 0]})
     # Request 1 misses TTFT (0.5 > 0.3), request 3 misses TPOT (0.5 > 0.2); request 2 has
     # one token (no TPOT) and meets its TTFT: 2 of 4 meet both.
-    assert llm_serving.slo_attainment(df, ttft_slo=0.3, tpot_slo=0.2) == 0.5
-    s = llm_serving.summarize_llm(df, ttft_slo=0.3, tpot_slo=0.2)
+    assert llm_slo.slo_attainment(df, ttft_slo=0.3, tpot_slo=0.2) == 0.5
+    s = llm_slo.summarize_llm(df, ttft_slo=0.3, tpot_slo=0.2)
     assert s["slo_attainment"] == 0.5
     assert s["throughput_per_s"] == pytest.approx(4 / 4.1)
     assert s["output_tokens_per_s"] == pytest.approx(10 / 4.1)
@@ -225,22 +232,22 @@ def test_goodput_finds_the_rate_where_attainment_falls_by_hand():
     # r = 50 x span / (n - 1).
     unit = batching.poisson_arrivals(1.0, 500, seed=0)
     expected = 50.0 * unit[-1] / 499
-    g = llm_serving.goodput(serve, 500, ttft_slo=0.05, tpot_slo=1.0, rel_tol=0.001)
+    g = llm_slo.goodput(serve, 500, ttft_slo=0.05, tpot_slo=1.0, rel_tol=0.001)
     assert g == pytest.approx(expected, rel=0.002)
     assert g <= expected  # the search returns a rate that met the target
     # A server that misses the SLO even alone has no goodput.
-    assert llm_serving.goodput(serve, 500, ttft_slo=1e-9, tpot_slo=1.0) == 0.0
+    assert llm_slo.goodput(serve, 500, ttft_slo=1e-9, tpot_slo=1.0) == 0.0
 
 
 def test_chunked_prefill_has_more_goodput_under_a_tight_tpot_slo():
     rng = np.random.default_rng(5)
     n = 80
     P, O = rng.integers(1500, 4000, n), rng.integers(40, 120, n)
-    serve = {chunk: functools.partial(llm_serving.simulate_llm, prompt_tokens=P,
+    serve = {chunk: functools.partial(llm_simulator.simulate_llm, prompt_tokens=P,
                                       output_tokens=O, model=MODEL, accelerator=GPU,
                                       max_batch=64, prefill_chunk=chunk)
              for chunk in (None, 512)}
-    g = {c: llm_serving.goodput(s, n, ttft_slo=1.0, tpot_slo=0.012, rel_tol=0.1, rate=1.0)
+    g = {c: llm_slo.goodput(s, n, ttft_slo=1.0, tpot_slo=0.012, rel_tol=0.1, rate=1.0)
          for c, s in serve.items()}
     assert g[512] > g[None] > 0
 
@@ -270,7 +277,7 @@ def test_a_w8a8_step_runs_its_matmuls_at_the_fp8_peak():
         assert t.loc["linear", "flops"] == pytest.approx(flops)
         assert t.loc["linear", "seconds"] == pytest.approx(flops / peak)
         # The simulator's step model times the same step: its TTFT is the sum of rows.
-        df = llm_serving.simulate_llm([0.0], [8192], [1], MODEL, GPU, max_batch=1,
+        df = llm_simulator.simulate_llm([0.0], [8192], [1], MODEL, GPU, max_batch=1,
                                       dtype="fp8", compute_dtype=compute)
         assert df["ttft"].iloc[0] == pytest.approx(t["seconds"].sum(), rel=1e-9)
     assert flops / 1979e12 == pytest.approx(57.78e-3, rel=1e-3)
@@ -289,7 +296,7 @@ def test_a_tp2_offline_run_per_gpu_throughput_from_its_step_model():
     r = llm_serving.offline_throughput("llama-3-70b", GPU, 128, 128, dtype="fp8",
                                        kv_dtype="fp8", compute_dtype="fp8", tp=2,
                                        max_num_seqs=256)
-    from gpuinfer import parallel
+    from gpuinfer.predict import parallel
     shard = parallel.shard("llama-3-70b", 2)
     step = llm.forward_step_s(shard, GPU, [128, 128] + [1] * 254, [0, 0] + [191] * 254,
                                  "fp8", kv_dtype="fp8", compute_dtype="fp8")
@@ -343,11 +350,11 @@ def test_an_inter_token_objective_fails_a_stalled_request():
     # objective the second fails: 2 of 3.
     df = pd.DataFrame({"ttft": [0.5, 0.5, 0.5], "tpot": [0.03, 0.035, np.nan],
                        "max_gap": [0.04, 0.3, np.nan]})
-    assert llm_serving.slo_attainment(df, ttft_slo=1, tpot_slo=0.05) == 1.0
-    assert llm_serving.slo_attainment(df, ttft_slo=1, tpot_slo=0.05,
+    assert llm_slo.slo_attainment(df, ttft_slo=1, tpot_slo=0.05) == 1.0
+    assert llm_slo.slo_attainment(df, ttft_slo=1, tpot_slo=0.05,
                                       itl_slo=0.1) == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="itl_slo"):
-        llm_serving.slo_attainment(df, ttft_slo=1, tpot_slo=0.05, itl_slo=0)
+        llm_slo.slo_attainment(df, ttft_slo=1, tpot_slo=0.05, itl_slo=0)
 
 
 def test_paging_gain_is_less_than_the_batch_gain():
@@ -356,7 +363,7 @@ def test_paging_gain_is_less_than_the_batch_gain():
     # blocks (1,008 and 3,008 tokens), 2,008 on average: 819,200 / 2,008 = 407. Both
     # batches decode at the mean length, 2,000: the throughput gain is
     # (407 / t(407)) / (100 / t(100)), less than 4.07 (each sequence adds its KV reads).
-    g = llm_serving.paging_gain(MODEL, GPU, [1000, 3000], max_len=8192,
+    g = paged_kv.paging_gain(MODEL, GPU, [1000, 3000], max_len=8192,
                                 kv_cache_bytes=100 * 8192 * KV)
     assert (g["batch_contiguous"], g["batch_paged"]) == (100, 407)
     t = {b: llm.decode_step_s(MODEL, GPU, b, 2000) for b in (100, 407)}
@@ -390,12 +397,12 @@ OLD_FIT = {
 
 
 def test_the_closed_form_step_cost_equals_the_old_fit():
-    from gpuinfer import achievable
+    from gpuinfer.predict import achievable
 
     for (model, gpu, dtype, compute, tp, ach), old in OLD_FIT.items():
         eff = achievable.FITTED if ach else achievable.CEILING
         for (q, c, lg), want in zip(STEPS, old):
-            got = llm_serving.tp_step_s(model, gpu, tp, q, c, lg, dtype=dtype,
+            got = engine_step.tp_step_s(model, gpu, tp, q, c, lg, dtype=dtype,
                                         compute_dtype=compute, achievable=eff)
             assert got == pytest.approx(want, rel=1e-9)
     # Llama-3-70B fp8 TP2 on the ceiling: the old fit's steps less its all-reduces at the
@@ -405,7 +412,7 @@ def test_the_closed_form_step_cost_equals_the_old_fit():
            0.011629362902793905, 0.010557995235542135]
     for (q, c, lg), want, n in zip(STEPS, old, (1, 512, 332, 202, 64)):
         comm = 161 * n * 8192 * (1 / 370.8e9 - 1 / 450e9)
-        got = llm_serving.tp_step_s("llama-3-70b", GPU, 2, q, c, lg, dtype="fp8",
+        got = engine_step.tp_step_s("llama-3-70b", GPU, 2, q, c, lg, dtype="fp8",
                                     compute_dtype="fp8")
         assert got == pytest.approx(want + comm, rel=1e-9)
 
@@ -413,8 +420,8 @@ def test_the_closed_form_step_cost_equals_the_old_fit():
 def test_an_moe_model_serves_in_the_simulator():
     # A lone Mixtral request on 2 x H100 TP2: its TTFT is the shard's prefill step plus
     # the step's 65 all-reduces (2 x 32 + 1), each of 1,000 x 4,096 x 2 B at 370.8 GB/s.
-    shard = __import__("gpuinfer.parallel", fromlist=["shard"]).shard("mixtral-8x7b", 2)
-    df = llm_serving.simulate_llm([0.0], [1000], [3], "mixtral-8x7b", GPU, max_batch=4, tp=2)
+    shard = __import__("gpuinfer.predict.parallel", fromlist=["shard"]).shard("mixtral-8x7b", 2)
+    df = llm_simulator.simulate_llm([0.0], [1000], [3], "mixtral-8x7b", GPU, max_batch=4, tp=2)
     prefill = llm.forward_step_s(shard, GPU, [1000], [0])
     assert df["ttft"].iloc[0] == pytest.approx(prefill + 65 * 1000 * 4096 * 2 / 370.8e9,
                                                rel=1e-9)
@@ -437,7 +444,7 @@ def test_an_moe_offline_run_from_its_step_model():
     # experts' 7.6e11 FLOPs take 0.76 ms at 989 TFLOP/s), plus the activations and cache
     # (0.3 GB, 0.1 ms). All-reduces: 65 x 67 x 4,096 x 2 B / 370.8e9 = 96.2 us.
     r = llm_serving.offline_throughput("mixtral-8x7b", GPU, 64, 4, tp=2, max_num_seqs=4)
-    from gpuinfer import parallel
+    from gpuinfer.predict import parallel
     shard = parallel.shard("mixtral-8x7b", 2)
     comm = 65 * 67 * 4096 * 2 / 370.8e9
     assert r["comm_s"] == pytest.approx(comm) and comm == pytest.approx(96.2e-6, rel=1e-3)
@@ -455,51 +462,51 @@ def test_an_moe_offline_run_from_its_step_model():
 def test_disaggregated_runs_on_the_achievable_model():
     # One request alone: TTFT is the achievable model's prefill step, and with every
     # efficiency 1 and every overhead 0 the run is the ceiling's.
-    from gpuinfer import achievable
+    from gpuinfer.predict import achievable
 
-    fit = llm_serving.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8,
+    fit = llm_simulator.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8,
                                              achievable=True)
-    ceil = llm_serving.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8)
+    ceil = llm_simulator.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8)
     assert fit.iloc[0]["ttft"] == pytest.approx(
         achievable.step_s(MODEL, GPU, [1000], [0], logits=[1]))
     assert fit.iloc[0]["finish"] > ceil.iloc[0]["finish"]
     ones = dataclasses.replace(achievable.CEILING)
-    same = llm_serving.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8,
+    same = llm_simulator.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8,
                                               achievable=ones)
     assert same.iloc[0]["finish"] == pytest.approx(ceil.iloc[0]["finish"], rel=1e-12)
 
 
 def test_tp_step_seconds_by_hand():
     # TP1: the single-GPU step (a 1,000-token prefill of llama-3-8b on an H100).
-    assert llm_serving.tp_step_s(MODEL, GPU, 1, 1000) == pytest.approx(
+    assert engine_step.tp_step_s(MODEL, GPU, 1, 1000) == pytest.approx(
         llm.prefill_s(MODEL, GPU, 1000))
     # TP2 ceiling: the shard's roofline step plus 2 x 32 + 1 = 65 all-reduces of
     # 1,000 x 4096 x 2 B = 8,192,000 B at NVLink 4's 370.8 GB/s, no latency.
-    from gpuinfer import parallel
+    from gpuinfer.predict import parallel
 
     part = parallel.shard(MODEL, 2)
-    got = llm_serving.tp_step_s(MODEL, GPU, 2, 1000, parts=True)
+    got = engine_step.tp_step_s(MODEL, GPU, 2, 1000, parts=True)
     assert got["n_allreduces"] == 65
     assert got["comm_s"] == pytest.approx(65 * 8_192_000 / 370.8e9)
     assert got["total_s"] == pytest.approx(llm.prefill_s(part, GPU, 1000) + got["comm_s"])
     # The achievable step prices NCCL's ring with its latency: more than the bound.
-    ach = llm_serving.tp_step_s(MODEL, GPU, 2, 1000, achievable=True, parts=True)
-    assert ach["comm_s"] == pytest.approx(65 * parallel.interconnect_allreduce_s(
+    ach = engine_step.tp_step_s(MODEL, GPU, 2, 1000, achievable=True, parts=True)
+    assert ach["comm_s"] == pytest.approx(65 * collectives.interconnect_allreduce_s(
         8_192_000, 2, "NVLink 4"))
     assert ach["comm_s"] > got["comm_s"] and ach["total_s"] > got["total_s"]
     with pytest.raises(ValueError, match="logits"):
-        llm_serving.tp_step_s(MODEL, GPU, 2, 4, logits=5)
+        engine_step.tp_step_s(MODEL, GPU, 2, 4, logits=5)
 
 
 def test_vllm_memory_utilization_defaults():
     # vLLM's LLM() defaults to 0.92 now (0.9 before); the achievable model keeps 0.9,
     # the value it was fitted with. kv_cache_budget with u = 0.92 on an H100 (its
     # memory_bytes M) for llama-3-8b: 0.92 M - weights - reserve.
-    assert llm_serving.VLLM_GPU_MEMORY_UTILIZATION == 0.92
-    assert llm_serving.ACHIEVABLE_GPU_MEMORY_UTILIZATION == 0.9
+    assert paged_kv.VLLM_GPU_MEMORY_UTILIZATION == 0.92
+    assert paged_kv.ACHIEVABLE_GPU_MEMORY_UTILIZATION == 0.9
     M = hardware.get(GPU).memory_bytes
-    want = 0.92 * M - llm.weight_bytes(MODEL) - llm.DEFAULT_RESERVE_BYTES
-    assert llm_serving.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=0.92) == \
+    want = 0.92 * M - step_model.weight_bytes(MODEL) - llm.DEFAULT_RESERVE_BYTES
+    assert paged_kv.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=0.92) == \
         pytest.approx(want)
     a = llm_serving.offline_throughput(MODEL, GPU, 500, 200, achievable=True)
     b = llm_serving.offline_throughput(MODEL, GPU, 500, 200, achievable=True,
@@ -514,15 +521,15 @@ def test_kv_sequences_by_hand():
     # 85,045,477,376 - 16,060,522,496 B of weights - 1,073,741,824 B of activations =
     # 21,136,200,499 B, / (16 x 131,072 = 2,097,152 B a block) = 10,078 blocks; an
     # 8,192-token sequence takes 512: 19 each, 38 in the two.
-    assert llm_serving.kv_sequences(MODEL, GPU, 8192, instances=2,
+    assert paged_kv.kv_sequences(MODEL, GPU, 8192, instances=2,
                                     gpu_memory_utilization=0.45) == 38
     # A cache of exactly 100 blocks: 16-token sequences take 1 block, 17-token ones 2,
     # 33-token ones 3 (100 // 3 = 33); an fp8 cache halves a block's bytes: 200 blocks.
     kw = dict(kv_cache_bytes=100 * 16 * KV)
-    assert [llm_serving.kv_sequences(MODEL, GPU, t, **kw) for t in (16, 17, 33)] == [100, 50, 33]
-    assert llm_serving.kv_sequences(MODEL, GPU, 17, kv_dtype="fp8", **kw) == 100
-    assert llm_serving.kv_sequences(MODEL, GPU, 17, block_size=32, **kw) == 50  # 50 blocks of 32
-    assert llm_serving.kv_sequences(MODEL, GPU, 4096, kv_cache_bytes=KV) == 0
+    assert [paged_kv.kv_sequences(MODEL, GPU, t, **kw) for t in (16, 17, 33)] == [100, 50, 33]
+    assert paged_kv.kv_sequences(MODEL, GPU, 17, kv_dtype="fp8", **kw) == 100
+    assert paged_kv.kv_sequences(MODEL, GPU, 17, block_size=32, **kw) == 50  # 50 blocks of 32
+    assert paged_kv.kv_sequences(MODEL, GPU, 4096, kv_cache_bytes=KV) == 0
 
 
 def test_kv_sequences_refuses_bad_input():
@@ -533,7 +540,7 @@ def test_kv_sequences_refuses_bad_input():
                      (dict(tokens=16, kv_cache_bytes=1e9, gpu_memory_utilization=0.5),
                       "kv_cache_bytes")]:
         with pytest.raises(ValueError, match=name):
-            llm_serving.kv_sequences(MODEL, GPU, **kw)
+            paged_kv.kv_sequences(MODEL, GPU, **kw)
 
 
 CHUNK = dict(decodes=32, decode_context=2048, prompt_tokens=4096)
@@ -545,7 +552,7 @@ def test_a_chunk_step_is_the_decodes_and_a_chunk_that_ends_the_prompt():
     q, c = [1] * 32 + [288], [2048] * 32 + [3808]
     assert llm_serving.chunk_step_s(MODEL, GPU, 320, **CHUNK, achievable=False) == \
         pytest.approx(llm.forward_step_s(MODEL, GPU, q, c, logits=[1] * 33), rel=1e-12)
-    from gpuinfer import achievable
+    from gpuinfer.predict import achievable
     assert llm_serving.chunk_step_s(MODEL, GPU, 320, **CHUNK) == pytest.approx(
         achievable.step_s(MODEL, GPU, q, c, logits=[1] * 33), rel=1e-12)
     # No decodes and the whole prompt in one chunk: a plain prefill.

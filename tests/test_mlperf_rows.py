@@ -1,4 +1,4 @@
-"""MLPerf Inference's closed results as a pool of their own (gpuinfer.validation): every row
+"""MLPerf Inference's closed results as a pool of their own (gpuinfer.predict.validation): every row
 cited at a pinned commit with its lengths' basis, per GPU as the system's result divided by
 its GPUs, mapped (Server as the offline maximum under its latency bound), below its ceiling,
 and kept out of every statistic over the engines' rows."""
@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from gpuinfer import validation as V
+from gpuinfer.predict import validation as V
 
 
 @pytest.fixture(scope="module")

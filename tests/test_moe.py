@@ -1,4 +1,4 @@
-"""Mixtures of experts in gpuinfer.llm and gpuinfer.expert_parallel: parameters from the published
+"""Mixtures of experts in gpuinfer.predict.llm and gpuinfer.predict.expert_parallel: parameters from the published
 configs, the experts a batch touches, the bytes a step reads, the compute-bound batch,
 expert parallelism. Expected values derived by hand in the comments."""
 
@@ -6,7 +6,11 @@ expert parallelism. Expected values derived by hand in the comments."""
 import numpy as np
 import pytest
 
-from gpuinfer import expert_parallel, hardware, llm, parallel, roofline
+from gpuinfer.predict import expert_parallel, llm, parallel, roofline
+from gpuinfer import hardware
+from gpuinfer.hardware import device_links
+from gpuinfer.predict import architectures
+from gpuinfer.predict import step_model
 
 
 def test_mixtral_total_and_active_parameters():
@@ -18,7 +22,7 @@ def test_mixtral_total_and_active_parameters():
     #       = 32 x 1,451,270,144 + 262,148,096 = 46,702,792,704   (Mistral: 46.7B)
     # active: 32 x (41,943,040 + 2 x 176,160,768 + 40,960) + 262,148,096
     #       = 12,879,925,248                                        (Mistral: 12.9B)
-    m = llm.get("mixtral-8x7b")
+    m = architectures.get("mixtral-8x7b")
     assert m.n_params == 46_702_792_704
     assert m.n_active_params == 12_879_925_248
     assert m.n_params == pytest.approx(46.7e9, rel=0.01)
@@ -36,7 +40,7 @@ def test_deepseek_v3_total_and_active_parameters():
     # total = 61 x (187,105,280 + 16,384) + 3 x 396,361,728
     #       + 58 x (1,835,008 + 257 x 44,040,192) + 1,853,358,080 + 7168
     #       = 671,026,404,352   (the report's 671B: the 14B MTP module is not in it)
-    m = llm.get("deepseek-v3")
+    m = architectures.get("deepseek-v3")
     assert m.n_moe_layers == 58 and m.moe_layers[0] == 3
     assert m.attention_params_per_layer == 187_105_280
     assert m.n_params == 671_026_404_352
@@ -57,7 +61,7 @@ def test_deepseek_v3_total_and_active_parameters():
     ("llama-4-maverick", 400e9, 17e9),    # Meta; its total includes the vision encoder
 ])
 def test_other_catalogue_rows_match_their_published_counts(name, total, active):
-    m = llm.get(name)
+    m = architectures.get(name)
     assert m.n_params == pytest.approx(total, rel=0.02)
     assert m.n_active_params == pytest.approx(active, rel=0.02)
 
@@ -66,35 +70,35 @@ def test_gpt_oss_counts_as_its_model_card_and_ships_mxfp4_experts():
     # gpt-oss-120b: 36 layers, d 2880, 128 experts of width 2880, top-4. One expert:
     # 3 x 2880 x 2880 = 24,883,200; 36 x 128 of them = 114.67B (card: MLP 114.71B with
     # biases). Active without the input embedding (the card's 5.13B).
-    m = llm.get("gpt-oss-120b")
+    m = architectures.get("gpt-oss-120b")
     assert m.expert_params == 24_883_200
     assert m.n_active_params - m.embedding_params == pytest.approx(5.13e9, rel=0.01)
     # Stored: experts in MXFP4 (0.53125 B a weight) even when bf16 is asked for.
     experts = 36 * 128 * 24_883_200 * 0.53125
     rest = (m.n_params - 36 * 128 * 24_883_200) * 2
-    assert llm.weight_bytes(m, "bf16") == pytest.approx(experts + rest, rel=1e-12)
+    assert step_model.weight_bytes(m, "bf16") == pytest.approx(experts + rest, rel=1e-12)
 
 
 def test_experts_touched_is_k_at_one_token_and_tends_to_e():
     # E(1 - (1 - k/E)^1) = k exactly.
-    assert llm.experts_touched("deepseek-v3", 1) == pytest.approx(8)
-    assert llm.experts_touched("mixtral-8x7b", 1) == pytest.approx(2)
+    assert step_model.experts_touched("deepseek-v3", 1) == pytest.approx(8)
+    assert step_model.experts_touched("mixtral-8x7b", 1) == pytest.approx(2)
     # Mixtral at 16 tokens: 8 x (1 - 0.75^16) = 8 x (1 - 0.010023) = 7.9198
-    assert llm.experts_touched("mixtral-8x7b", 16) == pytest.approx(7.9198, abs=1e-4)
+    assert step_model.experts_touched("mixtral-8x7b", 16) == pytest.approx(7.9198, abs=1e-4)
     # DeepSeek-V3 at 64 tokens: 256 x (1 - (31/32)^64) = 256 x (1 - e^(64 ln 0.96875))
     # = 256 x (1 - e^-2.03196) = 256 x (1 - 0.13107) = 222.44
-    assert llm.experts_touched("deepseek-v3", 64) == pytest.approx(222.44, abs=0.01)
-    many = llm.experts_touched("deepseek-v3", np.array([1, 10, 100, 10_000]))
+    assert step_model.experts_touched("deepseek-v3", 64) == pytest.approx(222.44, abs=0.01)
+    many = step_model.experts_touched("deepseek-v3", np.array([1, 10, 100, 10_000]))
     assert np.all(np.diff(many) > 0) and many[-1] == pytest.approx(256)
-    assert llm.experts_touched("deepseek-v3", 0) == 0
+    assert step_model.experts_touched("deepseek-v3", 0) == 0
     # A measured count passes through.
-    assert llm.experts_touched("deepseek-v3", 64, touched=150) == 150
+    assert step_model.experts_touched("deepseek-v3", 64, touched=150) == 150
 
 
 def test_a_batch_1_moe_step_reads_the_active_experts_not_all():
-    m = llm.get("mixtral-8x7b")
+    m = architectures.get("mixtral-8x7b")
     t = llm.decode_step_breakdown(m, "H100 SXM", batch=1, context=0, dtype="fp16")
-    assert list(t.index) == list(llm.operations(m)) == [
+    assert list(t.index) == list(step_model.operations(m)) == [
         "embedding", "linear", "attention", "router", "experts", "lm_head"]
     # experts row at one token: 2 touched experts x 32 layers x 176,160,768 x 2 bytes
     # = 22,548,578,304 bytes of weights, plus the token's activations:
@@ -105,19 +109,19 @@ def test_a_batch_1_moe_step_reads_the_active_experts_not_all():
     # All experts: 4x the bytes (8 of 8, not 2 of 8): what memory holds, not what a step reads.
     all_experts = 32 * 8 * 176_160_768 * 2
     assert t.loc["experts", "bytes"] < 0.26 * all_experts
-    assert llm.weight_bytes(m, "fp16") > all_experts
+    assert step_model.weight_bytes(m, "fp16") > all_experts
     # The step's weight bytes = the active parameters' (less the input embedding table,
     # gathered) in fp16; the router is fp16 too here.
-    assert llm.step_weight_bytes(m, "fp16", 1) == pytest.approx(
+    assert step_model.step_weight_bytes(m, "fp16", 1) == pytest.approx(
         2 * (m.n_active_params - m.embedding_params - 32 * 2 * 4096 - 4096))
     # More tokens touch more experts: the step reads more.
-    assert llm.step_weight_bytes(m, "fp16", 64) > 3.9 * llm.step_weight_bytes(m, "fp16", 1) / 1.5
+    assert step_model.step_weight_bytes(m, "fp16", 64) > 3.9 * step_model.step_weight_bytes(m, "fp16", 1) / 1.5
 
 
 def test_dense_models_keep_their_four_rows():
     t = llm.decode_step_breakdown("llama-2-7b", "H100 SXM", batch=8, context=100)
-    assert list(t.index) == list(llm.OPERATIONS)
-    assert llm.operations("llama-2-7b") == llm.OPERATIONS
+    assert list(t.index) == list(step_model.OPERATIONS)
+    assert step_model.operations("llama-2-7b") == step_model.OPERATIONS
 
 
 def test_compute_bound_batch_is_about_e_over_k_times_the_dense_one():
@@ -139,13 +143,13 @@ def test_compute_bound_batch_is_about_e_over_k_times_the_dense_one():
 
 def test_mla_cache_is_the_latent_and_rope_key():
     # 61 x (512 + 64) x 2 bytes = 70,272
-    assert llm.kv_cache_bytes_per_token("deepseek-v3", "bf16") == 70_272
-    assert llm.mla_kv_cache_bytes_per_token(61, 512, 64, 2) == 70_272
+    assert step_model.kv_cache_bytes_per_token("deepseek-v3", "bf16") == 70_272
+    assert step_model.mla_kv_cache_bytes_per_token(61, 512, 64, 2) == 70_272
 
 
 def test_weight_read_ceiling_takes_a_model_and_a_device():
     # Llama-2-7B fp16 on an A100 80GB: 2.039e12 / 13.21e9 (layers + LM head) tokens/s.
-    want = 2.039e12 / llm.step_weight_bytes("llama-2-7b", "fp16")
+    want = 2.039e12 / step_model.step_weight_bytes("llama-2-7b", "fp16")
     assert llm.weight_read_ceiling("llama-2-7b", "A100 80GB") == pytest.approx(want)
     assert llm.weight_read_ceiling("llama-2-7b", "A100 80GB", batch=4) == pytest.approx(4 * want)
     # The formula form keeps working: 7e9 x 2 bytes at 2 TB/s = 142.857 tokens/s.
@@ -153,21 +157,21 @@ def test_weight_read_ceiling_takes_a_model_and_a_device():
     assert llm.weight_read_ceiling_from(7e9, 2, 2e12, 16) == pytest.approx(2285.71, rel=1e-4)
     # An MoE model at batch 1 reads its active weights only.
     dsv3 = llm.weight_read_ceiling("deepseek-v3", "H200", 1, "fp8_e4m3")
-    assert dsv3 == pytest.approx(4.8e12 / llm.step_weight_bytes("deepseek-v3", "fp8_e4m3", 1))
+    assert dsv3 == pytest.approx(4.8e12 / step_model.step_weight_bytes("deepseek-v3", "fp8_e4m3", 1))
 
 
 @pytest.mark.parametrize("call, err, words", [
-    (lambda: llm.experts_touched("llama-2-7b", 4), ValueError, "dense"),
-    (lambda: llm.experts_touched("mixtral-8x7b", -1), ValueError, "tokens"),
-    (lambda: llm.experts_touched("mixtral-8x7b", 1, touched=3), ValueError, "touched"),
+    (lambda: step_model.experts_touched("llama-2-7b", 4), ValueError, "dense"),
+    (lambda: step_model.experts_touched("mixtral-8x7b", -1), ValueError, "tokens"),
+    (lambda: step_model.experts_touched("mixtral-8x7b", 1, touched=3), ValueError, "touched"),
     (lambda: llm.weight_read_ceiling("llama-2-7b", 2e12), TypeError, "weight_read_ceiling_from"),
-    (lambda: llm.ModelSpec("x", 2, 8, 2, 2, 4, 8, 10, n_experts=4, experts_per_token=5,
+    (lambda: architectures.ModelSpec("x", 2, 8, 2, 2, 4, 8, 10, n_experts=4, experts_per_token=5,
                            expert_d_ff=8), ValueError, "experts_per_token"),
-    (lambda: llm.ModelSpec("x", 2, 8, 2, 2, 4, 8, 10, experts_per_token=2), ValueError,
+    (lambda: architectures.ModelSpec("x", 2, 8, 2, 2, 4, 8, 10, experts_per_token=2), ValueError,
      "n_experts"),
-    (lambda: llm.ModelSpec("x", 2, 8, 2, 2, 4, 8, 10, n_experts=4, experts_per_token=2),
+    (lambda: architectures.ModelSpec("x", 2, 8, 2, 2, 4, 8, 10, n_experts=4, experts_per_token=2),
      ValueError, "expert_d_ff"),
-    (lambda: llm.mla_kv_cache_bytes_per_token(61, 0, 64), ValueError, "kv_lora_rank"),
+    (lambda: step_model.mla_kv_cache_bytes_per_token(61, 0, 64), ValueError, "kv_lora_rank"),
 ])
 def test_bad_inputs_raise_clear_errors(call, err, words):
     with pytest.raises(err, match=words):
@@ -188,14 +192,14 @@ def test_all_to_all_bytes_by_hand():
 
 
 def test_all_to_all_time_inside_and_across_nodes():
-    ic = hardware.get_interconnect("NVLink 4")
+    ic = device_links.get_interconnect("NVLink 4")
     lat = ic.nccl("LL").base_latency_s + ic.nccl("LL").step_latency_s
     # Inside one HGX board: bytes at the link's per-direction bandwidth.
     assert expert_parallel.all_to_all_s(1e6, 8, "NVLink 4") == pytest.approx(
         lat + 1e6 / ic.bandwidth_bytes_per_s)
     # 16 GPUs on 2 nodes: 8 of the 15 peers are across the network, whose 8 x 400 Gb/s
     # = 400 GB/s a node is 50 GB/s a GPU: 1e6 x 8/15 / 50e9 = 10.67 us beats NVLink's share.
-    net = hardware.get_interconnect("InfiniBand NDR x8")
+    net = device_links.get_interconnect("InfiniBand NDR x8")
     t = expert_parallel.all_to_all_s(1e6, 16, "NVLink 4")
     assert t == pytest.approx(lat + net.nccl("LL").step_latency_s + 1e6 * 8 / 15 / 50e9)
     # DeepEP's low-latency dispatch measured 118 us at EP16 for these 128 tokens (H800,
@@ -266,12 +270,12 @@ def test_ep_bad_inputs(call, err, words):
 def test_routed_expert_weight_bytes_is_the_non_affine_part_of_a_step():
     # Qwen3-30B-A3B, bf16, 1 token: 8 experts x 48 layers x 3 x 2048 x 768 x 2 bytes
     # = 8 x 48 x 4,718,592 x 2 = 3,623,878,656
-    assert llm.routed_expert_weight_bytes("qwen3-30b-a3b", 1, "bf16") == pytest.approx(3_623_878_656)
-    assert llm.routed_expert_weight_bytes("llama-2-7b", 5) == 0
+    assert step_model.routed_expert_weight_bytes("qwen3-30b-a3b", 1, "bf16") == pytest.approx(3_623_878_656)
+    assert step_model.routed_expert_weight_bytes("llama-2-7b", 5) == 0
     t = llm.decode_step_breakdown("qwen3-30b-a3b", "H100 SXM", 64, 0, "bf16")
     acts = 64 * 8 * 48 * (2 * 2048 + 3 * 768) * 2
     assert t.loc["experts", "bytes"] == pytest.approx(
-        llm.routed_expert_weight_bytes("qwen3-30b-a3b", 64, "bf16") + acts)
+        step_model.routed_expert_weight_bytes("qwen3-30b-a3b", 64, "bf16") + acts)
 
 
 # --- what a layout serves within an objective -----------------------------------------------
@@ -362,7 +366,7 @@ def test_moe_options_cost_each_layout_by_the_formula():
 def test_ep_step_on_the_achievable_model_derates_each_row_and_adds_the_overheads():
     # The achievable step is achievable.table_s over the busiest GPU's rows, plus
     # achievable.overheads for Qwen3's 48 layers, plus the same all-to-alls as the ceiling.
-    from gpuinfer import achievable
+    from gpuinfer.predict import achievable
     ceil = expert_parallel.ep_decode_breakdown(Q3, H100, 8, 64, CTX)
     ach = expert_parallel.ep_decode_breakdown(Q3, H100, 8, 64, CTX, achievable=True)
     rows = achievable.table_s(ceil["ops"], H100, achievable.FITTED, "fp16")

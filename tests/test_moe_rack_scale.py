@@ -4,7 +4,7 @@ values counted by hand."""
 
 import pytest
 
-from gpuinfer import expert_parallel as ep
+from gpuinfer.predict import expert_parallel as ep
 
 
 def test_nodes_touched_on_a_small_case_counted_by_hand():

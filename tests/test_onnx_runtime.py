@@ -1,5 +1,5 @@
 """ONNX export, ONNX Runtime's fusions and its int8 calibration, against hand arithmetic
-and against gpuinfer.quant on the same tensors."""
+and against gpuinfer.measure.quant on the same tensors."""
 
 import math
 
@@ -10,7 +10,7 @@ import torch
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
-from gpuinfer import onnx_runtime as ox, tabular_model  # noqa: E402
+from gpuinfer.measure import onnx_runtime as ox, tabular_model  # noqa: E402
 
 HIDDEN = (256, 256, 256)
 

@@ -4,7 +4,9 @@ reached by hand."""
 
 import pytest
 
-from gpuinfer import achievable, hardware, llm
+from gpuinfer.predict import achievable, llm
+from gpuinfer import hardware
+from gpuinfer.predict import architectures
 
 # achievable.FITTED: bytes at 0.85 of the datasheet bandwidth; 13 kernels a layer, each
 # followed by a 0.5 us gap; a fixed 1.6 ms a step (tests/test_exercises_ch01_03.py).
@@ -16,7 +18,7 @@ def _fraction_by_hand(model, gpu):
     # over the datasheet bandwidth and the achievable step is the same bytes over 0.85 of
     # it plus the gaps (layers x 13 x 0.5 us) and 1.6 ms. The fraction is their ratio.
     ceiling_s = llm.decode_step_bytes(model, 1, 0, "fp16") / hardware.get(gpu).bandwidth
-    fixed_s = STEP_S + llm.get(model).n_layers * KERNELS * GAP_S
+    fixed_s = STEP_S + architectures.get(model).n_layers * KERNELS * GAP_S
     return ceiling_s / (ceiling_s / BW_FRACTION + fixed_s)
 
 
@@ -42,7 +44,7 @@ def test_mla_intensity_under_tp8_by_hand():
     # DeepSeek-V3: 128 query heads share a latent of kv_lora_rank 512 + rope 64 = 576 values
     # and read back 512. All heads on one GPU: 128 x (576 + 512) / 576 = 241.8 FLOP/byte.
     # TP8: 16 heads a GPU against the whole latent: 16 x 1088 / 576 = 30.2, an eighth.
-    ds = llm.get("deepseek-v3")
+    ds = architectures.get("deepseek-v3")
     d_k, d_v = ds.kv_lora_rank + ds.qk_rope_head_dim, ds.kv_lora_rank
     assert (d_k, d_v, ds.n_heads) == (576, 512, 128)
     assert ds.n_heads / 8 * (d_k + d_v) / d_k == pytest.approx(30.22, abs=0.01)
@@ -61,7 +63,7 @@ def test_blackwell_ultra_4bit_ridge_is_three_times_its_fp8_one():
 # --- second cold read: what the intervals rest on (chapter 1), the fixed cost (chapter 2) --
 
 def _regime_rows(kind, moe=None):
-    from gpuinfer import validation
+    from gpuinfer.predict import validation
 
     e = validation.validation_errors()
     keep = e["kind"] == kind
@@ -76,7 +78,7 @@ def test_dense_throughput_low_end_sits_among_the_mi300x_rows():
     # weighing 1/4. The MI300X's 2 rows (Oracle's vLLM) are the lowest ratios, each weighing
     # 1/8: their cumulative midpoints are 1/16 and 3/16, so the 10% quantile is the first
     # row's ratio plus (0.10 - 1/16) / (1/8) = 0.3 of the way to the second's.
-    from gpuinfer import validation
+    from gpuinfer.predict import validation
 
     d = _regime_rows("throughput", moe=False)
     assert (len(d), (d["engine"] == "TensorRT-LLM").sum(), d["source"].nunique()) == (106, 100, 4)
@@ -93,7 +95,7 @@ def test_batch1_low_end_is_the_one_mi300x_row():
     # MI300X row (weight 1/2). That row has the lowest ratio, so its midpoint is at 1/4 and
     # every quantile below it (the 10% one) is the row itself: the range's low end is one
     # MI300X run, and no row is a T4.
-    from gpuinfer import validation
+    from gpuinfer.predict import validation
 
     b = _regime_rows("batch-1")
     assert set(b["accelerator"]) == {"A100 80GB", "MI300X"}
@@ -110,7 +112,7 @@ def test_fixed_cost_explains_most_of_the_quantised_mbu_drop():
     # datasheet. int4 (0.5625 B a weight): ceiling 1.826 ms; at 0.839 plus 1.808 ms the step
     # is 3.98 ms, MBU 1.826 / 3.98 = 45.8% (measured: 1.826 ms x 196.8 = 35.9%; bf16 68.0%):
     # 22 of 32 points. int8: 3.243 ms -> 5.67 ms, 57.2% against 50.5%: 11 of 18 points.
-    from gpuinfer import reference
+    from gpuinfer.measure import reference
 
     gf = reference.GPT_FAST_TOKENS_PER_S
     fixed_s = STEP_S + 32 * KERNELS * GAP_S

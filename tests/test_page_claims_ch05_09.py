@@ -2,6 +2,10 @@
 import pytest
 
 from gpuinfer import dtypes, hardware
+from gpuinfer.hardware import devices
+from gpuinfer.hardware import measured_rates
+from gpuinfer.hardware import mig_slices
+from gpuinfer.predict import step_model
 
 
 def test_chapter05_fusion_gpu_intermediate_exceeds_every_catalogued_l2():
@@ -10,7 +14,7 @@ def test_chapter05_fusion_gpu_intermediate_exceeds_every_catalogued_l2():
     # is the B200's 132,644,864 B (126.5 MiB). A GPU added with a larger L2 breaks the claim.
     intermediate = 2**26 * dtypes.bytes_per_element("fp16")
     assert intermediate == 134_217_728
-    l2 = {a.name: a.cache_bytes for a in map(hardware.get, hardware.names())
+    l2 = {a.name: a.cache_bytes for a in map(hardware.get, devices.names())
           if a.kind == "gpu" and a.cache_bytes}
     assert max(l2, key=l2.get) == "B200" and l2["B200"] == 132_644_864
     assert all(b < intermediate for b in l2.values())
@@ -28,9 +32,9 @@ def test_chapter05_seven_models_ceiling_and_achievable_orders():
     # bandwidth (418.75 of 3,350 GB/s) and reads the same bytes a step, so on the ceiling
     # seven batch-1 steps in turn on the whole GPU serve 1/t tokens/s and seven slices
     # 7/(8t): serial / slices = 8/7.
-    from gpuinfer import achievable, llm
+    from gpuinfer.predict import achievable, llm
 
-    h100, part = hardware.get("H100 SXM"), hardware.mig_slice("H100 SXM", "1g.10gb")
+    h100, part = hardware.get("H100 SXM"), mig_slices.mig_slice("H100 SXM", "1g.10gb")
     assert part.bandwidth * 8 == h100.bandwidth
     whole_c = llm.decode_step_s("llama-3-8b", h100, 1, 2048, "int4")
     slice_c = llm.decode_step_s("llama-3-8b", part, 1, 2048, "int4")
@@ -52,7 +56,7 @@ def test_chapter07_t4_fraction_is_clock_times_kernel_efficiency():
     # 312 = 82.9%; H100 SXM 760.04 of 989 = 76.8%. At those fractions the T4 would hold
     # 1,590 x 0.645 / 0.829 = 1,236 MHz and 1,590 x 0.645 / 0.768 = 1,334 MHz: between the
     # MLPerf T4's 900 MHz and the 1,590 MHz boost, so the number alone cannot say which.
-    frac = {n: hardware.achievable(n)["matmul_fp16_flops"] / hardware.get(n).peak_flops("fp16")
+    frac = {n: measured_rates.achievable(n)["matmul_fp16_flops"] / hardware.get(n).peak_flops("fp16")
             for n in ("T4", "A100 80GB", "H100 SXM")}
     assert frac["T4"] == pytest.approx(41.91 / 65)
     mhz = [1590 * frac["T4"] / frac[n] for n in ("A100 80GB", "H100 SXM")]
@@ -65,9 +69,9 @@ def test_chapter09_paging_contiguous_batch_and_interval_disjointness():
     # 128 x 2 (K, V) x 2 B) is exactly 2**30 B, so the contiguous batch is budget // 2**30.
     import numpy as np
 
-    from gpuinfer import llm, paged_kv, validation
+    from gpuinfer.predict import paged_kv, validation
 
-    assert llm.kv_cache_bytes_per_token("llama-3-8b") * 8192 == 2**30
+    assert step_model.kv_cache_bytes_per_token("llama-3-8b") * 8192 == 2**30
     lengths = np.array([1000, 3000, 5000])
     g = paged_kv.paging_gain("llama-3-8b", "H100 SXM", lengths, max_len=8192,
                              achievable=True)
@@ -86,7 +90,7 @@ def test_chapter09_tree_cutoff_below_chain_under_each_perturbed_rate():
     # whichever rate is off. A slower matmul turns it compute-bound sooner: a lower cut-off.
     import dataclasses
 
-    from gpuinfer import achievable, speculative
+    from gpuinfer.predict import achievable, speculative
 
     tree = (4, 2, 2, 1)
     assert speculative.tree_nodes(tree) == 44

@@ -7,33 +7,38 @@ import math
 import numpy as np
 import pytest
 
-from gpuinfer import collectives, hardware, llm, parallel
+from gpuinfer.predict import collectives, llm, parallel
+from gpuinfer import hardware
+from gpuinfer.hardware import device_links
+from gpuinfer.predict import architectures
+from gpuinfer.predict import step_model
+from gpuinfer.predict import engine_step
 
 
 # --- the ring all-reduce ---------------------------------------------------------------
 
 def test_ring_allreduce_bandwidth_term():
     # 1 GB on 8 devices: each sends 2 x 7/8 GB = 1.75 GB; at 450 GB/s each way, 3.889 ms.
-    assert parallel.allreduce_bytes_sent(1e9, 8) == pytest.approx(1.75e9)
-    assert parallel.allreduce_s(1e9, 8, 450e9) == pytest.approx(1.75e9 / 450e9)
+    assert collectives.allreduce_bytes_sent(1e9, 8) == pytest.approx(1.75e9)
+    assert collectives.allreduce_s(1e9, 8, 450e9) == pytest.approx(1.75e9 / 450e9)
     # Two devices: each sends exactly the message once (half, then the other half).
-    assert parallel.allreduce_s(1e6, 2, 1e9) == pytest.approx(1e-3)
+    assert collectives.allreduce_s(1e6, 2, 1e9) == pytest.approx(1e-3)
 
 
 def test_ring_allreduce_latency_terms():
     # 2(N-1) = 14 steps of 0.6 us, plus 6.6 us a call: 15 us on top of the bandwidth term.
-    t = parallel.allreduce_s(1e9, 8, 450e9, 0.6e-6, base_latency=6.6e-6)
+    t = collectives.allreduce_s(1e9, 8, 450e9, 0.6e-6, base_latency=6.6e-6)
     assert t == pytest.approx(1.75e9 / 450e9 + 15e-6)
-    assert parallel.allreduce_s(0, 8, 450e9, 0.6e-6) == pytest.approx(8.4e-6)
+    assert collectives.allreduce_s(0, 8, 450e9, 0.6e-6) == pytest.approx(8.4e-6)
 
 
 def test_one_device_communicates_nothing():
-    assert parallel.allreduce_s(1e9, 1, 450e9, 1e-6, base_latency=1e-5) == 0.0
-    assert parallel.allreduce_bytes_sent(1e9, 1) == 0.0
+    assert collectives.allreduce_s(1e9, 1, 450e9, 1e-6, base_latency=1e-5) == 0.0
+    assert collectives.allreduce_bytes_sent(1e9, 1) == 0.0
 
 
 def test_allreduce_is_vectorised_over_sizes():
-    np.testing.assert_allclose(parallel.allreduce_s(np.array([0.0, 1e6]), 2, 1e9),
+    np.testing.assert_allclose(collectives.allreduce_s(np.array([0.0, 1e6]), 2, 1e9),
                                [0.0, 1e-3])
 
 
@@ -46,21 +51,21 @@ def test_interconnect_allreduce_takes_nccls_fastest_protocol():
     ll = 6.6e-6 + 6 * 0.6e-6 + 1.5 * 16384 / 141e9
     ll128 = 14e-6 + 6 * 1.9e-6 + 1.5 * 16384 / (0.92 * 370.8e9)
     simple = 8.4e-6 + 6 * 3.4e-6 + 1.5 * 16384 / 370.8e9
-    table = parallel.allreduce_protocols(16384, 4, "NVLink 4")
+    table = collectives.allreduce_protocols(16384, 4, "NVLink 4")
     assert list(table.index.get_level_values("algorithm").unique()) == ["ring"]  # one node
     assert table.loc[("ring", "LL"), "seconds"] == pytest.approx(ll)
     assert table.loc[("ring", "LL128"), "seconds"] == pytest.approx(ll128)
     assert table.loc[("ring", "Simple"), "seconds"] == pytest.approx(simple)
     assert table.loc[("ring", "LL"), "fastest"] and table["fastest"].sum() == 1
-    ic = hardware.get_interconnect("NVLink 4")
-    assert parallel.interconnect_allreduce_s(16384, 4, ic) == pytest.approx(ll)
-    assert parallel.interconnect_allreduce_s(16384, 4, "nvlink4", protocol="Simple") \
+    ic = device_links.get_interconnect("NVLink 4")
+    assert collectives.interconnect_allreduce_s(16384, 4, ic) == pytest.approx(ll)
+    assert collectives.interconnect_allreduce_s(16384, 4, "nvlink4", protocol="Simple") \
         == pytest.approx(simple)
     # 1 GB: the bandwidth term wins and Simple's full bandwidth pays.
-    big = parallel.allreduce_protocols(1e9, 4, "NVLink 4")
+    big = collectives.allreduce_protocols(1e9, 4, "NVLink 4")
     assert big.loc[("ring", "Simple"), "fastest"]
     # A100s (NVLink 3): LL capped at Ampere's 87.7 GB/s.
-    a100 = parallel.allreduce_protocols(1e6, 8, "NVLink 3")
+    a100 = collectives.allreduce_protocols(1e6, 8, "NVLink 3")
     assert a100.loc[("ring", "LL"), "bandwidth_bytes_per_s"] == 87.7e9
 
 
@@ -76,7 +81,7 @@ def test_past_the_nvlink_domain_the_ring_crosses_the_network():
     # 39) GB/s = 39 GB/s, halved (up and down the tree), then x NCCL's treeCorrectionFactor
     # for LL at log2i(16384 >> 6) = log2(256) = 8: 0.7 (tuning.cc), so 27.3 GB/s.
     tree_ll = 6.8e-6 + 2 * (7 * 0.6e-6 + 1 * 5.0e-6) + 2 * 16384 / (39e9 * 0.7)
-    table = parallel.allreduce_protocols(16384, 16, "NVLink 4")
+    table = collectives.allreduce_protocols(16384, 16, "NVLink 4")
     assert table.attrs["nodes"] == 2 and table.attrs["network"] == "InfiniBand NDR x8"
     assert table.loc[("ring", "LL"), "seconds"] == pytest.approx(ring_ll)
     assert table.loc[("tree", "LL"), "seconds"] == pytest.approx(tree_ll)
@@ -86,38 +91,38 @@ def test_past_the_nvlink_domain_the_ring_crosses_the_network():
     # ring"), since 16384 B / (16 channels x 16 ranks) = 64 B reaches the 64 B threshold.
     simple = 1.4 * (8.4e-6 + 28 * 3.4e-6 + 2 * 14e-6) + 2 * 15 / 16 * 16384 / 370.8e9
     assert table.loc[("ring", "Simple"), "seconds"] == pytest.approx(simple)
-    inside = parallel.interconnect_allreduce_s(16384, 8, "NVLink 4")
-    assert parallel.interconnect_allreduce_s(16384, 16, "NVLink 4") == pytest.approx(tree_ll)
+    inside = collectives.interconnect_allreduce_s(16384, 8, "NVLink 4")
+    assert collectives.interconnect_allreduce_s(16384, 16, "NVLink 4") == pytest.approx(tree_ll)
     assert tree_ll > 1.5 * inside
 
 
 def test_crossover_bytes_balances_the_two_terms():
     # 15 us of latency x 450 GB/s x 8/14 = 3.857 MB.
-    n_star = parallel.allreduce_crossover_bytes(8, 450e9, 0.6e-6, base_latency=6.6e-6)
+    n_star = collectives.allreduce_crossover_bytes(8, 450e9, 0.6e-6, base_latency=6.6e-6)
     assert n_star == pytest.approx(15e-6 * 450e9 * 8 / 14)
-    bandwidth_term = parallel.allreduce_s(n_star, 8, 450e9)
+    bandwidth_term = collectives.allreduce_s(n_star, 8, 450e9)
     assert bandwidth_term == pytest.approx(15e-6)
-    assert parallel.allreduce_crossover_bytes(8, 450e9) == 0.0
-    assert parallel.allreduce_crossover_bytes(1, 450e9, 1e-6) == math.inf
+    assert collectives.allreduce_crossover_bytes(8, 450e9) == 0.0
+    assert collectives.allreduce_crossover_bytes(1, 450e9, 1e-6) == math.inf
 
 
 def test_bus_bandwidth_recovers_the_link():
-    t = parallel.allreduce_s(1e9, 8, 450e9)
-    assert parallel.allreduce_bus_bandwidth(1e9, 8, t) == pytest.approx(450e9)
+    t = collectives.allreduce_s(1e9, 8, 450e9)
+    assert collectives.allreduce_bus_bandwidth(1e9, 8, t) == pytest.approx(450e9)
     with pytest.raises(ValueError, match="n_devices >= 2"):
-        parallel.allreduce_bus_bandwidth(1e9, 1, 1.0)
+        collectives.allreduce_bus_bandwidth(1e9, 1, 1.0)
 
 
 def test_fit_recovers_bandwidth_and_latency():
     sizes = np.geomspace(1e3, 1e8, 8)
-    times = parallel.allreduce_s(sizes, 4, 2e9, base_latency=50e-6)
-    fit = parallel.fit_allreduce(sizes, times, 4)
+    times = collectives.allreduce_s(sizes, 4, 2e9, base_latency=50e-6)
+    fit = collectives.fit_allreduce(sizes, times, 4)
     assert fit["bandwidth_bytes_per_s"] == pytest.approx(2e9, rel=1e-6)
     assert fit["latency_s"] == pytest.approx(50e-6, rel=1e-4)
     with pytest.raises(ValueError, match="two different sizes"):
-        parallel.fit_allreduce([1e3], [1e-3], 2)
+        collectives.fit_allreduce([1e3], [1e-3], 2)
     with pytest.raises(ValueError, match="do not grow"):
-        parallel.fit_allreduce([1e3, 1e6], [2e-3, 1e-3], 2)
+        collectives.fit_allreduce([1e3, 1e6], [2e-3, 1e-3], 2)
 
 
 @pytest.mark.parametrize("bad, error", [(0, ValueError), (-2, ValueError), (2.5, ValueError),
@@ -125,7 +130,7 @@ def test_fit_recovers_bandwidth_and_latency():
                                         (True, TypeError), (None, TypeError)])
 def test_device_count_must_be_a_whole_number_at_least_one(bad, error):
     with pytest.raises(error, match="n_devices"):
-        parallel.allreduce_s(1e6, bad, 1e9)
+        collectives.allreduce_s(1e6, bad, 1e9)
 
 
 def test_searches_over_degrees_are_bounded():
@@ -136,11 +141,11 @@ def test_searches_over_degrees_are_bounded():
 
 def test_other_bad_collective_input():
     with pytest.raises(ValueError, match="bandwidth"):
-        parallel.allreduce_s(1e6, 2, 0)
+        collectives.allreduce_s(1e6, 2, 0)
     with pytest.raises(ValueError, match="n_bytes"):
-        parallel.allreduce_s(-1, 2, 1e9)
+        collectives.allreduce_s(-1, 2, 1e9)
     with pytest.raises(ValueError, match="latency"):
-        parallel.allreduce_s(1e6, 2, 1e9, latency=-1e-6)
+        collectives.allreduce_s(1e6, 2, 1e9, latency=-1e-6)
 
 
 # --- sharding a decoder ---------------------------------------------------------------
@@ -153,10 +158,10 @@ def test_valid_degrees_of_llama2_70b():
 def test_bad_degrees_name_what_does_not_divide():
     with pytest.raises(ValueError, match="query heads"):
         parallel.check_tp_degree("llama-2-70b", 3)
-    odd_mlp = dataclasses.replace(llm.get("llama-2-70b"), name="odd-mlp", d_ff=1000)
+    odd_mlp = dataclasses.replace(architectures.get("llama-2-70b"), name="odd-mlp", d_ff=1000)
     with pytest.raises(ValueError, match="MLP hidden size"):
         parallel.check_tp_degree(odd_mlp, 16)
-    odd_kv = dataclasses.replace(llm.get("llama-2-70b"), name="odd-kv", n_heads=24,
+    odd_kv = dataclasses.replace(architectures.get("llama-2-70b"), name="odd-kv", n_heads=24,
                                  n_kv_heads=8, d_ff=1200)
     with pytest.raises(ValueError, match="KV heads"):
         parallel.check_tp_degree(odd_kv, 12)
@@ -207,7 +212,7 @@ def test_max_batch_on_eight_h100():
     # Free per device: the card's bytes - the reserve - the shard's weights; each
     # sequence: 4096 x 327,680 / 8 bytes of KV cache (one KV head a device).
     mem = hardware.get("H100 SXM").memory_bytes
-    free = mem - llm.DEFAULT_RESERVE_BYTES - llm.weight_bytes(parallel.shard("llama-2-70b", 8))
+    free = mem - llm.DEFAULT_RESERVE_BYTES - step_model.weight_bytes(parallel.shard("llama-2-70b", 8))
     expected = int(free // (4096 * 327_680 / 8))
     assert parallel.tp_max_batch("llama-2-70b", "H100 SXM", 8, 4096) == expected
     assert 350 < expected < 450
@@ -345,7 +350,7 @@ def test_pipeline_latency_is_the_whole_model_and_throughput_scales():
 
 
 def test_tp_step_on_the_achievable_model_and_its_ceiling_by_hand():
-    from gpuinfer import achievable
+    from gpuinfer.predict import achievable
 
     # A batch-1 decode step of llama-2-70b on 8 x H100 is bandwidth-bound in every row
     # (about 1 FLOP a byte, far below the ridge), so at half the bandwidth (and half the
@@ -369,9 +374,9 @@ def test_tp_step_on_the_achievable_model_and_its_ceiling_by_hand():
     assert ach["ceiling_s"] == pytest.approx(roof["ceiling_s"])
     assert roof["ceiling_s"] < roof["total_s"] < ach["total_s"]
     # The serving simulator's ceiling for the same step is this bound.
-    from gpuinfer import llm_serving
+    from gpuinfer.predict import engine_step
 
-    assert llm_serving.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, 0) \
+    assert engine_step.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, 0) \
         == pytest.approx(roof["ceiling_s"])
 
 
@@ -390,7 +395,7 @@ def test_fp8_all_reduces_in_16_bits_on_the_achievable_model_as_in_the_simulator(
     assert ach["allreduce_bytes"] == 16_384 and roof["allreduce_bytes"] == 8_192
     # 2 x 80 + 1 = 161 all-reduces, each at NCCL's model for its message.
     assert ach["comm_s"] == pytest.approx(
-        161 * parallel.interconnect_allreduce_s(16_384, 2, "NVLink 4"), rel=1e-12)
+        161 * collectives.interconnect_allreduce_s(16_384, 2, "NVLink 4"), rel=1e-12)
     # The bound is the same in both: 161 x 8,192 B over NVLink 4's 370.8 GB/s bus
     # bandwidth (2 GPUs: each sends the message once) = 3.557 us, beside the roofline.
     floor = 161 * 8_192 / 370.8e9
@@ -398,36 +403,35 @@ def test_fp8_all_reduces_in_16_bits_on_the_achievable_model_as_in_the_simulator(
     assert ach["ceiling_s"] == pytest.approx(roof["ceiling_s"])
     # The serving simulator prices the same messages: its achievable all-reduces are
     # parallel's, its ceiling's the floor.
-    from gpuinfer import llm_serving
 
-    sim = llm_serving.tp_step_s("llama-3-70b", "H100 SXM", 2, 1, parts=True,
+    sim = engine_step.tp_step_s("llama-3-70b", "H100 SXM", 2, 1, parts=True,
                                 achievable=True, **kw)
     assert sim["comm_s"] == pytest.approx(ach["comm_s"], rel=1e-12)
-    sim_ceil = llm_serving.tp_step_s("llama-3-70b", "H100 SXM", 2, 1, parts=True, **kw)
+    sim_ceil = engine_step.tp_step_s("llama-3-70b", "H100 SXM", 2, 1, parts=True, **kw)
     assert sim_ceil["comm_s"] == pytest.approx(floor, rel=1e-12)
 
 
 def test_allreduce_floor_by_hand():
     # Inside an NVLink 4 domain: 1 MB / 370.8e9 B/s = 2.697 us, whatever N (2..8).
     for n in (2, 8):
-        assert parallel.allreduce_floor_s(1e6, n, "NVLink 4") == pytest.approx(1e6 / 370.8e9)
-    assert parallel.allreduce_floor_s(1e6, 1, "NVLink 4") == 0.0
+        assert collectives.allreduce_floor_s(1e6, n, "NVLink 4") == pytest.approx(1e6 / 370.8e9)
+    assert collectives.allreduce_floor_s(1e6, 1, "NVLink 4") == 0.0
     # 16 GPUs, 2 nodes on InfiniBand NDR x8 (400e9 B/s a node): each node moves at least
     # 2 x 1/2 x 1 MB = 1 MB over 400e9 B/s = 2.5 us, less than NVLink's 2.697 us; 64
     # GPUs (8 nodes): 2 x 7/8 x 1e6 / 400e9 = 4.375 us, the network's.
-    assert parallel.allreduce_floor_s(1e6, 16, "NVLink 4") == pytest.approx(1e6 / 370.8e9)
-    assert parallel.allreduce_floor_s(1e6, 64, "NVLink 4") == pytest.approx(4.375e-6)
+    assert collectives.allreduce_floor_s(1e6, 16, "NVLink 4") == pytest.approx(1e6 / 370.8e9)
+    assert collectives.allreduce_floor_s(1e6, 64, "NVLink 4") == pytest.approx(4.375e-6)
     # Never above NCCL's modelled all-reduce.
     for n in (2, 8, 16, 64):
         for size in (16384, 1e6, 1e9):
-            assert parallel.allreduce_floor_s(size, n, "NVLink 4") < \
-                parallel.interconnect_allreduce_s(size, n, "NVLink 4")
+            assert collectives.allreduce_floor_s(size, n, "NVLink 4") < \
+                collectives.interconnect_allreduce_s(size, n, "NVLink 4")
     with pytest.raises(ValueError, match="n_bytes"):
-        parallel.allreduce_floor_s(-1, 2, "NVLink 4")
+        collectives.allreduce_floor_s(-1, 2, "NVLink 4")
 
 
 def test_pp_stage_is_its_share_of_the_achievable_step():
-    from gpuinfer import achievable
+    from gpuinfer.predict import achievable
 
     # 4 stages of llama-2-70b (80 layers): a stage is 1/4 of the whole decode step, on
     # the roofline by default, on the achievable model (overheads included) with it.
@@ -448,7 +452,7 @@ def test_tree_ll128_across_nodes_takes_120_128_and_the_size_correction():
     # = 15] = 0.6: 191.889 GB/s; halved into algorithm bandwidth: 2 x 2097152 B / 191.889e9
     # = 21.858 us. Latency 14 us + 2 x (7 x 1.25 + 1 x 8.5) us = 48.5 us. Total 70.36 us.
     s = 2 ** 21
-    table = parallel.allreduce_protocols(s, 16, "NVLink 4")
+    table = collectives.allreduce_protocols(s, 16, "NVLink 4")
     bw = 370.8e9 * 0.92 * 120 / 128 * 0.6
     expected = 14e-6 + 2 * (7 * 1.25e-6 + 8.5e-6) + 2 * s / bw
     assert table.loc[("tree", "LL128"), "bandwidth_bytes_per_s"] == pytest.approx(bw)
@@ -460,7 +464,7 @@ def test_tree_ll128_across_nodes_takes_120_128_and_the_size_correction():
 # --- collectives: NCCL's fastest all-reduce ---------------------------------------------
 
 def test_fastest_allreduce_is_the_fastest_row_of_the_protocol_table():
-    from gpuinfer import collectives
+    from gpuinfer.predict import collectives
 
     # One node (8 H100s): the ring's fastest protocol; two nodes (16): ring or tree.
     for s, n in [(16_384, 8), (2**20, 8), (2**21, 16), (2**28, 16)]:
@@ -476,8 +480,8 @@ def test_fastest_allreduce_is_the_fastest_row_of_the_protocol_table():
     one = collectives.fastest_allreduce(1e6, 1, "NVLink 4")
     assert one["seconds"] == 0.0 and one["protocol"] is None
     # parallel keeps the collectives' names
-    assert parallel.fastest_allreduce is collectives.fastest_allreduce
-    assert parallel.allreduce_protocols is collectives.allreduce_protocols
+    assert collectives.fastest_allreduce is collectives.fastest_allreduce
+    assert collectives.allreduce_protocols is collectives.allreduce_protocols
     with pytest.raises(ValueError, match="n_bytes"):
         collectives.fastest_allreduce(-1, 8, "NVLink 4")
 
@@ -485,7 +489,7 @@ def test_fastest_allreduce_is_the_fastest_row_of_the_protocol_table():
 # --- what a tensor-parallel group serves within an objective ----------------------------
 
 def test_tp_decode_step_s_is_the_shard_plus_allreduces_plus_overheads():
-    from gpuinfer import achievable
+    from gpuinfer.predict import achievable
 
     # Built another way, from the lower-level parts: the shard's rows on the achievable
     # model, the all-reduces of the roofline breakdown (16-bit messages either way in
@@ -604,46 +608,46 @@ def test_custom_allreduce_by_hand_on_eight_h100s():
     assert collectives.custom_allreduce_fixed_s() == pytest.approx(fixed, rel=1e-12)
     # Batch 1 of Llama-2-70B: 16,384 B < 256 KiB, one stage: 2 barriers + 7 x 16,384 B read,
     # which is the calibration point: SGLang's 5.7 us again.
-    one = parallel.custom_allreduce_parts(16_384, 8, "NVLink 4")
+    one = collectives.custom_allreduce_parts(16_384, 8, "NVLink 4")
     assert one["kind"] == "one-shot" and one["fixed_s"] == pytest.approx(fixed, rel=1e-12)
     assert one["seconds"] == pytest.approx(5.7e-6, rel=1e-12)
     assert one["latency_s"] == pytest.approx(fixed + 1.2e-6, rel=1e-12)
-    assert parallel.custom_allreduce_s(16_384, 8, "NVLink 4") == one["seconds"]
+    assert collectives.custom_allreduce_s(16_384, 8, "NVLink 4") == one["seconds"]
     # SGLang's other one-shot sizes, not fitted: 2,048 B, 4.1907 + 1.2 + 7 x 2,048 / 370.8e9
     # = 5.43 us against 5.9 measured (8% low); 131,072 B, 4.1907 + 1.2 + 2.4744 = 7.87 us
     # against 7.8 (1% high).
-    assert parallel.custom_allreduce_s(2_048, 8, "NVLink 4") == pytest.approx(5.43e-6, rel=1e-3)
-    assert parallel.custom_allreduce_s(131_072, 8, "NVLink 4") == pytest.approx(7.865e-6,
+    assert collectives.custom_allreduce_s(2_048, 8, "NVLink 4") == pytest.approx(5.43e-6, rel=1e-3)
+    assert collectives.custom_allreduce_s(131_072, 8, "NVLink 4") == pytest.approx(7.865e-6,
                                                                                  rel=1e-3)
     for size, measured in collectives.CUSTOM_ALLREDUCE_MEASURED["seconds_by_bytes"].items():
-        assert parallel.custom_allreduce_s(size, 8, "NVLink 4") == pytest.approx(measured,
+        assert collectives.custom_allreduce_s(size, 8, "NVLink 4") == pytest.approx(measured,
                                                                                 rel=0.10)
     # 2 MiB: two stages, the fixed cost + 3 barriers + 2 x 7/8 x 2 MiB read.
-    two = parallel.custom_allreduce_parts(2 * 2**20, 8, "NVLink 4")
+    two = collectives.custom_allreduce_parts(2 * 2**20, 8, "NVLink 4")
     assert two["kind"] == "two-shot"
     assert two["seconds"] == pytest.approx(fixed + 3 * 0.6e-6 + 1.75 * 2**21 / 370.8e9,
                                            rel=1e-12)
     # On 4 GPUs one stage runs up to 512 KiB; on 2 always.
-    assert parallel.custom_allreduce_parts(400 * 1024, 4, "NVLink 4")["kind"] == "one-shot"
-    assert parallel.custom_allreduce_parts(400 * 1024, 8, "NVLink 4")["kind"] == "two-shot"
-    assert parallel.custom_allreduce_parts(2**26, 2, "NVLink 4")["kind"] == "one-shot"
+    assert collectives.custom_allreduce_parts(400 * 1024, 4, "NVLink 4")["kind"] == "one-shot"
+    assert collectives.custom_allreduce_parts(400 * 1024, 8, "NVLink 4")["kind"] == "two-shot"
+    assert collectives.custom_allreduce_parts(2**26, 2, "NVLink 4")["kind"] == "one-shot"
     # Against NCCL's ring at batch 1: LL's 6.6 us base + 14 x 0.6 us + 2 x 7/8 x 16,384 B at
     # NCCL's LL cap, about 15.2 us: 2.7 times the one-shot's 5.7, as NVIDIA's "up to three
     # times faster" for its MultiShot.
-    ratio = parallel.fastest_allreduce(16_384, 8, "NVLink 4")["seconds"] / one["seconds"]
+    ratio = collectives.fastest_allreduce(16_384, 8, "NVLink 4")["seconds"] / one["seconds"]
     assert 2.5 < ratio < 3
 
 
 def test_custom_allreduce_refuses_where_vllm_does_not_run_it():
     with pytest.raises(ValueError, match="groups of"):
-        parallel.custom_allreduce_parts(16_384, 3, "NVLink 4")
+        collectives.custom_allreduce_parts(16_384, 3, "NVLink 4")
     with pytest.raises(ValueError, match="NVLink domain"):
-        parallel.custom_allreduce_parts(16_384, 8, "PCIe Gen5 x16")
+        collectives.custom_allreduce_parts(16_384, 8, "PCIe Gen5 x16")
     # engine_allreduce falls back to NCCL past the domain, as vLLM does across nodes.
-    nccl16 = parallel.fastest_allreduce(16_384, 16, "NVLink 4")
-    assert parallel.engine_allreduce(16_384, 16, "NVLink 4", allreduce="custom") == nccl16
+    nccl16 = collectives.fastest_allreduce(16_384, 16, "NVLink 4")
+    assert collectives.engine_allreduce(16_384, 16, "NVLink 4", allreduce="custom") == nccl16
     with pytest.raises(ValueError, match="allreduce"):
-        parallel.engine_allreduce(16_384, 8, "NVLink 4", allreduce="ring")
+        collectives.engine_allreduce(16_384, 8, "NVLink 4", allreduce="ring")
 
 
 def test_tp8_step_with_custom_allreduce_saves_the_difference_161_times():
@@ -664,11 +668,11 @@ def test_tp_prefill_is_the_shards_forward_step_plus_prompt_sized_allreduces():
     # all-reduces of 4,096 x 8,192 x 2 B = 64 MiB each, NCCL's fastest for that size
     # (bandwidth-bound: the Simple protocol).
     pre = parallel.tp_prefill_breakdown("llama-2-70b", "H100 SXM", 8, 4096)
-    part = parallel.shard(llm.get("llama-2-70b"), 8)
+    part = parallel.shard(architectures.get("llama-2-70b"), 8)
     shard = llm.forward_step_breakdown(part, "H100 SXM", [4096], [0])["seconds"].sum()
     assert pre["shard_s"] == pytest.approx(shard, rel=1e-12)
     assert pre["allreduce_bytes"] == 4096 * 8192 * 2 == 2**26
-    one = parallel.fastest_allreduce(2**26, 8, "NVLink 4")["seconds"]
+    one = collectives.fastest_allreduce(2**26, 8, "NVLink 4")["seconds"]
     assert pre["total_s"] == pytest.approx(shard + 161 * one, rel=1e-12)
     assert pre["protocol"] == "Simple"
     with pytest.raises(ValueError, match="prompt_tokens"):

@@ -5,7 +5,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from gpuinfer import plots
+from gpuinfer.course import plots
 
 
 def _reads():
@@ -94,7 +94,7 @@ def test_room_fractions_plots_each_row_as_a_percentage():
     import matplotlib
 
     matplotlib.use("Agg")
-    from gpuinfer import reference
+    from gpuinfer.measure import reference
 
     sheet = pd.DataFrame({"lab": [1, 1, 3], "catalogue_entry": ["T4", "L4", "T4"],
                           "fraction_of_ceiling": [0.7, 0.8, None]})

@@ -1,4 +1,4 @@
-"""gpuinfer.profiling: a profiler's rows priced on the roofline, the throughput-vs-
+"""gpuinfer.measure.profiling: a profiler's rows priced on the roofline, the throughput-vs-
 interactivity curve, and chapter 7's two profiling exercises, each derived by hand."""
 
 import math
@@ -7,8 +7,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from gpuinfer import exercises, hardware, profiling
-from gpuinfer.lab_verdicts import GOOD_STREAM
+from gpuinfer.course import exercises
+from gpuinfer import hardware
+from gpuinfer.measure import profiling
+from gpuinfer.measure.lab_verdicts import GOOD_STREAM
 
 H100_BW, H100_PEAK = 3.35e12, 989e12       # H100 SXM: datasheet bandwidth, dense fp16 FLOP/s
 
@@ -139,7 +141,8 @@ def test_the_curve_is_one_over_the_step_and_the_batch_over_the_step_and_gpus():
 
 
 def test_the_interactivity_curve_is_the_achievable_model_with_the_ceiling_beside():
-    from gpuinfer import achievable, llm
+    from gpuinfer.predict import achievable, llm
+    from gpuinfer.predict import architectures
 
     c = profiling.interactivity_curve("llama-3-8b", "H100 SXM", [1, 64, 10**6], 1024)
     assert list(c.index) == [1, 64]                      # a million sequences do not fit
@@ -153,7 +156,7 @@ def test_the_interactivity_curve_is_the_achievable_model_with_the_ceiling_beside
     assert c.loc[1, "step_s"] == pytest.approx(achievable.decode_step_s("llama-3-8b",
                                                                         "H100 SXM", 1, 1024))
     assert c.loc[64, "ceiling_step_s"] == pytest.approx(float(llm.decode_step_s(
-        llm.get("llama-3-8b"), "H100 SXM", 64, 1024)))
+        architectures.get("llama-3-8b"), "H100 SXM", 64, 1024)))
     # The achievable model is slower than the ceiling everywhere on the curve.
     assert (c["tokens_per_s_per_gpu"] < c["ceiling_tokens_per_s_per_gpu"]).all()
 

@@ -1,4 +1,4 @@
-"""gpuinfer.quality: the perplexity formula, the forward pass on a tiny synthetic Llama,
+"""gpuinfer.measure.quality: the perplexity formula, the forward pass on a tiny synthetic Llama,
 the tokenizer, the cited table, and chapter 4's exercises derived by another route."""
 
 import math
@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpuinfer import exercises, hardware, llm, quality, quant
+from gpuinfer.course import exercises
+from gpuinfer import hardware
+from gpuinfer.predict import llm
+from gpuinfer.measure import quality, quant
+from gpuinfer.predict import architectures
+from gpuinfer.predict import step_model
+from gpuinfer.measure import quant_examples
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,7 +135,7 @@ def test_q4_1_grid_is_its_own_fixed_point():
 def test_weight_formats_sqnr_order():
     # On Gaussian rows: int8 per channel > fp8 > nvfp4 > int4 g128 (padding a 576-wide
     # row) > int4 per channel.
-    w = torch.as_tensor(quant.example_weights(64, 576), dtype=torch.float32)
+    w = torch.as_tensor(quant_examples.example_weights(64, 576), dtype=torch.float32)
     f = quality.WEIGHT_FORMATS
     db = {k: quant.sqnr_db(w.numpy(), f[k](w).numpy()) for k in
           ["int8 per-channel", "fp8 e4m3 per-channel", "nvfp4", "int4 g128",
@@ -174,8 +180,8 @@ def test_published_recovery_by_hand():
 def test_exercise_int4_ceiling_counts_the_step():
     # Llama-2-13B step weights = n_params - (vocab - 1) x d_model (one embedding row read):
     # 32,000 x 5,120 tokens' rows of the embedding table are not read.
-    m = llm.get("llama-2-13b")
-    step = llm.step_weight_bytes("llama-2-13b", "fp16") / 2
+    m = architectures.get("llama-2-13b")
+    step = step_model.step_weight_bytes("llama-2-13b", "fp16") / 2
     bpw = 0.5 + 4 / 128                                    # 0.53125 B: int4 + bf16 scale, zero
     expect = hardware.get("H100 SXM").bandwidth / (step * bpw)
     assert exercises.get("quant-13b-int4-ceiling-h100").answer() == pytest.approx(expect)
@@ -184,14 +190,14 @@ def test_exercise_int4_ceiling_counts_the_step():
 
 def test_exercise_kv_uses_a_model_without_a_window():
     # Llama-3-8B: 2 x 32 layers x 8 KV heads x 128 x 1 byte = 65,536 B a token in fp8.
-    assert llm.kv_cache_bytes_per_token("llama-3-8b", "fp8_e4m3") == 65536
+    assert step_model.kv_cache_bytes_per_token("llama-3-8b", "fp8_e4m3") == 65536
     fp16 = llm.max_batch("llama-3-8b", "A100 80GB", 16384, "fp16")
     ans = exercises.get("quant-kv-fp8-max-batch").answer()
     assert 2 * fp16 <= ans <= 2 * fp16 + 1                 # half the bytes a sequence
 
 
 def test_exercise_decision_rests_on_model_quality():
-    from gpuinfer.exercises import chapter04_quantisation as qx
+    from gpuinfer.course.exercises import chapter04_quantisation as qx
 
     t = qx.decision_table()
     # int4 g128 passes the quality budget (>= 97%) but not the speed one at batch 256.
@@ -226,7 +232,7 @@ def test_exercise_decision_on_the_achievable_model_by_hand():
     #   fp8:  3.6396 + 0.2740 + 3.0579 + 0.0011 + 1.808 =  8.781 ms -> 29,155 tokens/s
     #   speed-up 11.806 / 8.781 = 1.345 >= 1.3 (the ceiling: 1.49x); W4A16's 16-bit
     #   matmuls are compute-bound like bf16's: 1.00x (the ceiling 1.15x), too slow.
-    from gpuinfer.exercises import chapter04_quantisation as qx
+    from gpuinfer.course.exercises import chapter04_quantisation as qx
 
     layer = 2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336
     assert layer == 218_103_808
@@ -271,8 +277,8 @@ def test_real_model_reads_and_tokenizes():
 def test_decision_ceiling_slip_follows_the_calibrated_model():
     # The quantisation decision's "you used the ceiling" hint is the ratio of the chosen
     # format's ceiling to its achievable throughput as the model now stands, not a typed one.
-    from gpuinfer import exercises
-    from gpuinfer.exercises import chapter04_quantisation as qx
+    from gpuinfer.course import exercises
+    from gpuinfer.course.exercises import chapter04_quantisation as qx
 
     t = qx.decision_table()
     choice = qx.decision_choice()

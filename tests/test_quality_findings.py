@@ -1,4 +1,4 @@
-"""Chapter 4's words about its SmolLM2 measurement (gpuinfer.quality_findings) branch on
+"""Chapter 4's words about its SmolLM2 measurement (gpuinfer.course.quality_findings) branch on
 the numbers: each outcome a machine could measure is planted, and the text must say what
 the planted numbers say, never the opposite. The last tests run the chapter's own
 computation on the real model twice (one thread and two) and check that the numbers,
@@ -7,7 +7,8 @@ and so the words, do not depend on the thread count."""
 import pandas as pd
 import pytest
 
-from gpuinfer import quality, quality_findings as qf
+from gpuinfer.measure import quality
+from gpuinfer.course import quality_findings as qf
 
 LOW, HIGH = "vs reference, 95% low", "vs reference, 95% high"
 

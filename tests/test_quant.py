@@ -1,4 +1,4 @@
-"""gpuinfer.quant against the theory of uniform quantisers, the OCP FP8/MX and NVFP4 rules,
+"""gpuinfer.measure.quant against the theory of uniform quantisers, the OCP FP8/MX and NVFP4 rules,
 SmoothQuant, and hand-worked values (the arithmetic is written beside each expected value)."""
 
 import math
@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from gpuinfer import dtypes, quant
+from gpuinfer import dtypes
+from gpuinfer.measure import quant
+from gpuinfer.measure import float_formats
+from gpuinfer.measure import quant_examples
 
 RNG = np.random.default_rng(0)
 
@@ -22,29 +25,9 @@ def _sine(n=200_000, amplitude=1.0):
 
 
 
-def test_the_float_formats_and_the_example_data_are_re_exported_by_quant():
-    # gpuinfer.float_formats (the low-precision float grids and formats) and
-    # gpuinfer.quant_examples (the chapter's synthetic tensors) are their names' homes;
-    # `quant.<name>` is the same object, so pages that read quant.fake_quantize_float or
-    # quant.example_weights need no change.
-    from gpuinfer import float_formats, quant_examples
-    for home in (float_formats, quant_examples):
-        public = [n for n, x in vars(home).items() if not n.startswith("_")
-                  and not isinstance(x, type(np))          # not `np`, `math`
-                  and getattr(x, "__module__", home.__name__) == home.__name__]
-        assert public, home.__name__
-        for name in public:
-            assert getattr(quant, name) is getattr(home, name), (home.__name__, name)
-    assert quant.FloatGrid.__module__ == "gpuinfer.float_formats"
-    assert quant.GRIDS["fp8_e4m3"].max_value == 448.0   # OCP OFP8: 1.75 x 2**8
-
-# --- integer grids and the textbook SQNR ------------------------------------------------------
-
-@pytest.mark.parametrize("bits, symmetric, expected", [
-    (8, True, (-127, 127)), (8, False, (0, 255)), (4, True, (-7, 7)), (4, False, (0, 15)),
-    (16, True, (-32767, 32767))])
-def test_qrange(bits, symmetric, expected):
-    assert quant.qrange(bits, symmetric) == expected
+def test_the_fp8_e4m3_grid_tops_out_at_448():
+    from gpuinfer.measure import float_formats
+    assert float_formats.GRIDS["fp8_e4m3"].max_value == 448.0   # OCP OFP8: 1.75 x 2**8
 
 
 def test_ideal_sqnr_textbook_values():
@@ -307,14 +290,14 @@ def test_bytes_per_weight_counts_the_scales():
 
 def test_formats_are_the_dtypes_vocabulary():
     # Every format dtypes knows that stores values (tf32 is a compute mode), no other.
-    assert set(quant.FORMATS) == set(dtypes.DTYPES) - {"tf32"}
-    for name in quant.FORMATS:
-        p = quant.format_properties(name)
+    assert set(float_formats.FORMATS) == set(dtypes.DTYPES) - {"tf32"}
+    for name in float_formats.FORMATS:
+        p = float_formats.format_properties(name)
         assert p["bytes"] == dtypes.bytes_per_element(name), name
         assert p["bits"] == dtypes.value_bits(name), name
     # Aliases resolve through dtypes.canonical, not by splitting the name.
-    assert quant.format_properties("fp8")["format"] == "fp8_e4m3"
-    assert quant.format_properties("fp4")["format"] == "fp4_e2m1"
+    assert float_formats.format_properties("fp8")["format"] == "fp8_e4m3"
+    assert float_formats.format_properties("fp4")["format"] == "fp4_e2m1"
 
 
 @pytest.mark.parametrize("name, bits, nbytes, largest, eps", [
@@ -330,7 +313,7 @@ def test_formats_are_the_dtypes_vocabulary():
     ("int4", 4, 0.5 + 2 / 32, 7.0, 1 / 7),      # + an fp16 scale per 32: 4.5 bits
 ])
 def test_format_properties(name, bits, nbytes, largest, eps):
-    p = quant.format_properties(name)
+    p = float_formats.format_properties(name)
     assert p["bits"] == bits and p["bytes"] == nbytes
     assert p["max"] == pytest.approx(largest, rel=1e-6)
     assert p["relative_precision"] == pytest.approx(eps)
@@ -342,7 +325,7 @@ def test_format_properties(name, bits, nbytes, largest, eps):
                                           ("fp8_e4m3", torch.float8_e4m3fn),
                                           ("fp8_e5m2", torch.float8_e5m2)])
 def test_float_grids_agree_with_torch_finfo(name, tdtype):
-    info, p = torch.finfo(tdtype), quant.format_properties(name)
+    info, p = torch.finfo(tdtype), float_formats.format_properties(name)
     assert p["max"] == float(info.max)
     assert p["min_positive_normal"] == float(info.smallest_normal)
     assert p["relative_precision"] == float(info.eps)
@@ -355,13 +338,13 @@ def test_float_grids_agree_with_torch_finfo(name, tdtype):
     ("fp4_e2m1", 7, 6.0),          # 0.5 (subnormal), 1, 1.5, 2, 3, 4, 6
     ("int8", 127, 127.0), ("int4", 7, 7.0)])
 def test_representable_values(name, count, largest):
-    v = quant.representable_values(name)
+    v = float_formats.representable_values(name)
     assert len(v) == count and v.max() == largest and v.min() > 0
     assert np.all(np.diff(v) > 0)
 
 
 def test_fp4_e2m1_grid_by_hand():
-    np.testing.assert_array_equal(quant.representable_values("fp4_e2m1"),
+    np.testing.assert_array_equal(float_formats.representable_values("fp4_e2m1"),
                                   [0.5, 1, 1.5, 2, 3, 4, 6])
 
 
@@ -374,12 +357,12 @@ def test_enumerated_values_match_torch_bit_patterns(name, tdtype):
     store = {8: torch.uint8, 16: torch.int16}[bits]
     codes = torch.arange(1, 2 ** (bits - 1), dtype=torch.int64).to(store)
     values = codes.view(tdtype).double().numpy()
-    np.testing.assert_array_equal(quant.representable_values(name),
+    np.testing.assert_array_equal(float_formats.representable_values(name),
                                   np.sort(values[np.isfinite(values)]))
 
 
 def test_formats_table_has_every_format():
-    assert list(quant.formats_table()["format"]) == list(quant.FORMATS)
+    assert list(float_formats.formats_table()["format"]) == list(float_formats.FORMATS)
 
 
 # --- casting onto a float grid: round to nearest even, subnormals, saturation ------------------
@@ -394,7 +377,7 @@ def test_formats_table_has_every_format():
     (-2.6, -3.0), (-100.0, -6.0),
 ])
 def test_fp4_e2m1_rounding_by_hand(x, expected):
-    assert quant.fake_quantize_float(np.array([x]), "fp4_e2m1")[0] == expected
+    assert float_formats.fake_quantize_float(np.array([x]), "fp4_e2m1")[0] == expected
 
 
 @pytest.mark.parametrize("fmt, x, expected", [
@@ -410,8 +393,8 @@ def test_fp4_e2m1_rounding_by_hand(x, expected):
     ("fp8_e5m2", 2.0**-16, 2.0**-16),     # smallest subnormal: 2**(1 - 15) x 2**-2
 ])
 def test_fp8_rounding_by_hand(fmt, x, expected):
-    assert quant.fake_quantize_float(np.array([x]), fmt)[0] == expected
-    assert quant.fake_quantize_float(np.array([-x]), fmt)[0] == -expected
+    assert float_formats.fake_quantize_float(np.array([x]), fmt)[0] == expected
+    assert float_formats.fake_quantize_float(np.array([-x]), fmt)[0] == -expected
 
 
 @pytest.mark.parametrize("fmt, tdtype, spread", [("fp8_e4m3", torch.float8_e4m3fn, 50.0),
@@ -419,21 +402,21 @@ def test_fp8_rounding_by_hand(fmt, x, expected):
                                                  ("fp8_e5m2", torch.float8_e5m2, 5e3)])
 def test_casts_agree_with_torch_inside_the_range(fmt, tdtype, spread):
     x = RNG.normal(size=50_000) * spread      # normals and (for 1e-3) subnormals
-    x = x[np.abs(x) <= quant.format_properties(fmt)["max"]]
+    x = x[np.abs(x) <= float_formats.format_properties(fmt)["max"]]
     expected = torch.from_numpy(x).to(tdtype).double().numpy()
-    np.testing.assert_array_equal(quant.fake_quantize_float(x, fmt), expected)
+    np.testing.assert_array_equal(float_formats.fake_quantize_float(x, fmt), expected)
 
 
 def test_grid_values_round_trip_exactly():
     for fmt in ["fp8_e4m3", "fp8_e5m2", "fp4_e2m1"]:
-        v = quant.representable_values(fmt)
+        v = float_formats.representable_values(fmt)
         v = np.concatenate([-v, [0.0], v])
-        np.testing.assert_array_equal(quant.fake_quantize_float(v, fmt), v)
+        np.testing.assert_array_equal(float_formats.fake_quantize_float(v, fmt), v)
 
 
 def test_torch_in_torch_out_for_floats():
     x = torch.tensor([0.74, 5.2, -9.0])
-    out = quant.fake_quantize_float(x, "fp4")
+    out = float_formats.fake_quantize_float(x, "fp4")
     assert isinstance(out, torch.Tensor) and out.dtype == torch.float32
     assert out.tolist() == [0.5, 6.0, -6.0]   # 0.74 -> 0.5 (not a tie), 5.2 -> 6
 
@@ -443,13 +426,13 @@ def test_torch_in_torch_out_for_floats():
 def test_fp32_scale_puts_the_largest_value_on_the_maximum():
     # Per channel: row 0's amax 896 maps to 448 (scale 2), row 1's 0.5 to 448.
     w = np.array([[896.0, 3.0], [0.5, -0.25]])
-    out = quant.fake_quantize_float(w, "fp8_e4m3", axis=0)
+    out = float_formats.fake_quantize_float(w, "fp8_e4m3", axis=0)
     # Row 0: 3 / 2 = 1.5 is on the grid -> 3 exactly. Row 1: scale 0.5 / 448;
     # -0.25 / scale = -224 is on the grid (1.75 x 2**7) -> -0.25 exactly.
     np.testing.assert_array_equal(out, w)
     # Per tensor (scale 896 / 448 = 2): 0.5 / 2 = 0.25 = 2**-2 is on the grid, -0.25 / 2 =
     # -0.125 too; everything round-trips here as well.
-    np.testing.assert_array_equal(quant.fake_quantize_float(w, "fp8_e4m3", scale_fmt="fp32"), w)
+    np.testing.assert_array_equal(float_formats.fake_quantize_float(w, "fp8_e4m3", scale_fmt="fp32"), w)
 
 
 @pytest.mark.parametrize("amax, expected", [
@@ -461,23 +444,23 @@ def test_fp32_scale_puts_the_largest_value_on_the_maximum():
     (0.0, 2.0**-127),    # an all-zero block: the smallest E8M0 scale
 ])
 def test_mx_scale_follows_the_ocp_rule(amax, expected):
-    assert quant.mx_scale(amax) == expected
+    assert float_formats.mx_scale(amax) == expected
 
 
 def test_mxfp4_block_by_hand():
     block = np.zeros(32)
     block[:5] = [7.0, 5.0, 0.3, -2.6, 6.0]
     # Scale 2**0 (amax 7): 7 saturates to 6, 5 ties to 4, 0.3 -> 0.5, -2.6 -> -3, 6 stays.
-    out = quant.fake_quantize_float(block, "mxfp4")
+    out = float_formats.fake_quantize_float(block, "mxfp4")
     np.testing.assert_array_equal(out[:5], [6.0, 4.0, 0.5, -3.0, 6.0])
     assert np.all(out[5:] == 0)
     # A second block with amax 0.1: scale 2**-6; 0.1 / 2**-6 = 6.4 -> 6 -> 0.09375.
     two = np.concatenate([block, np.full(32, 0.1)])
-    np.testing.assert_allclose(quant.fake_quantize_float(two, "mxfp4")[32:], 6 * 2.0**-6)
+    np.testing.assert_allclose(float_formats.fake_quantize_float(two, "mxfp4")[32:], 6 * 2.0**-6)
     # Same as spelling out the parts.
     np.testing.assert_array_equal(
-        quant.fake_quantize_float(two, "fp4_e2m1", block_size=32, scale_fmt="e8m0"),
-        quant.fake_quantize_float(two, "mxfp4"))
+        float_formats.fake_quantize_float(two, "fp4_e2m1", block_size=32, scale_fmt="e8m0"),
+        float_formats.fake_quantize_float(two, "mxfp4"))
 
 
 def test_nvfp4_scales_and_block_by_hand():
@@ -485,10 +468,10 @@ def test_nvfp4_scales_and_block_by_hand():
     x = np.zeros(32)
     x[0], x[1] = 2688.0, 1000.0          # block 0: amax 2688 -> s_b = 2688 / 6 = 448
     x[16], x[17] = 7.0, 1.0              # block 1: amax 7 -> 7 / 6 = 1.1667 -> E4M3 1.125
-    s_b, s_t = quant.nvfp4_scales([2688.0, 7.0], 2688.0)
+    s_b, s_t = float_formats.nvfp4_scales([2688.0, 7.0], 2688.0)
     assert s_t == 1.0
     np.testing.assert_array_equal(s_b, [448.0, 1.125])   # 1.1667 / 0.125 = 9.33 -> 9
-    out = quant.fake_quantize_float(x, "nvfp4")
+    out = float_formats.fake_quantize_float(x, "nvfp4")
     # 2688 / 448 = 6 -> 2688; 1000 / 448 = 2.23 -> 2 -> 896.
     # 7 / 1.125 = 6.22 -> 6 -> 6.75; 1 / 1.125 = 0.889 -> 1 -> 1.125.
     np.testing.assert_array_equal(out[[0, 1, 16, 17]], [2688.0, 896.0, 6.75, 1.125])
@@ -497,9 +480,9 @@ def test_nvfp4_scales_and_block_by_hand():
 def test_block_formats_fix_their_blocks():
     x = np.ones((2, 64))
     with pytest.raises(ValueError, match="fixes blocks of 32"):
-        quant.fake_quantize_float(x, "mxfp4", block_size=16)
+        float_formats.fake_quantize_float(x, "mxfp4", block_size=16)
     with pytest.raises(ValueError, match="fixes blocks of 16"):
-        quant.fake_quantize_float(x, "nvfp4", scale_fmt="e8m0")
+        float_formats.fake_quantize_float(x, "nvfp4", scale_fmt="e8m0")
 
 
 def test_sqnr_per_bit_orders_the_4_bit_formats():
@@ -509,9 +492,9 @@ def test_sqnr_per_bit_orders_the_4_bit_formats():
     w = _rows_of_different_scales()
     db = {name: quant.sqnr_db(w, out) for name, out in {
         "int8": quant.fake_quantize(w, bits=8, axis=0),
-        "fp8": quant.fake_quantize_float(w, "fp8_e4m3", axis=0),
-        "nvfp4": quant.fake_quantize_float(w, "nvfp4"),
-        "mxfp4": quant.fake_quantize_float(w, "mxfp4")}.items()}
+        "fp8": float_formats.fake_quantize_float(w, "fp8_e4m3", axis=0),
+        "nvfp4": float_formats.fake_quantize_float(w, "nvfp4"),
+        "mxfp4": float_formats.fake_quantize_float(w, "mxfp4")}.items()}
     assert db["int8"] > db["fp8"] > db["nvfp4"] > db["mxfp4"]
     assert 29 < db["fp8"] < 34
 
@@ -567,12 +550,12 @@ def test_dynamic_per_token_scales_beat_a_static_range_on_varying_tokens():
 # --- the chapter's synthetic data --------------------------------------------------------------
 
 def test_example_data_is_reproducible_and_has_its_outliers():
-    np.testing.assert_array_equal(quant.example_weights(), quant.example_weights())
-    assert quant.example_weights(8, 64, tails="heavy").shape == (8, 64)
-    x = quant.example_activations(512, 64, outliers=(5,), outlier_gain=20.0)
+    np.testing.assert_array_equal(quant_examples.example_weights(), quant_examples.example_weights())
+    assert quant_examples.example_weights(8, 64, tails="heavy").shape == (8, 64)
+    x = quant_examples.example_activations(512, 64, outliers=(5,), outlier_gain=20.0)
     typical = np.median(np.abs(x), axis=0)                     # per channel
     assert typical[5] > 10 * np.median(typical)                # the outlier channel
-    keys, values = quant.example_kv(1024, 32, outlier_channels=(7,))
+    keys, values = quant_examples.example_kv(1024, 32, outlier_channels=(7,))
     assert np.abs(keys[:, 7]).mean() > 10 * np.abs(values[:, 7]).mean()
 
 
@@ -642,35 +625,35 @@ BAD_INPUT = [
     (quant.unpack_int4, (np.array([[300]]),), {}, ValueError, "0..255"),
     (quant.unpack_int4, (np.array([[1.5]]),), {}, TypeError, "integers"),
     (quant.unpack_int4, (np.array([[1]], np.uint8),), {"signed": "no"}, TypeError, "signed"),
-    (quant.mx_scale, (-1.0,), {}, ValueError, "amax"),
-    (quant.mx_scale, (np.nan,), {}, ValueError, "amax"),
-    (quant.mx_scale, (1.0, "int8"), {}, ValueError, "float element format"),
-    (quant.nvfp4_scales, ([7.0], 6.0), {}, ValueError, "exceed"),
-    (quant.nvfp4_scales, ([1.0], -1.0), {}, ValueError, "tensor_amax"),
-    (quant.fake_quantize_float, (X, "fp6"), {}, KeyError, "fp6"),
-    (quant.fake_quantize_float, (X, "int8"), {}, ValueError, "float element format"),
-    (quant.fake_quantize_float, (X, None), {}, TypeError, "fmt"),
-    (quant.fake_quantize_float, (X, "fp8_e4m3"), {"block_size": 3}, ValueError, "block_size 3"),
-    (quant.fake_quantize_float, (X, "fp8_e4m3"), {"block_size": 4, "axis": 0}, ValueError,
+    (float_formats.mx_scale, (-1.0,), {}, ValueError, "amax"),
+    (float_formats.mx_scale, (np.nan,), {}, ValueError, "amax"),
+    (float_formats.mx_scale, (1.0, "int8"), {}, ValueError, "float element format"),
+    (float_formats.nvfp4_scales, ([7.0], 6.0), {}, ValueError, "exceed"),
+    (float_formats.nvfp4_scales, ([1.0], -1.0), {}, ValueError, "tensor_amax"),
+    (float_formats.fake_quantize_float, (X, "fp6"), {}, KeyError, "fp6"),
+    (float_formats.fake_quantize_float, (X, "int8"), {}, ValueError, "float element format"),
+    (float_formats.fake_quantize_float, (X, None), {}, TypeError, "fmt"),
+    (float_formats.fake_quantize_float, (X, "fp8_e4m3"), {"block_size": 3}, ValueError, "block_size 3"),
+    (float_formats.fake_quantize_float, (X, "fp8_e4m3"), {"block_size": 4, "axis": 0}, ValueError,
      "not both"),
-    (quant.fake_quantize_float, (X, "fp8_e4m3", 4, "e5m0"), {}, KeyError, "scale_fmt"),
-    (quant.fake_quantize_float, (np.array([1.0, np.nan]), "fp8_e4m3"), {}, ValueError, "NaN"),
-    (quant.fake_quantize_float, (np.array([np.inf]), "nvfp4"), {}, ValueError, "infinite"),
-    (quant.format_properties, ("fp6",), {}, KeyError, "fp6"),
-    (quant.format_properties, (8,), {}, TypeError, "name"),
-    (quant.representable_values, ("fp32",), {}, ValueError, "too many"),
-    (quant.representable_values, ("nvfp4",), {}, ValueError, "fp4_e2m1"),
+    (float_formats.fake_quantize_float, (X, "fp8_e4m3", 4, "e5m0"), {}, KeyError, "scale_fmt"),
+    (float_formats.fake_quantize_float, (np.array([1.0, np.nan]), "fp8_e4m3"), {}, ValueError, "NaN"),
+    (float_formats.fake_quantize_float, (np.array([np.inf]), "nvfp4"), {}, ValueError, "infinite"),
+    (float_formats.format_properties, ("fp6",), {}, KeyError, "fp6"),
+    (float_formats.format_properties, (8,), {}, TypeError, "name"),
+    (float_formats.representable_values, ("fp32",), {}, ValueError, "too many"),
+    (float_formats.representable_values, ("nvfp4",), {}, ValueError, "fp4_e2m1"),
     (quant.smoothquant_scales, ([1.0, 2.0], [1.0]), {}, ValueError, "one entry per input"),
     (quant.smoothquant_scales, ([1.0, -2.0], [1.0, 1.0]), {}, ValueError, "act_absmax"),
     (quant.smoothquant_scales, ([1.0, 2.0], [1.0, np.nan]), {}, ValueError, "weight_absmax"),
     (quant.smoothquant_scales, ([1.0], [1.0]), {"alpha": 1.5}, ValueError, "alpha"),
     (quant.smoothquant_scales, ([1.0], [1.0]), {"alpha": "half"}, TypeError, "alpha"),
-    (quant.example_weights, (0,), {}, ValueError, "d_out"),
-    (quant.example_weights, (), {"tails": "cauchy"}, KeyError, "tails"),
-    (quant.example_activations, (), {"outliers": (300,)}, ValueError, "outlier channel"),
-    (quant.example_activations, (), {"outlier_gain": -1}, ValueError, "outlier_gain"),
-    (quant.example_kv, (10, 2.5), {}, ValueError, "head_dim"),
-    (quant.example_kv, (), {"seed": -1}, ValueError, "seed"),
+    (quant_examples.example_weights, (0,), {}, ValueError, "d_out"),
+    (quant_examples.example_weights, (), {"tails": "cauchy"}, KeyError, "tails"),
+    (quant_examples.example_activations, (), {"outliers": (300,)}, ValueError, "outlier channel"),
+    (quant_examples.example_activations, (), {"outlier_gain": -1}, ValueError, "outlier_gain"),
+    (quant_examples.example_kv, (10, 2.5), {}, ValueError, "head_dim"),
+    (quant_examples.example_kv, (), {"seed": -1}, ValueError, "seed"),
 ]
 
 
@@ -686,7 +669,7 @@ def test_unknown_names_are_both_key_and_value_errors():
     with pytest.raises(ValueError):
         quant.quantize(X, method="mse")
     with pytest.raises(ValueError):
-        quant.format_properties("fp6")
+        float_formats.format_properties("fp6")
 
 
 def test_unpack_int4_of_a_tensor_stays_on_its_device():
@@ -734,7 +717,7 @@ def test_rotation_keeps_the_product_and_spreads_an_outlier():
     np.testing.assert_allclose(np.abs(quant.rotate(e)), 2.0)
     assert np.linalg.norm(quant.rotate(e)) == pytest.approx(8.0)
     # On outlier-laden activations, int4 per-token quantisation loses less after rotation.
-    a = quant.example_activations(64, seed=2)
+    a = quant_examples.example_activations(64, seed=2)
     r = quant.rotate(a, seed=0)
     assert (quant.sqnr_db(r, quant.fake_quantize(r, bits=4, axis=0))
             > quant.sqnr_db(a, quant.fake_quantize(a, bits=4, axis=0)) + 6)

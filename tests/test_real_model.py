@@ -1,4 +1,4 @@
-"""The torch SmolLM2 of lab 11 (`gpuinfer.real_model`): its logits and greedy tokens
+"""The torch SmolLM2 of lab 11 (`gpuinfer.measure.real_model`): its logits and greedy tokens
 against `quality.forward` (no cache, the whole sequence recomputed), its KV cache against
 its own recomputation, batches of prompts of different lengths, prompt-lookup decoding,
 the int8/int4 formats against fake quantisation, the lab's verdicts (every branch), and
@@ -14,9 +14,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuinfer import exercises, quality, quant  # noqa: E402
-from gpuinfer import lab_verdicts as lv  # noqa: E402
-from gpuinfer import real_model as rm  # noqa: E402
+from gpuinfer.course import exercises
+from gpuinfer.measure import quality, quant  # noqa: E402
+from gpuinfer.measure import lab_verdicts as lv  # noqa: E402
+from gpuinfer.measure import real_model as rm  # noqa: E402
 
 #: fp32 logits against the float64 reference: the largest absolute difference allowed.
 #: SmolLM2's logits reach ~40; fp32 rounding through 30 layers moved them by < 1e-4 here,
@@ -352,7 +353,7 @@ def test_agreement_branches():
 
 
 def test_spread_of_a_timing_or_of_repeats():
-    from gpuinfer.bench import Timing
+    from gpuinfer.measure.bench import Timing
 
     assert rm.spread_of(Timing(2.0, 0.5, 5, 1)) == S(2.0, 0.25)
     assert rm.spread_of([1.0, 2.0, 3.0]) == S(2.0, 1.0)
@@ -421,7 +422,7 @@ def test_loop_models_count_the_profiled_launches_a_layer():
 
 
 def test_against_models_puts_each_model_beside_the_measurement():
-    from gpuinfer import achievable
+    from gpuinfer.predict import achievable
     spec = rm.TorchLlama(tiny_source(layers=2), "cpu", max_len=16).spec
     t = rm.against_models(spec, "T4", "fp32", {"TPOT": (2e-3, 1e-4, 1, 8)},
                           {"ceiling": False, "achievable": achievable.FITTED})

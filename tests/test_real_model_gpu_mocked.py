@@ -8,8 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuinfer import device as dev  # noqa: E402
-from gpuinfer import real_model as rm  # noqa: E402
+from gpuinfer.measure import torch_device as dev  # noqa: E402
+from gpuinfer.measure import real_model as rm  # noqa: E402
 
 from tests.test_real_model import tiny_source  # noqa: E402
 

@@ -5,7 +5,13 @@ import pytest
 
 pytest.importorskip("torch")
 
-from gpuinfer import bench, decoding, hardware, llm, reference  # noqa: E402
+from gpuinfer.measure import bench, decoding, reference
+from gpuinfer import hardware
+from gpuinfer.predict import llm
+from gpuinfer.measure import environment
+from gpuinfer.measure import detection
+from gpuinfer.hardware import measured_rates
+from gpuinfer.predict import architectures  # noqa: E402
 
 
 def _env(device_type="cuda", entry="H200"):
@@ -27,7 +33,7 @@ def test_tidy_weight_reads_by_hand():
 
 def test_tidy_matmul_and_decode_rows_from_bench():
     mm = bench.matmul_tflops([(4, 64, 64)], device="cpu", min_run_time=0.01, progress=False)
-    env = bench.environment("cpu")
+    env = environment.environment("cpu")
     t = reference.tidy(mm, "matmul", env).iloc[0]
     assert t["value"] == pytest.approx(mm.iloc[0]["achieved_tflops"] * 1e12)
     assert t["ceiling"] == pytest.approx(mm.iloc[0]["roofline_tflops"] * 1e12)
@@ -35,7 +41,7 @@ def test_tidy_matmul_and_decode_rows_from_bench():
     row = decoding.DecodeStack(spec, device="cpu").measure(2, 8, min_run_time=0.01)
     d = reference.tidy([row], "decode", env).iloc[0]
     assert d["value"] == pytest.approx(2 / row["seconds"])
-    assert d["ceiling"] == pytest.approx(llm.decode_ceiling(spec, hardware.cpu(), 2, 8, "fp32"))
+    assert d["ceiling"] == pytest.approx(llm.decode_ceiling(spec, detection.cpu(), 2, 8, "fp32"))
     assert d["intensity"] == pytest.approx(row["step_flops"] / row["step_bytes"])
     # llm's model also counts the activations: the same intensity within 1%.
     assert d["intensity"] == pytest.approx(llm.decode_intensity(spec, 2, 8, "fp32"), rel=0.01)
@@ -117,17 +123,17 @@ def test_published_anchors_beside_their_ceilings():
     pub = reference.published()
     h100 = pub[(pub["experiment"] == "matmul") & (pub["catalogue_entry"] == "H100 SXM")].iloc[0]
     # Bekman's MAMF table (ml-engineering, compute/accelerator/README.md at the commit
-    # hardware.measured cites): H100 SXM 794.5 of 989 TFLOP/s, 80.3%; A100 SXM 271.2 of 312.
+    # hardware.measured_rates cites): H100 SXM 794.5 of 989 TFLOP/s, 80.3%; A100 SXM 271.2 of 312.
     assert h100["value"] == 794.5e12
     assert h100["fraction_of_ceiling"] == pytest.approx(794.5 / 989)
     a100 = pub[(pub["experiment"] == "matmul") & (pub["catalogue_entry"] == "A100 80GB")].iloc[0]
     assert a100["value"] == 271.2e12
     # One figure, one place: the published table and hardware.achievable agree.
     for _, row in pub[pub["experiment"] == "matmul"].iterrows():
-        assert hardware.achievable(row["catalogue_entry"])["matmul_bf16_flops"] == row["value"]
+        assert measured_rates.achievable(row["catalogue_entry"])["matmul_bf16_flops"] == row["value"]
     fast = pub[(pub["experiment"] == "decode") & (pub["value"] == 104.9)].iloc[0]
     # Llama-2-7B, 6.74e9 parameters x 2 bytes at 2,039 GB/s: ~151 tokens/s; 104.9 is ~69%.
-    ceiling = 2039e9 / (llm.get("llama-2-7b").n_params * 2)
+    ceiling = 2039e9 / (architectures.get("llama-2-7b").n_params * 2)
     assert fast["ceiling"] == pytest.approx(ceiling)
     assert fast["fraction_of_ceiling"] == pytest.approx(0.69, abs=0.01)
     with pytest.raises(ValueError, match="experiment"):
@@ -182,7 +188,8 @@ def test_every_published_figure_cites_a_key_of_the_bibliography():
 
 
 def test_engine_measurements_are_the_achievable_models_table():
-    from gpuinfer import calibration, reference
+    from gpuinfer.predict import calibration
+    from gpuinfer.measure import reference
 
     df = reference.engine_measurements()
     assert len(df) == len(calibration.measurements())

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from gpuinfer import release
+from gpuinfer.course import release
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SETUP = ("# Colab (or Kaggle) setup: install this course's package from the branch the website is\n"

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from gpuinfer import hardware, roofline
+from gpuinfer import hardware
+from gpuinfer.predict import roofline
 
 
 def test_attainable_is_min_of_the_two_roofs():

@@ -1,10 +1,10 @@
-"""gpuinfer.search.largest_meeting: the last yes of a monotone question, found by bisection."""
+"""gpuinfer.predict.search.largest_meeting: the last yes of a monotone question, found by bisection."""
 
 import math
 
 import pytest
 
-from gpuinfer.search import MAX_OPEN_ENDED, largest_meeting
+from gpuinfer.predict.search import MAX_OPEN_ENDED, largest_meeting
 
 
 class Counted:

@@ -10,8 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpuinfer import (achievable, batching, colocation, exercises, hardware, llm, llm_slo,
-                      paged_kv, serving, speculative)
+from gpuinfer.predict import (achievable, batching, colocation, llm, llm_slo, paged_kv,
+                              speculative)
+from gpuinfer.course import exercises
+from gpuinfer import hardware
+from gpuinfer.hardware import device_links
+from gpuinfer.hardware import mig_slices
+from gpuinfer.predict import mig_sizing
 
 MODEL, GPU = "llama-3-8b", "H100 SXM"
 KV_8B = 2 * 32 * 8 * 128 * 2          # Llama-3-8B: 131,072 B of fp16 cache a token
@@ -214,7 +219,7 @@ def test_engine_memory_fraction_by_hand():
     # Chapter 5's chat instance: Llama-3-8B fp16 weights 16,060,522,496 B, KV for 16 x
     # 4,096 tokens 8,589,934,592 B, 1e9 B of workspace, 1 GiB of activations, over the
     # A100 80GB's 85,100,068,864 B.
-    chat = serving.deployment("chat", "llama-3-8b", batch=16, context=4096, workspace_bytes=1e9)
+    chat = colocation.deployment("chat", "llama-3-8b", batch=16, context=4096, workspace_bytes=1e9)
     need = 16_060_522_496 + 16 * 4096 * KV_8B + 1e9 + 2**30
     assert chat.weight_bytes == 16_060_522_496
     assert colocation.engine_memory_fraction(chat, "A100 80GB") == pytest.approx(
@@ -239,10 +244,10 @@ def test_mig_decision_in_fp8_by_hand():
         tpot = (matmul + cache) / (f.bandwidth * bw) + 32 * 13 * f.kernel_gap_s + f.step_s
         assert (tpot <= 0.015) == ok
     assert (matmul + cache) / (3.35e12 * 2 / 8) < 0.015        # the ceiling's slip
-    opts = serving.mig_options("llama-3-8b", GPU, 8, 4096, "fp8", compute_dtype="fp8")
+    opts = mig_sizing.mig_options("llama-3-8b", GPU, 8, 4096, "fp8", compute_dtype="fp8")
     assert opts.loc["1g.20gb", "tpot_s"] == pytest.approx(18.38e-3, rel=0.01)
     assert opts.loc["3g.40gb", "tpot_s"] == pytest.approx(10.10e-3, rel=0.01)
-    assert hardware.mig_profiles(GPU).loc["3g.40gb", "max_instances"] == 2
+    assert mig_slices.mig_profiles(GPU).loc["3g.40gb", "max_instances"] == 2
     assert exercises.get("serving-decision-mig-profile").answer() == 2
 
 
@@ -271,9 +276,9 @@ def test_chapter9_serving_stack_answers_by_hand():
 def test_chapter9_kv_transfer_runs_over_the_rdma_nic_chapter10_uses():
     # One GPU's NIC is one of a DGX H100's eight NDR ports: 8 x 400 Gb/s = 3,200 Gb/s =
     # 400e9 B/s a node, 50e9 B/s a GPU; chapter 10 divides the same entry by 8.
-    from gpuinfer.exercises import chapter09_llm_serving as ch09
+    from gpuinfer.course.exercises import chapter09_llm_serving as ch09
     assert ch09.TRANSFER_LINK == "InfiniBand NDR x8"
-    assert hardware.get_interconnect(ch09.TRANSFER_LINK).bandwidth_bytes_per_s == 400e9
+    assert device_links.get_interconnect(ch09.TRANSFER_LINK).bandwidth_bytes_per_s == 400e9
     assert ch09.transfer_link_bytes_per_s() == 400e9 / 8 == 50e9
     assert "RDMA NIC" in exercises.get("llm-kv-transfer-ms").question
 

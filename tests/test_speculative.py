@@ -6,8 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from gpuinfer import hardware, llm, speculative as spec
-from gpuinfer import speculative
+from gpuinfer import hardware
+from gpuinfer.predict import llm, speculative as spec
+from gpuinfer.predict import speculative
 
 TARGET, GPU = "llama-3-8b", "H100 SXM"
 DRAFT = spec.LLAMA_3_2_1B
@@ -161,7 +162,7 @@ def test_round_breakdown_says_whether_both_models_and_caches_fit():
 # --- priced on the achievable model; the variants engines ship (issue 22) -----------------
 
 def test_the_achievable_round_reduces_to_the_ceiling_and_is_slower_otherwise():
-    from gpuinfer import achievable as A
+    from gpuinfer.predict import achievable as A
 
     ones = A.Efficiency(matmul=1.0, bandwidth=1.0, attention=1.0, step_s=0.0,
                         kernel_gap_s=0.0, attention_dtype=None)
@@ -178,7 +179,7 @@ def test_the_achievable_round_reduces_to_the_ceiling_and_is_slower_otherwise():
 
 
 def test_a_draft_step_pays_its_kernel_gaps_and_without_graphs_its_launches():
-    from gpuinfer import achievable as A
+    from gpuinfer.predict import achievable as A
 
     # Llama-3.2-1B: 16 layers x 13 kernels = 208. With every rate at its peak and a 0.5 us
     # gap a kernel, each draft step is its roofline time + 208 x 0.5 us = 104 us; no step

@@ -1,11 +1,13 @@
-"""The closed-form step cost (`gpuinfer.step_cost`): a step's time from its aggregates,
+"""The closed-form step cost (`gpuinfer.predict.step_cost`): a step's time from its aggregates,
 checked against the step model's table row by row (`llm.forward_step_breakdown`) and
 against arithmetic by hand."""
 
 import numpy as np
 import pytest
 
-from gpuinfer import hardware, llm, step_cost
+from gpuinfer import hardware
+from gpuinfer.predict import llm, step_cost
+from gpuinfer.predict import step_model
 
 
 def test_step_timer_is_the_sum_of_the_breakdowns_rows_on_random_mixed_steps():
@@ -95,7 +97,7 @@ def test_an_moe_steps_bytes_grow_with_the_batch_as_experts_touched():
         z = np.array([1.0, b, b, b, 0.0, b])[:, None]
         experts = t.flops_bytes(z)[1][row, 0] - b * act
         assert experts == pytest.approx(touched * 32 * 352_321_536, rel=1e-12)
-        assert experts == pytest.approx(32 * 352_321_536 * llm.experts_touched(m, b))
+        assert experts == pytest.approx(32 * 352_321_536 * step_model.experts_touched(m, b))
     dense = step_cost.StepCost("llama-3-8b", "H100 SXM", "fp16")
     lin = dense.names.index("linear")
     w = [dense.flops_bytes(np.array([1.0, b, b, b, 0.0, b])[:, None])[1][lin, 0]

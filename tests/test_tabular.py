@@ -1,10 +1,13 @@
-"""gpuinfer.tabular: parameter, FLOP and byte counts worked by hand; the model agrees."""
+"""gpuinfer.predict.tabular: parameter, FLOP and byte counts worked by hand; the model agrees."""
 
 import numpy as np
 import pytest
 import torch
 
-from gpuinfer import hardware, roofline, tabular, tabular_model
+from gpuinfer import hardware
+from gpuinfer.predict import roofline, tabular
+from gpuinfer.measure import tabular_model
+from gpuinfer.hardware import device_links
 
 
 def test_params_by_hand_and_against_torch():
@@ -130,7 +133,7 @@ def test_bad_input(call, error, words):
 
 def test_host_copies_by_hand():
     # T4 over PCIe Gen3 x16: 16 lanes x 8 GT/s x 128/130 / 8 = 15.75 GB/s each way.
-    link = hardware.host_link("T4")
+    link = device_links.host_link("T4")
     bw = 16 * 8e9 * 128 / 130 / 8
     assert link.bandwidth_bytes_per_s == pytest.approx(bw)
     # Batch 1, 64 fp16 features in, 1 out: two copies, each 6.5 us + bytes / bandwidth.

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpuinfer import tabular_model, triton_server as ts
+from gpuinfer.measure import tabular_model, triton_server as ts
 
 
 # --- the Python-version trap ---------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The achievable model's validation across publishers (gpuinfer.validation): the data set
+"""The achievable model's validation across publishers (gpuinfer.predict.validation): the data set
 is cited and auditable, the fast decomposition is the package's own prediction, the ceiling
 holds every measurement, leave-one-source-out really leaves the source out, the refit and
 the interval are what the module states."""
@@ -8,10 +8,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gpuinfer import achievable as A
-from gpuinfer import calibration as C
-from gpuinfer import engine_step, llm_serving
-from gpuinfer import validation as V
+from gpuinfer.predict import achievable as A
+from gpuinfer.predict import calibration as C
+from gpuinfer.predict import engine_step, llm_serving
+from gpuinfer.predict import validation as V
 
 
 @pytest.fixture(scope="module")
@@ -259,18 +259,21 @@ def test_independent_errors_are_what_achievable_states():
 
 
 def test_expert_parallel_with_dp_attention_by_hand():
-    from gpuinfer import expert_parallel as E
-    from gpuinfer import hardware, llm
+    from gpuinfer.predict import expert_parallel as E
+    from gpuinfer import hardware
+    from gpuinfer.hardware import device_links
+    from gpuinfer.predict import architectures
+    from gpuinfer.predict import step_model
 
-    m, n, i, o = llm.get("qwen3-235b-a22b"), 8, 1000, 1000
+    m, n, i, o = architectures.get("qwen3-235b-a22b"), 8, 1000, 1000
     kw = dict(dtype="fp8", compute_dtype="fp8", kv_dtype="fp8", tp=n, ep=n, attention_dp=True)
     r = llm_serving.offline_throughput(m, "H200", i, o, **kw)  # the ceiling
     # Memory: each GPU holds the whole model less 7/8 of its routed experts; its own
     # sequences hold the whole model's KV bytes a token, I + (O - 1)/2 tokens each.
     routed = m.n_moe_layers * m.n_experts * m.expert_params * 1.0  # fp8: 1 byte a weight
-    held_weights = llm.weight_bytes(m, "fp8") - routed * 7 / 8
+    held_weights = step_model.weight_bytes(m, "fp8") - routed * 7 / 8
     budget = hardware.get("H200").memory_bytes - held_weights
-    b = budget / (llm.kv_cache_bytes_per_token(m, "fp8") * (i + (o - 1) / 2))
+    b = budget / (step_model.kv_cache_bytes_per_token(m, "fp8") * (i + (o - 1) / 2))
     assert r["kv_budget_bytes"] == pytest.approx(budget, rel=1e-12)
     assert r["batch"] == pytest.approx(n * b, rel=1e-12)
     # The step: one GPU's rows on its own sequences, the experts on 1/8 of the group's
@@ -288,7 +291,7 @@ def test_expert_parallel_with_dp_attention_by_hand():
     f[j], y[j] = fw[j] / n, yw[j] / n
     device = float(np.sum(np.maximum(f / timer.peaks, y / timer.bandwidths)))
     a2a = E.moe_all_to_all_bytes(m, z[1], n)
-    link = hardware.interconnect_for(hardware.get("H200"))
+    link = device_links.interconnect_for(hardware.get("H200"))
     comm = m.n_moe_layers * (E.all_to_all_s(a2a["dispatch_sent_bytes"], n, link)
                              + E.all_to_all_s(a2a["combine_sent_bytes"], n, link))
     assert r["comm_s"] == pytest.approx(comm, rel=1e-12)

@@ -74,6 +74,6 @@ def test_every_protocol_name_is_defined_in_src_or_tests():
 
 
 def test_every_field_is_a_dataclass_field():
-    from gpuinfer import triton_server
+    from gpuinfer.measure import triton_server
     fields = {f.name for f in dataclasses.fields(triton_server.Server)}
     assert set(_names("_FIELDS")) <= fields

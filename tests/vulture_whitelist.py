@@ -8,10 +8,10 @@ an entry that stops being true fails the suite instead of hiding dead code.
 Remove an entry when its reason goes; never add one to quiet vulture about code nothing uses.
 """
 
-from gpuinfer import (
-    exercises, onnx_runtime, quality, tabular, triton_server,
-)
-from gpuinfer.hardware import links
+from gpuinfer.course import exercises
+from gpuinfer.measure import onnx_runtime, quality, triton_server
+from gpuinfer.predict import tabular
+from gpuinfer.hardware import device_links
 
 #: Used only by pages (chapters, labs, workshop).
 _PAGES = [
@@ -22,7 +22,7 @@ _PAGES = [
 
 #: Citations kept beside the constants they source (read in the code, shown by no page).
 _SOURCES = [
-    links.NCCL_TREE_CORRECTION_SOURCE, onnx_runtime.TENSORRT_DOCS,
+    device_links.NCCL_TREE_CORRECTION_SOURCE, onnx_runtime.TENSORRT_DOCS,
     tabular.CUDA_GRAPHS_BLOG_URL, tabular.HOST_COPY_SOURCE,
 ]
 

@@ -4,7 +4,7 @@
     bench [--quick | --sizes tiny|quick|full] [--out FILE] [--device D] [--threads N]
                     run the labs' measurements on this machine (weight reads, matmul
                     sweep, decode step at several batches, quantised weights) and write
-                    one tidy CSV that `gpuinfer.reference.load` reads
+                    one tidy CSV that `gpuinfer.measure.reference.load` reads
     gpu-check [--out-dir DIR] [--no-labs] [--report [PATH]] [--estimate GPU]
                     on a machine with an NVIDIA GPU: `bench` (full) written to
                     --out-dir (default gpu-check-out/; never over the shipped reference
@@ -27,7 +27,7 @@
                     `release <full commit SHA>` pins the cells to that commit (a fork's
                     room with no tag), with no version change.
 
-The steps live in `gpuinfer.bench_suite` (what bench measures) and `gpuinfer.gpu_check`
+The steps live in `gpuinfer.course.bench_suite` (what bench measures) and `gpuinfer.course.gpu_check`
 (the labs, the targets, the dry-run report); this file parses arguments and calls them.
 """
 
@@ -37,11 +37,11 @@ import argparse
 import pathlib
 import sys
 
-from .bench_suite import (SIZES, bench_plan, measure_plan, print_device, print_estimate,
-                          summary, tidy_stages)
-from .gpu_check import DRY_RUN_REPORT, GPU_CHECK_BUDGET_S
-from .gpu_check import read_report  # noqa: F401 - the workshop notes import it from here
-from .gpu_check import run as gpu_check
+from gpuinfer.course.bench_suite import (SIZES, bench_plan, measure_plan, print_device,
+                                         print_estimate, summary, tidy_stages)
+from gpuinfer.course.gpu_check import DRY_RUN_REPORT, GPU_CHECK_BUDGET_S
+from gpuinfer.course.gpu_check import read_report  # noqa: F401 - the workshop notes import it from here
+from gpuinfer.course.gpu_check import run as gpu_check
 
 
 def _notebooks(paths):
@@ -83,8 +83,8 @@ def bench_command(args) -> int:
     """`python -m gpuinfer bench`: the plan at the asked size, measured, saved, summarised."""
     import torch
 
-    from . import device as _device
-    from . import reference as _reference
+    from gpuinfer.measure import torch_device as _device
+    from gpuinfer.measure import reference as _reference
 
     sizes = args.sizes or ("quick" if args.quick else "full")
     if args.threads is not None:
@@ -142,7 +142,7 @@ def main(argv=None) -> int:
     p_release.add_argument("--root", default=".", help="the checkout (default: here)")
     args = parser.parse_args(argv)
     if args.command == "release":
-        from . import release
+        from gpuinfer.course import release
 
         try:
             steps = release.cut(args.root, args.version, notebooks_only=args.notebooks_only)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from . import validate as _v
+from gpuinfer import validate as _v
 
 
 @dataclass(frozen=True)

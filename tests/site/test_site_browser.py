@@ -13,7 +13,9 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import sitecheck
-from gpuinfer import hardware, llm, roofline
+from gpuinfer import hardware
+from gpuinfer.predict import llm, roofline
+from gpuinfer.predict import step_model
 
 pytestmark = pytest.mark.site
 
@@ -218,7 +220,7 @@ def _expected(acc, model, dtype, batch, context):
     a = hardware.get(acc)
     table = llm.decode_step_breakdown(model, acc, batch=batch, context=context, dtype=dtype)
     return {
-        "weight-read-ceiling": batch * a.bandwidth / llm.step_weight_bytes(model, dtype),
+        "weight-read-ceiling": batch * a.bandwidth / step_model.step_weight_bytes(model, dtype),
         "decode-ceiling": llm.decode_ceiling(model, acc, batch=batch, context=context, dtype=dtype),
         "verdict": float(table.loc["linear", "bound"] == "compute"),
         "compute-bound-batch": llm.compute_bound_batch(model, acc, dtype=dtype),
@@ -260,7 +262,7 @@ def test_calculator_agrees_with_gpuinfer(browser):
         assert page.locator("#gpuinfer-calculator [data-role=error]").is_hidden()
         # The split of the step's time: one row per operation, each with its bound.
         table = llm.decode_step_breakdown(case[1], case[0], batch=case[3], context=case[4], dtype=case[2])
-        for op in llm.OPERATIONS:
+        for op in step_model.OPERATIONS:
             row = page.locator(f"#gpuinfer-calculator [data-role=ops] tr[data-op={op}]")
             assert float(row.get_attribute("data-value")) == pytest.approx(table.loc[op, "seconds"], rel=1e-9)
             assert row.get_attribute("data-bound") == table.loc[op, "bound"], (case, op)

@@ -8,7 +8,11 @@ import sys
 import pytest
 
 import sitecheck
-from gpuinfer import dtypes, hardware, llm
+from gpuinfer import dtypes, hardware
+from gpuinfer.predict import llm
+from gpuinfer.hardware import devices
+from gpuinfer.predict import architectures
+from gpuinfer.predict import step_model
 
 sys.path.insert(0, str(sitecheck.ROOT / "_ext"))
 import gpuinfer_site  # noqa: E402
@@ -20,8 +24,8 @@ def payload():
 
 
 def test_export_holds_every_device_model_and_dtype(payload):
-    assert [a["name"] for a in payload["accelerators"]] == hardware.names()
-    assert [m["name"] for m in payload["models"]] == llm.names()
+    assert [a["name"] for a in payload["accelerators"]] == devices.names()
+    assert [m["name"] for m in payload["models"]] == architectures.names()
     assert list(payload["dtypes"]) == list(dtypes.DTYPES)
 
 
@@ -33,13 +37,13 @@ def test_export_numbers_are_the_packages(payload):
     m = next(m for m in payload["models"] if m["name"] == "llama-2-7b")
     assert m["n_params"] == 6_738_415_616
     assert m["kv_cache_bytes_per_token"]["fp16"] == 524_288  # 2 x 32 x 32 x 128 x 2 bytes
-    assert m["step"]["fp16"] == llm.step_constants("llama-2-7b", "fp16")
+    assert m["step"]["fp16"] == step_model.step_constants("llama-2-7b", "fp16")
     # 2 FLOPs per matmul weight per token; 4 x 32 layers x 4096 per (query, key) pair.
     assert m["step"]["fp16"]["linear_flops_per_token"] == 2 * 6_476_005_376
     assert m["step"]["fp16"]["attn_flops_per_pair"] == 4 * 32 * 4096
     assert payload["reserve_bytes"] == llm.DEFAULT_RESERVE_BYTES
-    assert payload["operations"] == list(llm.OPERATIONS)
-    assert m["operations"] == list(llm.OPERATIONS)
+    assert payload["operations"] == list(step_model.OPERATIONS)
+    assert m["operations"] == list(step_model.OPERATIONS)
 
 
 def test_export_carries_the_mixtures_of_experts(payload):
@@ -47,7 +51,7 @@ def test_export_carries_the_mixtures_of_experts(payload):
     assert m["operations"] == ["embedding", "linear", "attention", "router", "shared_experts",
                                "experts", "lm_head"]
     assert m["n_experts"] == 256 and m["experts_per_token"] == 8
-    assert m["n_active_params"] == llm.get("deepseek-v3").n_active_params
+    assert m["n_active_params"] == architectures.get("deepseek-v3").n_active_params
     # one expert in each of the 58 MoE layers, fp16: 58 x 3 x 7168 x 2048 x 2 bytes
     assert m["step"]["fp16"]["expert_bytes"] == 58 * 3 * 7168 * 2048 * 2
     assert m["kv_cache_bytes_per_token"]["bf16"] == 61 * (512 + 64) * 2  # MLA's latent

@@ -1,6 +1,6 @@
 """Every exercise the course asks is registered, and every registered exercise is asked:
 the names in the notebooks' `check("name", ...)` calls and the registry
-(`gpuinfer.exercises`) must match both ways. (tests/test_exercises.py checks each
+(`gpuinfer.course.exercises`) must match both ways. (tests/test_exercises.py checks each
 registered answer; this checks that the pages and the registry agree.)"""
 
 import json
@@ -10,7 +10,7 @@ import re
 import pytest
 
 import sitecheck
-from gpuinfer import exercises
+from gpuinfer.course import exercises
 
 ROOT = sitecheck.ROOT
 _CHECK = re.compile(r"""check\(\s*(?:\\?["'])([\w.-]+)(?:\\?["'])""")

@@ -36,11 +36,10 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from .. import dtypes as _dtypes
-from .. import validate as _v
+from gpuinfer import dtypes as _dtypes
+from gpuinfer import validate as _v
 
 GB = 1e9
-TB = 1e12
 TFLOPS = 1e12
 MiB = 2**20
 GiB = 2**30

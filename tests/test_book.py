@@ -240,3 +240,13 @@ def test_the_build_writes_each_notebook_pages_reader_copy(tmp_path):
     for copy in (written[0], out / "_sources" / "chapters" / "01_a.ipynb"):
         text = copy.read_text()
         assert "320 GB/s" in text and "{glue" not in text
+
+
+def test_glue_all_glues_each_value_and_returns_them(monkeypatch):
+    seen = []
+    monkeypatch.setattr(book, "glue", lambda name, value, display=False: seen.append((name, value)))
+    values = {"a_gbs": 2.0, "b_pct": 50}
+    assert book.glue_all(values) is values
+    assert seen == [("a_gbs", 2.0), ("b_pct", 50)]
+    with pytest.raises(TypeError, match="values must be a dict"):
+        book.glue_all([("a", 1)])

@@ -25,6 +25,16 @@ def glue(name: str, value, display: bool = False):
     return None
 
 
+def glue_all(values: dict) -> dict:
+    """Glue every {name: value} a page's computation returned (`glue` for each), and return
+    `values`, so that a page can glue a function's results and read them in one line."""
+    if not isinstance(values, dict):
+        raise TypeError(f"values must be a dict of name: value, not {type(values).__name__}")
+    for name, value in values.items():
+        glue(name, value)
+    return values
+
+
 def plain(value):
     """A numpy or torch scalar (0-d) as the Python number it holds; anything else as is."""
     if getattr(value, "shape", None) == () and hasattr(value, "item"):

@@ -1,0 +1,319 @@
+"""What `chapters/05_serving` computes for its prose, tables and figures: one function a
+block of glued values (`book.glue_all`). The measurements (the fusion table, the tuning
+search) run on the page; these functions read them, and everything else comes from the
+catalogue and the models."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from gpuinfer import dtypes, hardware
+from gpuinfer.course import findings
+from gpuinfer.course import exercises
+from gpuinfer.course.exercises import chapter05_serving as serving_exercises
+from gpuinfer.hardware import devices, mig_slices
+from gpuinfer.measure import fusion, reference
+from gpuinfer.predict import (achievable, architectures, batching, colocation, llm,
+                              mig_sizing, paged_kv, step_model, validation)
+
+GB = 1e9
+#: The exercises of this page (`check` answers each; `exercise_block` glues them).
+EXERCISES = ("serving-gelu-unfused-bytes", "serving-h200-instances",
+             "serving-h200-instances-tensorrt", "serving-kv-instance-bytes",
+             "serving-decision-mig-profile")
+
+
+def fusion_block(table, n, dtype, accelerator, *, gpu_elements, gpu_dtype="fp16") -> dict:
+    """The fusion section's values from the page's measured `table` (rows unfused, fused;
+    columns "MB moved", "ms", "GB/s"), `n` elements of `dtype` on `accelerator` (the
+    catalogue entry), and the largest L2 of the catalogue's GPUs beside one intermediate
+    of the page's GPU size (`gpu_elements` of `gpu_dtype`), both in MiB."""
+    u, f = table.iloc[0], table.iloc[1]
+    roof_pct = 100 * f["GB/s"] * 1e9 / accelerator.bandwidth   # the fused kernel, of the roof
+    lead = (f"Here the fused kernel moved {f['GB/s']:,.1f} GB/s, {roof_pct:.0f}% of the "
+            f"{accelerator.bandwidth / 1e9:,.0f} GB/s the catalogue lists for {accelerator.name}")
+    l2 = {a.name: a.cache_bytes for a in map(hardware.get, devices.names())
+          if a.kind == "gpu" and a.cache_bytes}
+    l2_top = max(l2, key=l2.get)
+    return {"fusion_bytes_ratio": u["MB moved"] / f["MB moved"],
+            "fusion_time_ratio": u["ms"] / f["ms"],
+            "fusion_n_mib": n * dtypes.bytes_per_element(dtype) / 2**20,
+            "fusion_roof": lead,
+            "fusion_verdict": findings.fusion(u["MB moved"] / f["MB moved"], u["ms"] / f["ms"]),
+            "fusion_gpu_mib": gpu_elements * dtypes.bytes_per_element(gpu_dtype) / 2**20,
+            "fusion_l2_top": l2_top,
+            "fusion_l2_top_mib": l2[l2_top] / 2**20}
+
+
+def tuning_block(tuned) -> dict:
+    """The tuning section's values from `tuning.autotune`'s table (fastest first, with a
+    "direct" candidate and its "direct (control)" twin): the control's gap and spread (%),
+    how many candidates stand clear of the fastest (gap over the larger IQR), the spread
+    of the search, and a sentence that follows the numbers."""
+    by = tuned.set_index("candidate")
+    a, b = by.loc["direct"], by.loc["direct (control)"]
+    gap_pct = 100 * abs(a["seconds"] - b["seconds"]) / min(a["seconds"], b["seconds"])
+    iqr_pct = 100 * max(a["iqr_s"], b["iqr_s"]) / a["seconds"]
+    best = tuned.iloc[0]
+    # "Really slower" than the fastest: the medians' gap exceeds the larger of the two IQRs.
+    gaps = tuned["seconds"] - best["seconds"]
+    distinct = int((gaps > np.maximum(tuned["iqr_s"], best["iqr_s"])).sum())
+    if gap_pct > 10 or iqr_pct > 50:     # one kernel timed twice disagrees with itself
+        verdict = (f"On this run the noise swamps the comparison: the control differs from "
+                   f"itself by {gap_pct:.0f}% and its timings spread over {iqr_pct:.0f}% of "
+                   "their median, so the ranking above is luck. On a quiet machine or a GPU "
+                   "the same search can tell real alternatives apart")
+    elif distinct:
+        verdict = (f"On this run the control agrees with itself to within {gap_pct:.0f}%, and "
+                   f"{distinct} candidate(s) stand clear of the noise: real alternatives (a "
+                   "different algorithm, a different layout) can differ by more than it, "
+                   "which is what a search is for")
+    else:
+        verdict = ("On this run the control agrees with itself, but every candidate ties with "
+                   "the fastest: for this shape on this device, a search buys nothing")
+    return {"tune_control_gap_pct": gap_pct, "tune_control_iqr_pct": iqr_pct,
+            "tune_n_candidates": len(tuned), "tune_n_distinct": distinct,
+            "tune_spread": float(tuned["speedup_vs_slowest"].iloc[0]),
+            "tune_verdict": verdict}
+
+
+def gptfast_block() -> dict:
+    """gpt-fast's int8 weight-only tokens/s over its bf16 (torch.compile) tokens/s,
+    Llama-2-7B on an A100 (the README's table, in `reference`)."""
+    q, dec = reference.published("quantised"), reference.published("decode")
+    int8_tps = q.loc[q["weight_format"] == "int8", "value"].iloc[0]
+    bf16_tps = dec.loc[dec["what"] == "gpt-fast, torch.compile", "value"].iloc[0]
+    return {"gptfast_int8_gain": int8_tps / bf16_tps}
+
+
+def memory_block() -> dict:
+    """An A100 80GB's bytes: its 80 GiB of HBM, what CUDA reports (catalogue), and the
+    reserve `colocation.memory_plan` holds back (GiB)."""
+    a100 = hardware.get("A100 80GB")
+    return {"a100_bytes": a100.memory_bytes, "a100_gib": a100.memory_bytes / 2**30,
+            "a100_hbm_bytes": 80 * 2**30, "reserve_gib": llm.DEFAULT_RESERVE_BYTES / 2**30}
+
+
+def plan_block(deployments_for, gpu="A100 80GB", chat_model="llama-3-8b") -> dict:
+    """The memory plan's values for the page's `deployments_for(backend, chat_instances=2)`
+    (the chat deployment first) on `gpu`: the plan's use and capacity (GB), the chat
+    model's weights and KV cache, a third chat instance (and the same plan counted as 80e9
+    bytes with nothing held back, as "80 GB" read in SI units), and how many chat
+    instances fit with the PyTorch and TensorRT backends. `chat_model`: the chat
+    deployment's model (its KV cache per token, kB)."""
+    plan = colocation.memory_plan(deployments_for("pytorch"), gpu)
+    chat = plan.deployments[0]
+    three = colocation.memory_plan(deployments_for("pytorch", chat_instances=3), gpu)
+    marketing = dataclasses.replace(hardware.get(gpu), memory_bytes=80e9)
+    three_marketing = colocation.memory_plan(deployments_for("pytorch", chat_instances=3),
+                                             marketing, reserve_bytes=0)
+    trt_chat, *trt_others = deployments_for("tensorrt")
+    return {"plan_used_gb": plan.used_bytes / GB,
+            "plan_capacity_gb": plan.capacity_bytes / GB,
+            "chat_weights_gb": chat.weight_bytes / GB,
+            "chat_kv_gb": chat.kv_cache_bytes / GB,
+            "kv_per_token_kb": step_model.kv_cache_bytes_per_token(chat_model) / 1e3,
+            "three_free_gb": three.free_bytes / GB,
+            "three_marketing_short_mb": -three_marketing.free_bytes / 1e6,
+            "chat_max_a100": colocation.max_instances(chat, gpu, others=plan.deployments[1:]),
+            "chat_max_a100_trt": colocation.max_instances(trt_chat, gpu, others=trt_others),
+            "trt_instance_gb": trt_chat.per_instance_bytes / GB}
+
+
+def engine_fraction_block(chat, gpu="A100 80GB", chat_model="llama-3-8b") -> dict:
+    """LLM engines' memory fractions beside the plan's `chat` deployment on `gpu`: vLLM's
+    default fraction (and two instances'), what a TensorRT-LLM instance's cache (0.9 of
+    what is free after its weights, `chat_model` in fp16) leaves (GB), and the fraction one
+    chat instance needs."""
+    acc = hardware.get(gpu)
+    # TensorRT-LLM's first instance: its cache takes 0.9 of what is free after its weights.
+    trt_cache = paged_kv.kv_cache_budget(chat_model, acc, free_gpu_memory_fraction=0.9)
+    return {"eng_vllm_default": paged_kv.VLLM_GPU_MEMORY_UTILIZATION,
+            "eng_two_vllm": 2 * paged_kv.VLLM_GPU_MEMORY_UTILIZATION,
+            "eng_trt_left_gb": (acc.memory_bytes - chat.weight_bytes
+                                - llm.DEFAULT_RESERVE_BYTES - trt_cache) / GB,
+            "eng_chat_fraction": colocation.engine_memory_fraction(chat, acc)}
+
+
+def instances_block(step_one, step_two, instances, model, out_tokens, batch=32) -> dict:
+    """One instance at `batch` against two at half: each setup's step (ms) from the page's
+    `step_one(b)` and `step_two(b)`, the request rates full batches of `out_tokens`-token
+    replies sustain, the weights a decode step reads (all but the embedding table, GB),
+    and the served rates at the highest offered load of the simulated `instances` table."""
+    sat_one = batch / (out_tokens * step_one(batch))          # full batches, requests/s
+    sat_two = batch / (out_tokens * step_two(batch))
+    # What a decode step reads: every weight but the embedding table (a gather of rows).
+    read = step_model.weight_bytes(model) - 2 * architectures.get(model).embedding_params
+    last = instances.iloc[-1]
+    return {"inst_step_one_ms": step_one(batch) * 1e3, "inst_step_two_ms": step_two(batch) * 1e3,
+            "inst_sat_one": sat_one, "inst_sat_two": sat_two, "inst_sat_ratio": sat_one / sat_two,
+            "inst_weights_gb": read / GB,
+            "inst_top_rate": float(instances.index[-1]),
+            "inst_top_one": last[("served/s", "1 x 32")],
+            "inst_top_two": last[("served/s", "2 x 16")]}
+
+
+def contention_block(contention, service_time, rate_a, max_batch=64) -> dict:
+    """Two embedding models on one GPU: model A's p99 alone and at B's highest load, one
+    model's p99 at that load, the GPU's busy share alone (%), and the saturation rate and
+    batch-1 time of `service_time` (batch -> seconds)."""
+    c0, c_top = contention.iloc[0], contention.iloc[-1]
+    return {"rate_a": rate_a, "a_p99_alone": c0["A p99 (ms)"],
+            "b_top": float(contention.index[-1]), "a_p99_top": c_top["A p99 (ms)"],
+            "one_p99_top": c_top["one model p99 (ms)"], "busy_alone": c0["GPU busy"] * 100,
+            "emb_sat": batching.saturation_throughput(service_time, max_batch),
+            "emb_batch1_ms": service_time(1) * 1e3}
+
+
+
+def mig_block(model="llama-3-8b", gpu="H100 SXM", context=2048, dtype="int4") -> dict:
+    """Seven users of one `model` (`dtype` weights, one sequence of `context` tokens each):
+    seven 1g.10gb slices of `gpu` against the whole card serving the seven in one batch,
+    and against seven different models run in turn on the whole card. On the ceiling
+    (`llm.decode_step_s`) and on the achievable model (fitted on whole GPUs: on a slice an
+    extrapolation), with the validation rows' intervals (`validation.choice`) and the
+    sentences that follow the order of the options; and the slices' SM counts."""
+    whole = hardware.get(gpu)
+    part = mig_slices.mig_slice(gpu, "1g.10gb")
+    profiles = mig_slices.mig_profiles(gpu)
+    per_gpu = int(profiles.loc["1g.10gb", "max_instances"])
+    tpot_slice = llm.decode_step_s(model, part, 1, context, dtype)
+    slice_gpu_tps = per_gpu / tpot_slice
+    tpot_whole = llm.decode_step_s(model, whole, 7, context, dtype)
+    out = {"mig_slice_tpot_ms": tpot_slice * 1e3,
+           "mig_slice_user_tps": 1e3 / (tpot_slice * 1e3),
+           "mig_slice_gpu_tps": slice_gpu_tps,
+           "mig_whole_tpot_ms": tpot_whole * 1e3,
+           "mig_whole_user_tps": 1 / tpot_whole,
+           "mig_whole_gpu_tps": 7 / tpot_whole,
+           "mig_ratio": 7 / tpot_whole / slice_gpu_tps}
+    # The achievable model beside (fitted on whole GPUs: on a slice an extrapolation).
+    slice_a = achievable.decode_step_s(model, part, 1, context, dtype)
+    whole_a = achievable.decode_step_s(model, whole, 7, context, dtype)
+    # Within the model's error (dense-throughput rows, higher wins): whole GPU against slices.
+    mig = validation.choice(7 / whole_a, 7 / slice_a, "dense throughput", per="rate")
+    out.update({"mig_slice_tpot_ms_ach": slice_a * 1e3, "mig_whole_tpot_ms_ach": whole_a * 1e3,
+                "mig_ratio_ach": (7 / whole_a) / (7 / slice_a),
+                "mig_whole_tps_ach": 7 / whole_a, "mig_whole_tps_lo": mig["low"],
+                "mig_whole_tps_hi": mig["high"], "mig_slices_tps_ach": 7 / slice_a,
+                "mig_whole_verdict": (
+                    "inside that range: measure both before choosing" if mig["flips"] else
+                    "below that range: the whole GPU stays ahead within the model's error")})
+    # Seven different models (fine-tunes) on the whole GPU cannot batch: each round of seven
+    # batch-1 steps reads seven sets of weights (and, achievable, pays seven fixed costs).
+    step_one_model = llm.decode_step_s(model, whole, 1, context, dtype)
+    serial_a = 7 / (7 * achievable.decode_step_s(model, whole, 1, context, dtype))
+    slices_win_a = 7 / slice_a > serial_a
+    slices_win_c = slice_gpu_tps > 7 / (7 * step_one_model)
+    best, other = (7 / slice_a, serial_a) if slices_win_a else (serial_a, 7 / slice_a)
+    models = validation.choice(best, other, "batch-1", per="rate")
+    other_lo, other_hi = validation.interval(other, "batch-1", per="rate")
+    order = ("the seven slices ahead by {:.1f} times: the whole GPU runs the seven steps one "
+             "after another, each paying the fixed cost of a step, while the slices pay theirs "
+             "side by side" if slices_win_a else
+             "the whole GPU ahead by {:.1f} times: reading each model through the whole bus "
+             "outweighs paying the fixed cost of a step seven times in turn").format(best / other)
+    order += (", the opposite of the ceiling's order, which has no fixed cost"
+              if slices_win_a != slices_win_c else ", the order the ceiling gives too")
+    sms = profiles["sm_count"]
+    out.update({
+        "mig_seven_models_tps": 7 / (7 * step_one_model),      # 7 tokens per 7 steps
+        "mig_seven_models_tps_ach": serial_a,
+        "mig_models_best_lo": models["low"], "mig_models_best_hi": models["high"],
+        "mig_models_other_lo": other_lo, "mig_models_other_hi": other_hi,
+        "mig_models_order": order,
+        "mig_models_verdict": (
+            "close enough that the order could change within the model's error: measure both "
+            "before choosing" if models["flips"] else
+            "apart, so the order holds within the model's error; a slice is still an "
+            "extrapolation of a model fitted on whole GPUs, so measure one slice before "
+            "committing"),
+        "mig_models_clause": (
+            "For several different models that each fit a slice it buys throughput as well: "
+            "the slices run their steps side by side where the whole GPU runs them in turn"
+            if slices_win_a else
+            "It pays where tenants must not share, or where several different small models "
+            "would each leave a whole GPU idle"),
+        "mig_1g_sms": sms["1g.10gb"], "mig_card_sms": sms["7g.80gb"],
+        "mig_1g_pct": 100 * sms["1g.10gb"] / sms["7g.80gb"],
+        "mig_stranded_sms": sms["7g.80gb"] - 7 * sms["1g.10gb"],
+        "mig_int4_weights_gb": step_model.weight_bytes(model, dtype) / GB,
+        "mig_kv_seq_gb": context * step_model.kv_cache_bytes_per_token(model) / GB})
+    return out
+
+
+def fit_block(fit) -> dict:
+    """The MIG sizing table's values (`mig_sizing.mig_options` for the page's batch): how
+    many sequences 1g.20gb holds, the achievable and ceiling steps of 3g.40gb and 7g.80gb
+    (ms), and 3g.40gb's step where 80% of published batched dense measurements fall."""
+    out = {"fit_1g20_max": float(fit.loc["1g.20gb", "max_batch"])}
+    for key, profile in (("3g40", "3g.40gb"), ("7g", "7g.80gb")):
+        out[f"fit_{key}_tpot"] = fit.loc[profile, "tpot_s"] * 1e3              # achievable
+        out[f"fit_{key}_ceil"] = fit.loc[profile, "tpot_ceiling_s"] * 1e3      # the roofline's
+    lo, hi = validation.interval(fit.loc["3g.40gb", "tpot_s"], "dense throughput", per="cost")
+    out.update({"fit_3g40_tpot_lo": lo * 1e3, "fit_3g40_tpot_hi": hi * 1e3})
+    return out
+
+
+def decision_pick(achievable_=True) -> str:
+    """The decision exercise's profile (`serving_exercises.DECISION`) on the achievable
+    model, or on the roofline's ceiling with achievable_=False."""
+    d = serving_exercises.DECISION
+    return mig_sizing.smallest_mig_profile(
+        d["model"], d["gpu"], d["batch"], d["context"], d["tpot_s"], d["dtype"],
+        compute_dtype=d["compute_dtype"], achievable=achievable_)
+
+
+def exercise_block() -> dict:
+    """The values the problems' statements and solutions quote: each exercise's answer
+    (ans_*), the instance-counting arithmetic on an H200 (GB), Llama-3-8B's KV cache, and
+    the MIG decision's profiles (steps in ms, their intervals on the dense-throughput rows)
+    with a sentence on whether the choice could flip within the model's error."""
+    out = {"ans_" + name.replace("-", "_"): float(exercises.get(name).answer())
+           for name in EXERCISES}
+    h200 = hardware.get("H200")
+    w7 = step_model.weight_bytes("llama-2-7b")
+    usable = h200.memory_bytes - llm.DEFAULT_RESERVE_BYTES
+    kv8 = step_model.kv_cache_bytes_per_token("llama-3-8b")
+    out.update({
+        "ex_gelu_fused_bytes": fusion.elementwise_chain_bytes(
+            1_000_000, fusion.GELU_TANH_OP_INPUTS, "fp16", fused=True),
+        "ex_7b_weights_gb": w7 / GB, "ex_h200_bytes": h200.memory_bytes,
+        "ex_h200_usable_gb": usable / GB, "ex_7b_instance_gb": (w7 + 2e9) / GB,
+        "ex_trt_left_gb": (usable - w7) / GB, "ex_8b_kv_per_token": kv8,
+        "ex_8b_weights_gb": step_model.weight_bytes("llama-3-8b") / GB,
+        "ex_8b_kv_gb": 16 * 4096 * kv8 / GB})
+    d = serving_exercises.DECISION
+    opts = mig_sizing.mig_options(d["model"], d["gpu"], d["batch"], d["context"], d["dtype"],
+                                  compute_dtype=d["compute_dtype"])
+    out.update({
+        "dec_tpot_target_ms": d["tpot_s"] * 1e3,
+        "dec_1g10_max": float(opts.loc["1g.10gb", "max_batch"]),
+        "dec_1g20_max": float(opts.loc["1g.20gb", "max_batch"]),
+        "dec_1g20_tpot": opts.loc["1g.20gb", "tpot_s"] * 1e3,
+        "dec_3g40_tpot": opts.loc["3g.40gb", "tpot_s"] * 1e3,
+        "dec_1g20_tpot_ceil": opts.loc["1g.20gb", "tpot_ceiling_s"] * 1e3,
+        "dec_3g40_tpot_ceil": opts.loc["3g.40gb", "tpot_ceiling_s"] * 1e3,
+        "dec_bw_pct": 100 * achievable.FITTED.bandwidth,
+        "dec_step_ms": achievable.FITTED.step_s * 1e3})
+    # The decision within the model's error: could a smaller profile meet the target, or
+    # the chosen one miss it?
+    unc = serving_exercises.decision_intervals()
+    chosen = decision_pick(True)
+    smaller = unc.loc[:chosen].drop(index=chosen)
+    for key, profile in (("1g20", "1g.20gb"), ("3g40", "3g.40gb")):
+        out[f"dec_{key}_tpot_lo"] = unc.loc[profile, "tpot_low_s"] * 1e3
+        out[f"dec_{key}_tpot_hi"] = unc.loc[profile, "tpot_high_s"] * 1e3
+    smaller_meets, chosen_misses = bool(smaller["could_meet"].any()), bool(unc.loc[chosen, "could_miss"])
+    if smaller_meets or chosen_misses:
+        out["dec_mig_verdict"] = (
+            "the target lies inside " + ("1g.20gb's range (it could meet it)" if smaller_meets
+                                         else "3g.40gb's range (it could miss it)")
+            + ": the choice could flip within the model's error, so measure first")
+    else:
+        out["dec_mig_verdict"] = (
+            "the target lies between the two ranges: the choice holds within the model's "
+            "error, though the slice itself is an extrapolation")
+    return out

@@ -63,8 +63,10 @@ def test_t4_format_for_speed_by_hand():
     bytes come from llm.decode_step_breakdown (tested in test_llm); the achievable model's
     arithmetic is done here: bytes at 0.85 x 320 GB/s, weight-only matmuls at a further
     0.83 (int8) or 0.74 (int4), 32 x 13 kernel gaps of 0.5 us, 1.6 ms a step."""
-    from gpuinfer.predict import llm
+    from gpuinfer.predict import achievable, llm
     from gpuinfer.course.exercises import lab04_quantised_weights as labs_parallel
+
+    fit = achievable.FITTED      # 0.85, 0.83 / 0.74, 13 x 0.5 us, 1.6 ms: its constants
 
     def per_user(fmt, weight_only):
         t = llm.decode_step_breakdown("mistral-7b", "T4", 8, 4096, fmt, kv_dtype="fp16")
@@ -72,13 +74,15 @@ def test_t4_format_for_speed_by_hand():
         rest = t.loc["embedding", "bytes"] + t.loc["attention", "bytes"]
         # the KV cache read: 8 x 4,096 tokens x 131,072 bytes = 4,294,967,296
         assert rest == pytest.approx(8 * 4096 * 131_072, rel=2e-3)
-        s = (matmul / (0.85 * weight_only * 320e9) + rest / (0.85 * 320e9)
-             + 32 * 13 * 0.5e-6 + 1.6e-3)
+        bw = fit.bandwidth * 320e9
+        s = (matmul / (weight_only * bw) + rest / bw
+             + 32 * fit.kernels_per_layer * fit.kernel_gap_s + fit.step_s)
         return 8 / s / 8
 
     # int4: 4.036e9 B / 201.3 GB/s = 20.05 ms + 4.301e9 B / 272 GB/s = 15.81 ms
-    # + 0.21 + 1.6 ms = 37.67 ms -> 212.4 tokens/s, 26.5 a user.
-    int8, int4 = per_user("int8", 0.83), per_user("int4", 0.74)
+    # + 0.21 + 1.6 ms = 37.67 ms -> 212.4 tokens/s, 26.5 a user (at FITTED's present values).
+    wo = dict(fit.weight_only)
+    int8, int4 = per_user("int8", wo["int8"]), per_user("int4", wo["int4"])
     assert int4 == pytest.approx(26.54, abs=0.01) and int8 < 25 < int4
     # int8's ceiling (27.95 a user) would pass: the ceiling picks int8, the achievable int4.
     assert labs_parallel.t4_tokens_per_user("int8", False) > 25

@@ -41,7 +41,8 @@ def test_chapter05_seven_models_ceiling_and_achievable_orders():
     assert (1 / whole_c) / (7 / slice_c) == pytest.approx(8 / 7, rel=1e-6)
     # The achievable step is a read time t plus a fixed cost F = step_s + layers x kernels x
     # gap = 1.6 ms + 32 x 13 x 0.5 us = 1.808 ms, the same on a slice, whose read takes 8t.
-    fixed = 1.6e-3 + 32 * 13 * 0.5e-6
+    fit = achievable.FITTED      # step_s 1.6 ms, 13 kernels a layer, kernel_gap_s 0.5 us
+    fixed = fit.step_s + 32 * fit.kernels_per_layer * fit.kernel_gap_s
     whole_a = achievable.decode_step_s("llama-3-8b", h100, 1, 2048, "int4")
     slice_a = achievable.decode_step_s("llama-3-8b", part, 1, 2048, "int4")
     t = whole_a - fixed

@@ -240,8 +240,13 @@ def test_exercise_decision_on_the_achievable_model_by_hand():
     kv_read = 256 * 256 * 32 * 2 * 1024 * 2
     attn = {"bf16": 8.7913e9, "fp8": 8.7074e9}          # KV read + activations (llm)
     assert kv_read < attn["fp8"] < attn["bf16"] < 1.03 * kv_read
-    bw, overhead = 0.85 * 3.35e12, 32 * 13 * 0.5e-6 + 1.6e-3
-    step = {f: lin_flops / (0.70 * peak) + head_flops / (0.70 * peak) + attn[f] / bw + overhead
+    from gpuinfer.predict import achievable
+
+    fit = achievable.FITTED       # 0.85, 0.70, 13 x 0.5 us and 1.6 ms: its constants
+    bw = fit.bandwidth * 3.35e12
+    overhead = 32 * fit.kernels_per_layer * fit.kernel_gap_s + fit.step_s
+    mm = fit.matmul_scale
+    step = {f: lin_flops / (mm * peak) + head_flops / (mm * peak) + attn[f] / bw + overhead
             for f, peak in (("bf16", 794.5e12), ("fp8", 1402.6e12))}
     t = qx.decision_table()
     assert t.loc["bf16", "tokens/s"] == pytest.approx(256 / step["bf16"], rel=2e-3)

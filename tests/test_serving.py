@@ -188,14 +188,16 @@ def test_mig_options_decide_on_the_achievable_step_with_the_ceiling_beside():
     #   achievable (achievable.FITTED: 0.85 of the bandwidth, 32 layers x 13 kernels x
     #   0.5 us of gaps, 1.6 ms a step): 19.304e9 / (0.85 x 1.675e12) = 13.559 ms
     #   + 0.208 + 1.6 = 15.367 ms.
-    from gpuinfer.predict import mig_sizing
+    from gpuinfer.predict import achievable, mig_sizing
 
     step_bytes = 2 * 7_504_658_432 + 8 * 4096 * 131_072
     table = mig_sizing.mig_options("llama-3-8b", "H100 SXM", batch=8, context=4096)
     row = table.loc["3g.40gb"]
     assert row["tpot_ceiling_s"] == pytest.approx(step_bytes / 1.675e12, rel=0.005)
-    assert row["tpot_s"] == pytest.approx(step_bytes / (0.85 * 1.675e12) + 32 * 13 * 0.5e-6
-                                          + 1.6e-3, rel=0.005)
+    fit = achievable.FITTED      # bandwidth 0.85, 13 kernels x 0.5 us a layer, 1.6 ms
+    assert row["tpot_s"] == pytest.approx(
+        step_bytes / (fit.bandwidth * 1.675e12)
+        + 32 * fit.kernels_per_layer * fit.kernel_gap_s + fit.step_s, rel=0.005)
     ceiling = mig_sizing.mig_options("llama-3-8b", "H100 SXM", 8, 4096, achievable=False)
     assert ceiling.loc["3g.40gb", "tpot_s"] == row["tpot_ceiling_s"]
     # A 12 ms TPOT: 3g.40gb meets it on the ceiling (11.5 ms), not on the achievable model

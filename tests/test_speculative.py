@@ -183,13 +183,15 @@ def test_a_draft_step_pays_its_kernel_gaps_and_without_graphs_its_launches():
 
     # Llama-3.2-1B: 16 layers x 13 kernels = 208. With every rate at its peak and a 0.5 us
     # gap a kernel, each draft step is its roofline time + 208 x 0.5 us = 104 us; no step
-    # cost in a draft step (charged once a round, with the verify).
+    # cost in a draft step (charged once a round, with the verify). The 13: the Efficiency's
+    # default kernels_per_layer, A.KERNELS_PER_LAYER; the gap and launch times are given.
+    kernels = 16 * A.KERNELS_PER_LAYER                                       # 208
     eff = A.Efficiency(matmul=1.0, bandwidth=1.0, attention=1.0, step_s=1e-3,
                        kernel_gap_s=0.5e-6, attention_dtype=None)
     r = speculative.round_breakdown("llama-3-8b", "llama-3.2-1b", "B200", acceptance=0.8,
                                     k=3, achievable=eff)
     roof = sum(llm.decode_step_s("llama-3.2-1b", "B200", 1, j) for j in range(3))
-    assert r["draft_s"] == pytest.approx(roof + 3 * 208 * 0.5e-6)
+    assert r["draft_s"] == pytest.approx(roof + 3 * kernels * 0.5e-6)
     # Eager: the host launches 208 kernels at 3.8 us = 790.4 us a step, more than the
     # B200 needs to read the 1B model (~0.32 ms at the datasheet rate): launch-bound.
     eager = A.Efficiency(matmul=1.0, bandwidth=1.0, attention=1.0, step_s=0.0,
@@ -197,8 +199,8 @@ def test_a_draft_step_pays_its_kernel_gaps_and_without_graphs_its_launches():
                          attention_dtype=None)
     r = speculative.round_breakdown("llama-3-8b", "llama-3.2-1b", "B200", acceptance=0.8,
                                     k=3, achievable=eager)
-    assert roof / 3 < 208 * 3.8e-6
-    assert r["draft_s"] == pytest.approx(3 * 208 * 3.8e-6)
+    assert roof / 3 < kernels * 3.8e-6
+    assert r["draft_s"] == pytest.approx(3 * kernels * 3.8e-6)
 
 
 def test_cutoff_batch_is_where_speculation_stops_paying():

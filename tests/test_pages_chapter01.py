@@ -164,6 +164,13 @@ def test_weight_matmul_intensity_is_about_the_batch(fmt, flops_per_weight_byte):
     assert table.loc[64, fmt] < flops_per_weight_byte * 64
 
 
+def test_intensity_curves_are_the_table_at_the_figures_batches():
+    # The figure's curves and the page's table are the same rows: at batch 1 and 64 they agree.
+    curves = page.intensity_curves([1.0, 64.0])
+    assert list(curves.index) == [1, 64]
+    assert curves.loc[64, "int8"] == page.linear_intensity(batches=(64,)).loc[64, "int8"]
+
+
 def test_batch1_share_of_the_peak():
     v = page.batch1_intensity()
     # About 1 FLOP/byte x 3.35e12 B/s = 3.35 TFLOP/s of 989: 0.34% of an H100.

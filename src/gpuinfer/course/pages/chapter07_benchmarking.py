@@ -328,10 +328,11 @@ def fleet_table():
         bench_exercises.FLEET_SLO_S, n=bench_exercises.FLEET_REQUESTS, closed_loop=True)
 
 
-def exercise_block() -> dict:
+def exercise_block(fleet=None) -> dict:
     """The values the problems' statements and solutions quote: answers (ans_*), caches
-    (MiB), the L4 decode and H100 matmul arithmetic, the fleet decision's machines, and
-    the profiled linear layer's fraction of its roofline."""
+    (MiB), the L4 decode and H100 matmul arithmetic, the fleet decision's machines (from
+    `fleet`, default `fleet_table()`), and the profiled linear layer's fraction of its
+    roofline."""
     ex = exercises.get
     spiky_median = float(np.median(bench_exercises.SPIKY_CALLS_S))
     l4 = hardware.get("L4")
@@ -351,7 +352,7 @@ def exercise_block() -> dict:
            "ans_h100_peak": hardware.get("H100 SXM").peak_flops("fp16") / 1e12,
            "ans_mm": ex("bench-mfu-h100-matmul").answer(),
            "ans_closed": ex("bench-closed-loop-throughput").answer()}
-    fleet = fleet_table()
+    fleet = fleet_table() if fleet is None else fleet
     for machine, key in [("AWS g4dn.xlarge", "t4"), ("AWS g5.xlarge", "a10g")]:
         out[f"fleet_{key}_cap"] = fleet.loc[machine, "capacity_per_s"]
         out[f"fleet_{key}_n"] = float(fleet.loc[machine, "machines"])

@@ -186,3 +186,17 @@ def test_gptfast_and_memory_blocks():
     assert values["a100_gib"] < 80 and math.isclose(values["a100_gib"] * 2**30,
                                                      values["a100_bytes"])
 
+
+
+def test_contention_block_reads_the_table_and_the_service_time():
+    contention = pd.DataFrame({"A p99 (ms)": [10.0, 30.0], "one model p99 (ms)": [10.0, 15.0],
+                               "GPU busy": [0.6, 0.9]}, index=[0.0, 800.0])
+
+    def svc(b):                          # 1 ms + 0.1 ms a request
+        return 1e-3 + 1e-4 * b
+
+    values = page.contention_block(contention, svc, 400.0)
+    # Full batches of 64: 64 / (1 + 6.4 ms) = 8,649 requests/s; a batch of one 1.1 ms.
+    assert values["emb_sat"] == pytest.approx(64 / 7.4e-3)
+    assert values["emb_batch1_ms"] == pytest.approx(1.1)
+    assert values["busy_alone"] == 60.0 and values["b_top"] == 800.0

@@ -200,3 +200,28 @@ def test_the_exercises_and_the_fleet_decision():
     # 2 x 8192^3 = 1.1 TFLOP; in 1.5 ms: 733 TFLOP/s.
     assert values["ans_mm_tflop"] == pytest.approx(1.0995, abs=1e-4)
     assert values["ans_mm_tflops"] == pytest.approx(733.0, abs=0.1)
+
+
+def test_spread_and_realism_blocks_read_their_tables():
+    spread = pd.DataFrame({"seconds at this rate": [250.0, 1000.0, 4000.0, 16000.0],
+                           "5-95% of runs, +-%": [20.0, 10.0, 5.0, 2.5],
+                           "p99.9: 5-95% of runs, +-%": [40.0, 20.0, 10.0, 5.0]},
+                          index=[500, 2_000, 8_000, 32_000])
+    values = page.spread_block(spread)
+    # The first length within +-5%: 8,000 requests (5.0 <= 5).
+    assert values["n_within_5pct"] == 8_000.0 and values["spread999_32000"] == 5.0
+    realism = pd.DataFrame({"TTFT p50 ms": [100.0, 80.0], "TTFT p99 ms": [200.0, 500.0]},
+                           index=["fixed 1,024 / 128", "long-tailed"])
+    assert page.realism_block(realism)["real_ttft99_ratio"] == 2.5       # 500 / 200
+
+
+def test_validation_block_counts_every_row_once():
+    fixed, left_out = validation.table(), validation.loso()
+    values = page.validation_block(fixed, left_out, validation.bootstrap(2))
+    # Every row of the dataset is in the fit pool or the independent one.
+    assert values["val_n_fit"] + values["val_n_indep"] == values["val_n_rows"]
+    assert values["val_n_rows"] == len(validation.dataset())
+    # What the page's prose says: MoE errs more than twice dense; left-out sources more
+    # than the fit.
+    assert values["val_moe_median"] > 2 * values["val_dense_median"]
+    assert values["val_loso_median"] > values["val_fit_median"]

@@ -138,8 +138,9 @@ BASES = [
      {"n_bytes": "num", "n_devices": "count", "interconnect": "name", "protocol": "name"}),
     ("expert_parallel.all_to_all_s", "sent_bytes=1e6, n_devices=8, interconnect='nvlink4'",
      {"sent_bytes": "num", "n_devices": "count", "interconnect": "name"}),
-    ("parallel.tp_decode_step_s", "model='llama-3-70b', accelerator='H100', n_devices=4",
-     {"model": "name", "n_devices": "count", "batch": "count", "interconnect": "name"}),
+    ("parallel.tp_step_s", "model='llama-3-70b', accelerator='H100', n_devices=4",
+     {"model": "name", "n_devices": "count", "batch": "count", "interconnect": "name",
+      "new_tokens": "count", "context": "count"}),
     ("parallel.tp_max_batch", "model='llama-3-70b', accelerator='H100', n_devices=4, "
      "context=2048", {"n_devices": "count", "context": "count", "kv_sharding": "name"}),
     ("parallel.min_tp_degree", "model='llama-3-70b', accelerator='H100', context=2048",
@@ -306,7 +307,7 @@ BASES = [
     # the decisions moved into the package this round (issue 25)
     ("search.largest_meeting", "ok=lambda n: n < 10, lo=1, hi=100",
      {"ok": "fn", "lo": "count", "hi": "count"}),
-    ("parallel.tp_decode_step_s", "model='llama-2-70b', accelerator='H100 SXM', n_devices=4, "
+    ("parallel.tp_step_s", "model='llama-2-70b', accelerator='H100 SXM', n_devices=4, "
      "batch=8, context=1024", {"model": "name", "accelerator": "name", "n_devices": "count",
                                "batch": "count", "context": "count", "dtype": "name"}),
     ("parallel.tp_max_batch_within", "model='llama-2-70b', accelerator='H100 SXM', n_devices=4, "

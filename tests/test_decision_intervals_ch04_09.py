@@ -60,7 +60,7 @@ def test_chapter08_tp16_step_range(errors):
     # TP16's batch-1 step (a time: per="cost") within the model's error at TP > 1 holds
     # TP8's step whenever TP8 / TP16 < 1 / lo (the tenth TP16 gains against 1 / 0.49).
     lo, hi = _ratios(errors[errors["tp"] > 1])
-    tp8, tp16 = (parallel.tp_decode_step_s(ch08.MODEL, "H100 SXM", n, 1, ch08.CONTEXT)
+    tp8, tp16 = (parallel.tp_step_s(ch08.MODEL, "H100 SXM", n, 1, ch08.CONTEXT)
                  for n in (8, 16))
     page = validation.choice(tp16, tp8, "tp>1", per="cost")
     assert (page["low"], page["high"]) == pytest.approx((tp16 / hi, tp16 / lo))
@@ -190,7 +190,7 @@ def test_chapter08_layouts_across_servers_range_and_ceilings(errors):
     # holds on the ceiling (TP8's ceiling_s at batch 8), which the page uses.
     from gpuinfer.predict import multinode
     model, gpu, ctx = ch08.MODEL, "H100 SXM", ch08.CONTEXT
-    tp8 = parallel.tp_decode_breakdown(model, gpu, 8, 8, ctx)
+    tp8 = parallel.tp_step_s(model, gpu, 8, 8, ctx, achievable=False, parts=True)
     layout = multinode.tp_pp_decode(model, gpu, 8, 2, batch=8, context=ctx)
     assert layout["stage_s"] == pytest.approx(tp8["total_s"] / 2)
     assert layout["tokens_per_s"] <= 16 / tp8["total_s"]
@@ -199,7 +199,7 @@ def test_chapter08_layouts_across_servers_range_and_ceilings(errors):
     # or, across the two servers, 2 x (2 - 1) / 2 x those bytes over a node's network
     # (eight NICs of the network's per-GPU bandwidth), whichever is longer.
     from gpuinfer.hardware import device_links
-    tp16 = parallel.tp_decode_breakdown(model, gpu, 16, 16, ctx)
+    tp16 = parallel.tp_step_s(model, gpu, 16, 16, ctx, achievable=False, parts=True)
     msg = 16 * 8192 * 2
     net = device_links.get_interconnect(collectives.DEFAULT_NETWORK)
     node_bw = net.bandwidth_bytes_per_s * (1 if net.scope == "per node" else 8)
@@ -213,9 +213,9 @@ def test_chapter08_layouts_across_servers_range_and_ceilings(errors):
     # Within the model's error at TP > 1: two predicted rates overlap when the larger's low
     # end is at most the smaller's high end.
     lo, hi = _ratios(errors[errors["tp"] > 1])
-    a8 = parallel.tp_decode_step_s(model, gpu, 8, 8, ctx)
+    a8 = parallel.tp_step_s(model, gpu, 8, 8, ctx)
     a_layout = 16 / max(a8 + layout["send_s"], 2 * (a8 / 2 + layout["send_s"]))
-    a_tp16 = 16 / parallel.tp_decode_step_s(model, gpu, 16, 16, ctx)
+    a_tp16 = 16 / parallel.tp_step_s(model, gpu, 16, 16, ctx)
     page = validation.choice(a_layout, a_tp16, "tp>1", per="rate")
     assert page["flips"] == bool(max(a_layout, a_tp16) * lo <= min(a_layout, a_tp16) * hi)
 

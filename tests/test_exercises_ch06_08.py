@@ -43,7 +43,7 @@ def test_tp4_h200_step_at_113_sequences_by_hand():
     # Overheads: 80 layers x 13 kernels x 0.5 us (CUDA graphs) + 1.6 ms a step.
     step = rows_s + comm_s + 80 * 13 * 0.5e-6 + 1.6e-3       # 17.999 + 4.813 + 2.12 ms
     assert step == pytest.approx(24.93e-3, abs=0.01e-3)
-    assert parallel.tp_decode_step_s("llama-2-70b", "H200", 4, b, 4096) == pytest.approx(
+    assert parallel.tp_step_s("llama-2-70b", "H200", 4, b, 4096) == pytest.approx(
         step, rel=1e-3)
     # 113 meets 25 ms; 114 does not (each sequence adds ~0.1 ms): the largest batch.
     assert parallel.tp_max_batch_within("llama-2-70b", "H200", 4, 4096, 0.025) == b
@@ -53,52 +53,50 @@ def test_tp4_h200_step_at_113_sequences_by_hand():
     assert usd == pytest.approx(1.326, abs=0.002)
 
 
-def test_tp_step_is_the_serving_simulators_and_reduces_to_the_roofline_model():
-    from gpuinfer.predict import engine_step
+def test_tp_step_is_the_serving_simulators_and_above_its_ceiling():
+    from gpuinfer.predict import step_cost
 
     for n, batch in [(8, 1), (16, 1), (4, 64)]:
-        # achievable=False: the roofline model (NCCL's latencies kept), not the bound.
-        ceiling = parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", n, batch, 4096,
-                                            achievable=False)
-        assert ceiling == parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", n, batch, 4096, achievable=False)
-        got = parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", n, batch, 4096)
-        ones = np.ones(batch, dtype=int)
-        sim = engine_step.tp_step_s("llama-2-70b", "H100 SXM", n, ones, 4096 * ones,
-                                    achievable=achievable.FITTED)
-        assert got == pytest.approx(sim, rel=1e-9)
+        ceiling = parallel.tp_step_s("llama-2-70b", "H100 SXM", n, batch, 4096,
+                                     achievable=False)
+        got = parallel.tp_step_s("llama-2-70b", "H100 SXM", n, batch, 4096)
+        ones = np.ones(batch)
+        z = step_cost.step_aggregates(ones, 4096 * ones)
+        for eff, want in ((achievable.FITTED, got), (achievable.CEILING, ceiling)):
+            timer = engine_step.EngineStep("llama-2-70b", "H100 SXM", tp=n, efficiency=eff)
+            assert timer.many(z[:, None])[0] == pytest.approx(want, rel=1e-9)
         assert got > ceiling
 
 
-def test_decision_on_the_achievable_model_keeps_h200_tp4_and_names_the_roofline_slip():
+def test_decision_on_the_achievable_model_keeps_h200_tp4_and_names_the_ceiling_slip():
     q = (px.MODEL, px.DECISION_PRICES, px.CONTEXT, px.DECISION_TPOT_S)
     a, c = parallel.tp_options(*q), parallel.tp_options(*q, achievable=False)
     assert (a.iloc[0].GPU, a.iloc[0].N) == (c.iloc[0].GPU, c.iloc[0].N) == ("H200", 4)
-    assert a.iloc[0].batch < c.iloc[0].batch                  # 113 against 164
+    assert a.iloc[0].batch < c.iloc[0].batch                  # 113 against 223
     ratio = c.usd_per_million.iloc[0] / a.usd_per_million.iloc[0]
-    assert ratio == pytest.approx(0.6899, rel=0.005)          # 0.9146 / 1.3257 USD
+    # The ceiling's cost per token over the achievable's is the batch ratio times the
+    # step ratio: (113 / 223) x (step at 223 on the ceiling / 24.93 ms) = 0.6725 / 1.3257.
+    assert ratio == pytest.approx(113 / 223 * c.step_ms.iloc[0] / a.step_ms.iloc[0], rel=1e-9)
+    assert ratio == pytest.approx(0.5073, rel=0.005)
     # The registered slip is that ratio, computed from the two tables (not typed in).
     slips = exercises._REGISTRY["parallel-decision-gpu-tp"].slips
     assert any(f == pytest.approx(ratio, rel=1e-12) for f in slips)
     assert px._ceiling_over_achievable() == pytest.approx(ratio, rel=1e-12)
-    assert "roofline model's answer" in repr(exercises.check("parallel-decision-gpu-tp",
+    assert "ceiling's answer" in repr(exercises.check("parallel-decision-gpu-tp",
                                                              c.usd_per_million.iloc[0]))
 
 
-def test_the_serving_simulators_ceiling_is_not_the_chapters():
-    # Chapter 8 names both: its roofline model keeps NCCL's ring latencies (161 x 15.2 us
-    # at TP8, batch 1); the ceiling (the simulator's achievable=False, and
-    # tp_decode_breakdown's ceiling_s) charges the bytes alone at NCCL's bus bandwidth:
-    # 161 x 16,384 B / 370.8e9 B/s = 7.1 us in all.
-
-    sim = engine_step.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, parts=True)["comm_s"]
-    assert sim == pytest.approx(161 * 16_384 / 370.8e9, rel=1e-9)
-    ring = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, 1, 4096)["comm_s"]
+def test_the_ceilings_allreduces_are_bytes_alone_the_achievables_nccl_ring():
+    # The ceiling (achievable=False) charges each all-reduce its bytes alone at NCCL's
+    # bus bandwidth: 161 x 16,384 B / 370.8e9 B/s = 7.1 us in all at TP8, batch 1; the
+    # achievable model NCCL's LL ring with its latency: 161 x (6.6 us + 14 x 0.6 us +
+    # 2 x 7/8 x 16,384 B / 141e9 B/s) = 161 x 15.2 us.
+    floor = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, 4096, achievable=False,
+                               parts=True)["comm_s"]
+    assert floor == pytest.approx(161 * 16_384 / 370.8e9, rel=1e-9)
+    ring = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, 4096, parts=True)["comm_s"]
     assert ring == pytest.approx(161 * (6.6e-6 + 14 * 0.6e-6 + 1.75 * 16_384 / 141e9), rel=1e-9)
-    assert ring > 300 * sim
-    # The simulator's whole ceiling step is tp_decode_breakdown's ceiling_s.
-    bound = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, 1, 4096)["ceiling_s"]
-    assert engine_step.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, 4096) == pytest.approx(
-        bound, rel=1e-12)
+    assert ring > 300 * floor
 
 
 # --- chapter 6: the CPU or the T4 under a p99 objective ------------------------------------

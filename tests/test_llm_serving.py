@@ -16,6 +16,7 @@ from gpuinfer import hardware
 from gpuinfer.predict import step_cost
 from gpuinfer.predict import step_model
 from gpuinfer.predict import engine_step
+from gpuinfer.predict import parallel
 from gpuinfer.predict import llm_slo
 from gpuinfer.predict import paged_kv
 from gpuinfer.predict import collectives
@@ -139,7 +140,8 @@ def test_the_step_timer_matches_the_package_on_mixed_steps():
             q = np.where(rng.random(b) < 0.2, rng.integers(1, 900, b), 1)
             c = rng.integers(0, 4000, b)
             lg = (rng.random(b) < 0.7).astype(int)
-            fast = engine_step.tp_step_s(model, gpu, 1, q, c, lg, dtype=dtype)
+            fast = parallel.tp_step_s(model, gpu, 1, b, c, new_tokens=q, logits=lg,
+                                      dtype=dtype, achievable=False)
             assert fast == pytest.approx(ref(q, c, lg), rel=1e-9)
 
 
@@ -401,10 +403,16 @@ def test_the_closed_form_step_cost_equals_the_old_fit():
 
     for (model, gpu, dtype, compute, tp, ach), old in OLD_FIT.items():
         eff = achievable.FITTED if ach else achievable.CEILING
+        # The simulator's timer (closed form, many steps at once) and tp_step_s (row by
+        # row, one step) are the same step.
+        timer = engine_step.EngineStep(model, gpu, dtype, compute_dtype=compute, tp=tp,
+                                       efficiency=eff)
         for (q, c, lg), want in zip(STEPS, old):
-            got = engine_step.tp_step_s(model, gpu, tp, q, c, lg, dtype=dtype,
-                                        compute_dtype=compute, achievable=eff)
+            got = parallel.tp_step_s(model, gpu, tp, len(q), c, new_tokens=q, logits=lg,
+                                     dtype=dtype, compute_dtype=compute, achievable=eff)
             assert got == pytest.approx(want, rel=1e-9)
+            z = step_cost.step_aggregates(np.array(q), np.array(c), np.array(lg))
+            assert timer.many(z[:, None])[0] == pytest.approx(got, rel=1e-9)
     # Llama-3-70B fp8 TP2 on the ceiling: the old fit's steps less its all-reduces at the
     # datasheet's 450 GB/s, plus the same at NCCL's 370.8 GB/s: 161 all-reduces of
     # tokens x 8,192 x 1 B (tokens: 1, 512, 332, 202, 64 new tokens a step).
@@ -412,8 +420,8 @@ def test_the_closed_form_step_cost_equals_the_old_fit():
            0.011629362902793905, 0.010557995235542135]
     for (q, c, lg), want, n in zip(STEPS, old, (1, 512, 332, 202, 64)):
         comm = 161 * n * 8192 * (1 / 370.8e9 - 1 / 450e9)
-        got = engine_step.tp_step_s("llama-3-70b", GPU, 2, q, c, lg, dtype="fp8",
-                                    compute_dtype="fp8")
+        got = parallel.tp_step_s("llama-3-70b", GPU, 2, len(q), c, new_tokens=q, logits=lg,
+                                 dtype="fp8", compute_dtype="fp8", achievable=False)
         assert got == pytest.approx(want + comm, rel=1e-9)
 
 
@@ -478,24 +486,22 @@ def test_disaggregated_runs_on_the_achievable_model():
 
 def test_tp_step_seconds_by_hand():
     # TP1: the single-GPU step (a 1,000-token prefill of llama-3-8b on an H100).
-    assert engine_step.tp_step_s(MODEL, GPU, 1, 1000) == pytest.approx(
-        llm.prefill_s(MODEL, GPU, 1000))
+    assert parallel.tp_step_s(MODEL, GPU, 1, new_tokens=1000, achievable=False) \
+        == pytest.approx(llm.prefill_s(MODEL, GPU, 1000))
     # TP2 ceiling: the shard's roofline step plus 2 x 32 + 1 = 65 all-reduces of
     # 1,000 x 4096 x 2 B = 8,192,000 B at NVLink 4's 370.8 GB/s, no latency.
-    from gpuinfer.predict import parallel
-
     part = parallel.shard(MODEL, 2)
-    got = engine_step.tp_step_s(MODEL, GPU, 2, 1000, parts=True)
+    got = parallel.tp_step_s(MODEL, GPU, 2, new_tokens=1000, achievable=False, parts=True)
     assert got["n_allreduces"] == 65
     assert got["comm_s"] == pytest.approx(65 * 8_192_000 / 370.8e9)
     assert got["total_s"] == pytest.approx(llm.prefill_s(part, GPU, 1000) + got["comm_s"])
     # The achievable step prices NCCL's ring with its latency: more than the bound.
-    ach = engine_step.tp_step_s(MODEL, GPU, 2, 1000, achievable=True, parts=True)
+    ach = parallel.tp_step_s(MODEL, GPU, 2, new_tokens=1000, achievable=True, parts=True)
     assert ach["comm_s"] == pytest.approx(65 * collectives.interconnect_allreduce_s(
         8_192_000, 2, "NVLink 4"))
     assert ach["comm_s"] > got["comm_s"] and ach["total_s"] > got["total_s"]
     with pytest.raises(ValueError, match="logits"):
-        engine_step.tp_step_s(MODEL, GPU, 2, 4, logits=5)
+        parallel.tp_step_s(MODEL, GPU, 2, new_tokens=4, logits=5)
 
 
 def test_vllm_memory_utilization_defaults():

@@ -310,7 +310,8 @@ def test_moe_max_batch_within_tp_layout_matches_a_linear_scan_of_the_tp_step():
     mem = hardware.get(H100).memory_bytes - llm.DEFAULT_RESERVE_BYTES
 
     def ok(b):
-        r = parallel.tp_decode_breakdown(Q3, H100, 8, b, CTX)
+        # The ceiling's step (moe_max_batch_within's default, achievable=False).
+        r = parallel.tp_step_s(Q3, H100, 8, b, CTX, achievable=False, parts=True)
         return (r["weight_bytes_per_device"] + r["kv_bytes_per_device"] <= mem
                 and r["total_s"] <= TPOT)
     want = _scan(ok, 100)

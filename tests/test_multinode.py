@@ -53,7 +53,9 @@ def test_bad_input_is_named(call, error, words):
 
 
 def test_tp8_pp2_is_tp8s_step_split_in_two_plus_one_send():
-    tp8 = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, 8, 4096)
+    # tp_pp_decode's default (achievable=False): a stage is half TP8's ceiling.
+    tp8 = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, 8, 4096, achievable=False,
+                             parts=True)
     r = multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 8, 2, batch=8, context=4096)
     # One hand-off over InfiniBand NDR, NCCL's Simple protocol through one NIC:
     # 8.4 us + 14 us + [8, 8192] fp16 = 131,072 B at 400 GB/s / 8 = 50 GB/s (2.62 us).
@@ -72,7 +74,7 @@ def test_tp8_pp2_is_tp8s_step_split_in_two_plus_one_send():
 
 def test_tp_pp_on_the_achievable_model():
     # The stage is 1/pp of the TP group's achievable step; the send is priced as before.
-    tp8 = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, 8, 4096, achievable=True)
+    tp8 = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, 8, 4096, achievable=True, parts=True)
     roof = multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 8, 2, batch=8, context=4096)
     r = multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 8, 2, batch=8, context=4096,
                                achievable=True)

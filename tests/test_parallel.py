@@ -166,9 +166,9 @@ def test_bad_degrees_name_what_does_not_divide():
     with pytest.raises(ValueError, match="KV heads"):
         parallel.check_tp_degree(odd_kv, 12)
     with pytest.raises(ValueError, match="n_devices"):
-        parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", 0, achievable=False)
+        parallel.tp_step_s("llama-2-70b", "H100 SXM", 0, achievable=False)
     with pytest.raises(KeyError, match="model"):
-        parallel.tp_decode_step_s("llama-9", "H100 SXM", 2, achievable=False)
+        parallel.tp_step_s("llama-9", "H100 SXM", 2, achievable=False)
 
 
 def test_kv_heads_are_split_then_replicated():
@@ -240,9 +240,9 @@ def test_fewest_devices_that_hold_the_model():
 SHARD_W, SHARD_ACT, SHARD_HEAD, SHARD_KV = 8_556_380_160, 45_824, 32_768_000, 40_960
 
 
-def test_tp_decode_step_by_hand():
+def test_tp_step_by_hand():
     # Batch 1, no context, 8 x H100 SXM on NVLink 4 (3.35e12 B/s, 989e12 FLOP/s).
-    parts = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8)
+    parts = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, achievable=False, parts=True)
     ops = parts["ops"]
     linear = (2 * SHARD_W + 80 * SHARD_ACT * 2) / 3.35e12          # 5.110 ms
     head = (2 * SHARD_HEAD + (8192 + 4000) * 2) / 3.35e12
@@ -252,59 +252,73 @@ def test_tp_decode_step_by_hand():
     assert ops.loc["lm_head", "seconds"] == pytest.approx(head)
     assert ops.loc["attention", "seconds"] == pytest.approx(attention)
     assert parts["shard_s"] == pytest.approx(linear + head + attention + embedding)
-    # 2 x 80 + 1 = 161 all-reduces of 8192 x 2 B, each NCCL's LL ring (one node: LL at
-    # most Hopper's 141 GB/s): 6.6 us + 14 x 0.6 us + 2 x 7/8 x 16384 / 141e9.
-    one = 6.6e-6 + 14 * 0.6e-6 + 2 * 7 / 8 * 16384 / 141e9
+    # The ceiling: 2 x 80 + 1 = 161 all-reduces of 8192 x 2 B, each at its floor: the
+    # message once over NVLink 4's NCCL bus bandwidth, 370.8e9 B/s, no latency (44.2 ns).
+    floor = 16384 / 370.8e9
     assert parts["n_allreduces"] == 161 and parts["allreduce_bytes"] == 16384
-    assert parts["protocol"] == "LL" and parts["algorithm"] == "ring"
-    assert parts["comm_s"] == pytest.approx(161 * one)
-    assert parts["total_s"] == pytest.approx(parts["shard_s"] + 161 * one)
+    assert parts["algorithm"] is None and parts["protocol"] is None
+    assert parts["comm_s"] == pytest.approx(161 * floor)
+    ceiling = linear + head + attention + embedding + 161 * floor
+    assert parts["total_s"] == pytest.approx(ceiling) and parts["ceiling_s"] == parts["total_s"]
     assert parts["interconnect"] == "NVLink 4" and parts["nodes"] == 1
-    assert parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", 8, achievable=False) \
-        == pytest.approx(parts["total_s"])
+    assert parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, achievable=False) \
+        == pytest.approx(ceiling)
+    # The achievable model: each all-reduce NCCL's LL ring (one node: LL at most
+    # Hopper's 141 GB/s): 6.6 us + 14 x 0.6 us + 2 x 7/8 x 16384 / 141e9.
+    ach = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, parts=True)
+    one = 6.6e-6 + 14 * 0.6e-6 + 2 * 7 / 8 * 16384 / 141e9
+    assert ach["protocol"] == "LL" and ach["algorithm"] == "ring"
+    assert ach["comm_s"] == pytest.approx(161 * one)
+    assert ach["total_s"] == pytest.approx(ach["shard_s"] + 161 * one)
+    assert ach["ceiling_s"] == pytest.approx(ceiling)
 
 
 def test_tp_on_one_device_is_the_single_device_roofline():
     for batch, context in ((1, 0), (64, 2048)):
-        assert parallel.tp_decode_step_s("llama-2-7b", "A100 80GB", 1, batch, context, achievable=False) \
+        assert parallel.tp_step_s("llama-2-7b", "A100 80GB", 1, batch, context, achievable=False) \
             == pytest.approx(llm.decode_step_s("llama-2-7b", "A100 80GB", batch, context))
 
 
 def test_tp_counts_the_sharded_kv_read():
-    parts = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 4, batch=8, context=1024)
+    parts = parallel.tp_step_s("llama-2-70b", "H100 SXM", 4, batch=8, context=1024,
+                               achievable=False, parts=True)
     kv = 8 * 1024 * 327_680 / 4
     assert parts["kv_bytes_per_device"] == pytest.approx(kv)
     assert parts["ops"].loc["attention", "bytes"] > kv
 
 
 def test_pcie_links_cost_more_and_gpus_without_nvlink_need_one_named():
-    nvlink = parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", 8, achievable=False)
-    pcie = parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", 8,
-                                        interconnect="PCIe Gen5 x16", achievable=False)
-    assert pcie > nvlink
+    for achievable in (False, True):
+        nvlink = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, achievable=achievable)
+        pcie = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, interconnect="PCIe Gen5 x16",
+                                  achievable=achievable)
+        assert pcie > nvlink
     with pytest.raises(KeyError, match="PCIe"):
-        parallel.tp_decode_step_s("llama-2-7b", "T4", 2, achievable=False)
-    assert parallel.tp_decode_step_s("llama-2-7b", "T4", 2, interconnect="PCIe Gen4 x16", achievable=False) > 0
+        parallel.tp_step_s("llama-2-7b", "T4", 2)
+    assert parallel.tp_step_s("llama-2-7b", "T4", 2, interconnect="PCIe Gen4 x16") > 0
 
 
 def test_past_one_server_tp_buys_little_latency_for_twice_the_gpus():
-    # Batch 1, Llama-2-70B on H100s: 16 GPUs on two servers shave about a tenth off the
-    # step (NCCL's tree across the servers), for half the tokens/s a GPU; 32 are slower
-    # than 16; at batch 128 the bandwidth of the network makes 16 slower than 8.
-    t = {n: parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", n, achievable=False) for n in (4, 8, 16, 32)}
-    assert t[8] < t[4] and 0.8 * t[8] < t[16] < t[8] and t[32] > t[16]
+    # Batch 1, Llama-2-70B on H100s, the achievable model: 16 GPUs on two servers shave
+    # little off the step (NCCL's tree across the servers), for about half the tokens/s
+    # a GPU; at batch 128 the bandwidth of the network makes 16 slower than 8.
+    t = {n: parallel.tp_step_s("llama-2-70b", "H100 SXM", n) for n in (4, 8, 16, 32)}
+    assert t[8] < t[4] and 0.8 * t[8] < t[16] < t[8]
     per_gpu = {n: 1 / t[n] / n for n in t}
     assert per_gpu[16] < 0.6 * per_gpu[8]
-    big = {n: parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", n, 128, achievable=False) for n in (8, 16)}
+    big = {n: parallel.tp_step_s("llama-2-70b", "H100 SXM", n, 128) for n in (8, 16)}
     assert big[16] > big[8]
-    # At batch 1, communication overtakes the shard at 16: 161 all-reduces of ~26 us
-    # (4.2 ms) against a shard read of 2 x 68.98e9 / 16 / 3.35e12 (2.6 ms).
-    assert parallel.crossover_devices("llama-2-70b", "H100 SXM", batch=1) == 16
+    # At batch 1, communication overtakes the shard at 32: 161 all-reduces of ~37 us
+    # (6.0 ms) against a shard read of 2 x 68.98e9 / 32 / 3.35e12 (1.3 ms) at the fitted
+    # rates plus 80 x 13 kernel gaps and the step's fixed cost (3.7 ms); at 16 the shard
+    # (5.2 ms) still outweighs 161 x 26 us (4.3 ms).
+    assert parallel.crossover_devices("llama-2-70b", "H100 SXM", batch=1) == 32
 
 
 def test_at_large_batch_the_link_bandwidth_decides():
     def share(batch, link="NVLink 4"):
-        p = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, batch, 0, "fp16", link)
+        p = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, batch, 0, interconnect=link,
+                               parts=True)
         return p["comm_s"] / p["total_s"]
     assert share(256, "PCIe Gen5 x16") > share(256)
     nvlink = parallel.crossover_devices("llama-2-70b", "H100 SXM", batch=256)
@@ -318,8 +332,8 @@ def test_tradeoff_table_compares_tp_with_replicas():
     base = table.index[0]
     assert base == parallel.min_tp_degree("llama-2-70b", "H100 SXM", 2048, batch=16)
     row = table.loc[8]
-    assert row["tokens_per_s"] == pytest.approx(16 / parallel.tp_decode_step_s(
-        "llama-2-70b", "H100 SXM", 8, 16, 2048, achievable=False))
+    assert row["tokens_per_s"] == pytest.approx(16 / parallel.tp_step_s(
+        "llama-2-70b", "H100 SXM", 8, 16, 2048))
     assert row["tokens_per_s_per_gpu"] == pytest.approx(row["tokens_per_s"] / 8)
     # Replicas of the smallest degree keep its latency and its throughput per GPU.
     assert (table["replicas_tokens_per_s_per_gpu"] == table.loc[base, "tokens_per_s_per_gpu"]).all()
@@ -358,26 +372,21 @@ def test_tp_step_on_the_achievable_model_and_its_ceiling_by_hand():
     # step adds its fixed 1 ms: shard = 2 x roofline shard + 1 ms. No kernel gaps.
     eff = achievable.Efficiency(matmul=0.5, bandwidth=0.5, attention=1.0, step_s=1e-3,
                                 kernel_gap_s=0.0, attention_dtype=None)
-    roof = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8)
-    ach = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, achievable=eff)
+    roof = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, achievable=False, parts=True)
+    ach = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, achievable=eff, parts=True)
     assert ach["shard_s"] == pytest.approx(2 * roof["shard_s"] + 1e-3)
-    # The all-reduces are priced as without it: 161 of NCCL's LL ring (the test above).
-    assert ach["comm_s"] == roof["comm_s"]
-    assert ach["total_s"] == pytest.approx(2 * roof["shard_s"] + 1e-3 + roof["comm_s"])
-    assert parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", 8, achievable=eff) \
+    # The all-reduces: 161 of NCCL's LL ring (the test above), as on the fitted model.
+    assert ach["comm_s"] == parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, parts=True)["comm_s"]
+    assert ach["total_s"] == pytest.approx(2 * roof["shard_s"] + 1e-3 + ach["comm_s"])
+    assert parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, achievable=eff) \
         == pytest.approx(ach["total_s"])
     # The ceiling, a lower bound on time, is the same in both: the roofline shard plus
     # 161 all-reduces of 16,384 B at NVLink 4's NCCL bus bandwidth, 370.8 GB/s, no
     # latency: 161 x 44.2 ns = 7.11 us (NCCL's LL ring: 161 x 15.2 us = 2.45 ms).
     floor = 161 * 16384 / 370.8e9
-    assert roof["ceiling_s"] == pytest.approx(roof["shard_s"] + floor)
+    assert roof["total_s"] == roof["ceiling_s"] == pytest.approx(roof["shard_s"] + floor)
     assert ach["ceiling_s"] == pytest.approx(roof["ceiling_s"])
-    assert roof["ceiling_s"] < roof["total_s"] < ach["total_s"]
-    # The serving simulator's ceiling for the same step is this bound.
-    from gpuinfer.predict import engine_step
-
-    assert engine_step.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, 0) \
-        == pytest.approx(roof["ceiling_s"])
+    assert roof["total_s"] < ach["total_s"]
 
 
 def test_fp8_all_reduces_in_16_bits_on_the_achievable_model_as_in_the_simulator():
@@ -389,9 +398,10 @@ def test_fp8_all_reduces_in_16_bits_on_the_achievable_model_as_in_the_simulator(
     assert parallel.tp_message_bytes_per_value("fp8", True) == 2
     assert parallel.tp_message_bytes_per_value("fp32", True) == 4
     kw = dict(dtype="fp8", compute_dtype="fp8")
-    ach = parallel.tp_decode_breakdown("llama-3-70b", "H100 SXM", 2, 1, 0, achievable=True,
-                                       **kw)
-    roof = parallel.tp_decode_breakdown("llama-3-70b", "H100 SXM", 2, 1, 0, **kw)
+    ach = parallel.tp_step_s("llama-3-70b", "H100 SXM", 2, 1, 0, achievable=True, parts=True,
+                             **kw)
+    roof = parallel.tp_step_s("llama-3-70b", "H100 SXM", 2, 1, 0, achievable=False, parts=True,
+                              **kw)
     assert ach["allreduce_bytes"] == 16_384 and roof["allreduce_bytes"] == 8_192
     # 2 x 80 + 1 = 161 all-reduces, each at NCCL's model for its message.
     assert ach["comm_s"] == pytest.approx(
@@ -400,15 +410,15 @@ def test_fp8_all_reduces_in_16_bits_on_the_achievable_model_as_in_the_simulator(
     # bandwidth (2 GPUs: each sends the message once) = 3.557 us, beside the roofline.
     floor = 161 * 8_192 / 370.8e9
     assert roof["ceiling_s"] == pytest.approx(roof["ops"]["seconds"].sum() + floor)
+    assert roof["comm_s"] == pytest.approx(floor) and roof["total_s"] == roof["ceiling_s"]
     assert ach["ceiling_s"] == pytest.approx(roof["ceiling_s"])
-    # The serving simulator prices the same messages: its achievable all-reduces are
-    # parallel's, its ceiling's the floor.
+    # The serving simulator's timer prices the same messages: its achievable all-reduces
+    # are tp_step_s's, its ceiling's the floor.
+    from gpuinfer.predict import achievable
 
-    sim = engine_step.tp_step_s("llama-3-70b", "H100 SXM", 2, 1, parts=True,
-                                achievable=True, **kw)
-    assert sim["comm_s"] == pytest.approx(ach["comm_s"], rel=1e-12)
-    sim_ceil = engine_step.tp_step_s("llama-3-70b", "H100 SXM", 2, 1, parts=True, **kw)
-    assert sim_ceil["comm_s"] == pytest.approx(floor, rel=1e-12)
+    for eff, want in ((achievable.FITTED, ach["comm_s"]), (achievable.CEILING, floor)):
+        timer = engine_step.EngineStep("llama-3-70b", "H100 SXM", tp=2, efficiency=eff, **kw)
+        assert timer.comm_s([1])[0] == pytest.approx(want, rel=1e-12)
 
 
 def test_allreduce_floor_by_hand():
@@ -488,35 +498,38 @@ def test_fastest_allreduce_is_the_fastest_row_of_the_protocol_table():
 
 # --- what a tensor-parallel group serves within an objective ----------------------------
 
-def test_tp_decode_step_s_is_the_shard_plus_allreduces_plus_overheads():
+def test_tp_step_s_is_the_shard_plus_allreduces_plus_overheads_and_above_its_ceiling():
     from gpuinfer.predict import achievable
 
     # Built another way, from the lower-level parts: the shard's rows on the achievable
-    # model, the all-reduces of the roofline breakdown (16-bit messages either way in
-    # fp16), then the achievable overheads on the sum (80 x 13 kernel gaps + the step).
+    # model, 2 x 80 + 1 = 161 of NCCL's all-reduces of [b, 8192] x 2 B
+    # (collectives.engine_allreduce), then the achievable overheads (80 x 13 kernel gaps +
+    # the step). The ceiling: the shard's roofline rows plus 161 x the message at NVLink
+    # 4's 370.8e9 B/s bus bandwidth. The ceiling is below the achievable, always.
     eff = achievable.FITTED
     for n, b in [(1, 1), (2, 8), (8, 64)]:
         part = parallel.shard("llama-2-70b", n)
         rows = achievable.step_breakdown(part, "H200", np.ones(b, dtype=int),
                                          np.full(b, 4096), "fp16", achievable=eff)
-        comm = parallel.tp_decode_breakdown("llama-2-70b", "H200", n, b, 4096)["comm_s"]
-        want = rows["seconds"].sum() + comm + 80 * 13 * eff.kernel_gap_s + eff.step_s
-        assert parallel.tp_decode_step_s("llama-2-70b", "H200", n, b, 4096) == pytest.approx(
-            want, rel=1e-12)
-        # achievable=False: the chapter's ceiling model, tp_decode_step_s(..., achievable=False)
-        assert parallel.tp_decode_step_s("llama-2-70b", "H200", n, b, 4096,
-                                         achievable=False) \
-            == parallel.tp_decode_step_s("llama-2-70b", "H200", n, b, 4096, achievable=False)
+        one = (collectives.engine_allreduce(b * 8192 * 2, n, "NVLink 4")["seconds"]
+               if n > 1 else 0.0)
+        want = rows["seconds"].sum() + 161 * one + 80 * 13 * eff.kernel_gap_s + eff.step_s
+        got = parallel.tp_step_s("llama-2-70b", "H200", n, b, 4096)
+        assert got == pytest.approx(want, rel=1e-12)
+        floor = 161 * b * 8192 * 2 / 370.8e9 if n > 1 else 0.0
+        ceiling = parallel.tp_step_s("llama-2-70b", "H200", n, b, 4096, achievable=False)
+        assert ceiling == pytest.approx(rows["ceiling_s"].sum() + floor, rel=1e-12)
+        assert ceiling < got
 
 
 def _linear_scan(model, gpu, n, context, tpot_s, achievable=True):
     """The largest batch that fits and meets tpot_s, asking every batch from 1 in turn
-    with tp_decode_breakdown (no bisection, no cache)."""
+    with tp_step_s's parts (no bisection, no cache)."""
     top = parallel.tp_max_batch(model, gpu, n, context)
     best = 0
     for b in range(1, top + 1):
-        step = parallel.tp_decode_breakdown(model, gpu, n, b, context,
-                                            achievable=achievable)["total_s"]
+        step = parallel.tp_step_s(model, gpu, n, b, context, achievable=achievable,
+                                  parts=True)["total_s"]
         if step > tpot_s:
             break
         best = b
@@ -539,7 +552,7 @@ def test_tp_max_batch_within_is_memory_when_the_objective_is_loose():
     # H200 TP2 at 4,096 tokens: memory holds 119 sequences; at 119 a step takes well
     # under a second, so a 1 s objective leaves memory to decide.
     top = parallel.tp_max_batch("llama-2-70b", "H200", 2, 4096)
-    assert parallel.tp_decode_step_s("llama-2-70b", "H200", 2, top, 4096) < 1.0
+    assert parallel.tp_step_s("llama-2-70b", "H200", 2, top, 4096) < 1.0
     assert parallel.tp_max_batch_within("llama-2-70b", "H200", 2, 4096, 1.0) == top
 
 
@@ -554,13 +567,13 @@ def test_tp_options_cost_by_the_formula_and_sort_cheapest_first():
                                "memory_batch", "memory_usd_per_million"]
     best = t.iloc[0]
     assert (best.GPU, best.N, best.batch) == ("H200", 4, 113)
-    step = parallel.tp_decode_step_s("llama-2-70b", "H200", 4, 113, 4096)
+    step = parallel.tp_step_s("llama-2-70b", "H200", 4, 113, 4096)
     assert best.step_ms == pytest.approx(24.93, abs=0.01)
     assert best.usd_per_million == pytest.approx(4 * price / (3600 * 113 / step) * 1e6,
                                                  rel=1e-12)
     assert best.usd_per_million == pytest.approx(1.326, abs=0.002)
     mem = parallel.tp_max_batch("llama-2-70b", "H200", 4, 4096)
-    mem_step = parallel.tp_decode_step_s("llama-2-70b", "H200", 4, mem, 4096)
+    mem_step = parallel.tp_step_s("llama-2-70b", "H200", 4, mem, 4096)
     assert best.memory_batch == mem
     assert best.memory_usd_per_million == pytest.approx(
         4 * price / (3600 * mem / mem_step) * 1e6, rel=1e-12)
@@ -572,11 +585,23 @@ def test_tp_options_cost_by_the_formula_and_sort_cheapest_first():
 
 
 @pytest.mark.parametrize("call, err, words", [
-    (lambda: parallel.tp_decode_step_s("llama-2-70b", "H200", 4, 0, 4096), ValueError,
-     "batch"),
-    (lambda: parallel.tp_decode_step_s("llama-2-70b", "H200", 3), ValueError, "3 devices"),
-    (lambda: parallel.tp_decode_step_s("llama-2-70b", "H200", 4, achievable="yes"),
-     TypeError, "achievable"),
+    (lambda: parallel.tp_step_s("llama-2-70b", "H200", 4, 0, 4096), ValueError, "batch"),
+    (lambda: parallel.tp_step_s("llama-2-70b", "H200", 3), ValueError, "3 devices"),
+    (lambda: parallel.tp_step_s("llama-2-70b", "H200", 4, achievable="yes"), TypeError,
+     "achievable"),
+    (lambda: parallel.tp_step_s("llama-2-70b", "H200", 4, new_tokens=0), ValueError,
+     "new_tokens"),
+    (lambda: parallel.tp_step_s("llama-2-70b", "H200", 4, 2, new_tokens=[1, 2, 3]),
+     ValueError, "new_tokens"),
+    (lambda: parallel.tp_step_s("llama-2-70b", "H200", 4, 2, [1, 2, 3]), ValueError,
+     "context"),
+    (lambda: parallel.tp_step_s("llama-2-70b", "H200", 4, context=-1), ValueError,
+     "context"),
+    (lambda: parallel.tp_step_s("llama-2-70b", "H200", 4, new_tokens=4, logits=5),
+     ValueError, "logits"),
+    (lambda: parallel.tp_step_s("llama-2-70b", "H200", 4, allreduce="ring"), ValueError,
+     "allreduce"),
+    (lambda: parallel.tp_step_s("llama-2-70b", "H200", 4, parts="yes"), TypeError, "parts"),
     (lambda: parallel.tp_max_batch_within("llama-2-70b", "H200", 4, 4096, 0), ValueError,
      "tpot_s"),
     (lambda: parallel.tp_max_batch_within("llama-2-70b", "H200", 4, -5, 0.02), ValueError,
@@ -651,43 +676,78 @@ def test_custom_allreduce_refuses_where_vllm_does_not_run_it():
 
 
 def test_tp8_step_with_custom_allreduce_saves_the_difference_161_times():
-    nccl = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, 1, 4096)
-    custom = parallel.tp_decode_breakdown("llama-2-70b", "H100 SXM", 8, 1, 4096,
-                                          allreduce="custom")
+    nccl = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, 4096, parts=True)
+    custom = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, 4096, allreduce="custom",
+                                parts=True)
     assert custom["shard_s"] == nccl["shard_s"] and custom["algorithm"] == "one-shot"
     # Each of the 161 all-reduces of 16,384 B is the calibrated one-shot: 5.7 us.
     assert custom["total_s"] == pytest.approx(nccl["shard_s"] + 161 * 5.7e-6, rel=1e-12)
     assert custom["ceiling_s"] == nccl["ceiling_s"]    # the bound does not move
-    assert parallel.tp_decode_step_s("llama-2-70b", "H100 SXM", 8, 1, 4096,
-                                     allreduce="custom") < parallel.tp_decode_step_s(
+    assert parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, 4096,
+                              allreduce="custom") < parallel.tp_step_s(
         "llama-2-70b", "H100 SXM", 8, 1, 4096)
+    # The ceiling's floor is below any kernel: allreduce does not move it.
+    assert parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, 1, 4096, achievable=False,
+                              allreduce="custom") == nccl["ceiling_s"]
 
 
 def test_tp_prefill_is_the_shards_forward_step_plus_prompt_sized_allreduces():
-    # A 4,096-token prompt on TP8: the shard's forward step over [4096] new tokens, and 161
-    # all-reduces of 4,096 x 8,192 x 2 B = 64 MiB each, NCCL's fastest for that size
-    # (bandwidth-bound: the Simple protocol).
-    pre = parallel.tp_prefill_breakdown("llama-2-70b", "H100 SXM", 8, 4096)
+    # A 4,096-token prompt on TP8 (new_tokens=4096, one sequence): the shard's forward
+    # step over [4096] new tokens, and 161 all-reduces of 4,096 x 8,192 x 2 B = 64 MiB
+    # each. The ceiling: each at 2**26 / 370.8e9 B/s. The achievable model: NCCL's
+    # fastest for that size (bandwidth-bound: the Simple protocol).
+    from gpuinfer.predict import achievable
+
+    ceil = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, new_tokens=4096, achievable=False,
+                              parts=True)
     part = parallel.shard(architectures.get("llama-2-70b"), 8)
     shard = llm.forward_step_breakdown(part, "H100 SXM", [4096], [0])["seconds"].sum()
-    assert pre["shard_s"] == pytest.approx(shard, rel=1e-12)
-    assert pre["allreduce_bytes"] == 4096 * 8192 * 2 == 2**26
+    assert ceil["shard_s"] == pytest.approx(shard, rel=1e-12)
+    assert ceil["allreduce_bytes"] == 4096 * 8192 * 2 == 2**26
+    assert ceil["total_s"] == pytest.approx(shard + 161 * 2**26 / 370.8e9, rel=1e-12)
+    pre = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, new_tokens=4096, parts=True)
+    rows = achievable.step_breakdown(part, "H100 SXM", [4096], [0])["seconds"].sum()
+    eff = achievable.FITTED
     one = collectives.fastest_allreduce(2**26, 8, "NVLink 4")["seconds"]
-    assert pre["total_s"] == pytest.approx(shard + 161 * one, rel=1e-12)
+    assert pre["total_s"] == pytest.approx(
+        rows + 80 * 13 * eff.kernel_gap_s + eff.step_s + 161 * one, rel=1e-12)
     assert pre["protocol"] == "Simple"
-    with pytest.raises(ValueError, match="prompt_tokens"):
-        parallel.tp_prefill_breakdown("llama-2-70b", "H100 SXM", 8, 0)
 
 
 def test_fp8_w8a8_needs_compute_dtype_and_reaches_the_decision():
     # dtype fp8 alone is weight-only (W8A16): at a compute-bound batch its matmuls run at
     # the 16-bit peak; compute_dtype fp8 doubles the peak, so the step is shorter.
     kw = dict(achievable=True)
-    wo = parallel.tp_decode_step_s("llama-2-70b", "H200", 8, 195, 4096, dtype="fp8_e4m3", **kw)
-    w8a8 = parallel.tp_decode_step_s("llama-2-70b", "H200", 8, 195, 4096, dtype="fp8_e4m3",
-                                     compute_dtype="fp8_e4m3", **kw)
+    wo = parallel.tp_step_s("llama-2-70b", "H200", 8, 195, 4096, dtype="fp8_e4m3", **kw)
+    w8a8 = parallel.tp_step_s("llama-2-70b", "H200", 8, 195, 4096, dtype="fp8_e4m3",
+                              compute_dtype="fp8_e4m3", **kw)
     assert w8a8 < wo
     t = parallel.tp_options("llama-2-70b", {"H200": 4.0}, 4096, 0.025, degrees=(8,),
                             dtype="fp8_e4m3", compute_dtype="fp8_e4m3")
     assert t.loc[0, "batch"] == parallel.tp_max_batch_within(
         "llama-2-70b", "H200", 8, 4096, 0.025, dtype="fp8_e4m3", compute_dtype="fp8_e4m3")
+
+
+def test_one_function_prices_a_tensor_parallel_step():
+    # Issue 32: one name per thing. No public function named like *tp*step* in the
+    # package but parallel.tp_step_s (read from the source, so an alias counts too), and
+    # lab_verdicts.tp_step, a lab's verdict on measured steps, which prices nothing.
+    import ast
+    import pathlib
+
+    import gpuinfer
+
+    root = pathlib.Path(gpuinfer.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            found += [f"{path.relative_to(root)}:{name}" for name in names
+                      if not name.startswith("_") and "tp" in name.lower()
+                      and "step" in name.lower().split("tp", 1)[1]]
+    assert found == ["measure/lab_verdicts.py:tp_step", "predict/parallel.py:tp_step_s"]

@@ -10,7 +10,7 @@ import pytest
 
 from gpuinfer.predict import achievable as A
 from gpuinfer.predict import calibration as C
-from gpuinfer.predict import engine_step, llm_serving
+from gpuinfer.predict import engine_step, llm_serving, parallel
 from gpuinfer.predict import validation as V
 
 
@@ -50,10 +50,9 @@ def test_the_decomposition_is_the_packages_prediction(dec):
     # A new row at TP 8 decoding at batch 64 (vLLM on MI300X): the TP step timer itself.
     df = V.dataset()
     j = int(np.flatnonzero(df["id"] == "oracle-vllm-llama-3.1-405b-mi300x-tp8-b64")[0])
-    step = engine_step.tp_step_s(A.model("llama-3.1-405b"), "MI300X", 8, np.ones(64, int),
-                                 np.full(64, 128 + 64), dtype="fp8", kv_dtype="bf16",
-                                 compute_dtype="fp8", interconnect="NVLink 4",
-                                 achievable=A.FITTED)
+    step = parallel.tp_step_s(A.model("llama-3.1-405b"), "MI300X", 8, 64, 128 + 64,
+                              dtype="fp8", kv_dtype="bf16", compute_dtype="fp8",
+                              interconnect="NVLink 4", achievable=A.FITTED)
     assert dec.predict(A.FITTED)[j] == pytest.approx(64 / step / 8, rel=1e-9)
 
 
@@ -95,7 +94,7 @@ def test_the_model_reduces_to_the_ceiling_with_no_derating_and_no_overhead():
     assert not dataclasses.replace(A.CEILING, sequence_s=1e-6).is_ceiling
     for model, acc, b, c in (("llama-3-70b", "H200", 64, 2048), ("qwen3-30b-a3b", "B200", 8, 100)):
         assert A.decode_step_s(model, acc, b, c, achievable=A.CEILING) == pytest.approx(
-            engine_step.tp_step_s(model, acc, 1, np.ones(b, int), np.full(b, c)), rel=1e-12)
+            parallel.tp_step_s(model, acc, 1, b, c, achievable=False), rel=1e-12)
 
 
 def test_engine_caps_are_looked_up_by_engine_and_version():

@@ -9,16 +9,14 @@ runs: a compute format (`compute_dtype`: W8A8 fp8/int8, W4A4 fp4 at that format'
 tensor parallelism (`tp`: one device's shard, `parallel.shard`, plus the step's
 all-reduces), and either the ceiling (the roofline, a lower bound on a step's time) or
 the calibrated achievable model (`gpuinfer.predict.achievable`: derated rates, kernel gaps, a
-fixed cost a step). `tp_step_s` times one step of it. (`parallel` holds the chapter's
-decode-only TP functions: `parallel.tp_decode_step_s` is this step on the achievable
-model, `tp_decode_breakdown`'s `ceiling_s` this step on the ceiling.)
+fixed cost a step). One step of it, with its parts, is `parallel.tp_step_s` (the same
+number, priced row by row; the tests hold the two equal); this class times many steps at
+once, as the simulator needs.
 
 Prediction layer: no torch, no measurement.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -30,7 +28,6 @@ from gpuinfer.predict import architectures
 from gpuinfer.predict import step_cost
 from gpuinfer.predict import parallel as _parallel
 from gpuinfer.predict import collectives
-from gpuinfer import validate as _v
 
 
 def tp_shard(model, tp):
@@ -98,48 +95,3 @@ class EngineStep(step_cost.StepCost):
         z = np.asarray(z, dtype=float)
         device = super().many(z) + self.comm_s(z[1])
         return _achievable.overheads(device, self.n_layers, self.eff)
-
-
-def tp_step_s(model, accelerator, tp, new_tokens, context=0, logits=None, *,
-              dtype="fp16", kv_dtype=None, compute_dtype=None, interconnect=None,
-              achievable=False, parts=False):
-    """Chapter *Beyond one GPU*: seconds of one forward step of a tensor-parallel group of
-    `tp` GPUs, as `simulate_llm` and `offline_throughput` time it: sequence i brings
-    `new_tokens[i]` tokens on top of `context[i]` cached ones (arrays, or numbers for
-    one sequence), `logits[i]` rows of the LM head (default: one each). One device's
-    shard (`parallel.shard`) on the per-operation roofline, plus 2 x layers + 1
-    all-reduces of [tokens, d_model].
-
-    `achievable=False`: the ceiling, a lower bound on the step's time: the roofline,
-    and each all-reduce at `parallel.allreduce_floor_s` (NCCL's bus bandwidth for the
-    link, no latency, messages in the compute format; for a decode step, the same number
-    as `parallel.tp_decode_breakdown(...)["ceiling_s"]`). True (or an
-    `achievable.Efficiency`): the achievable model (derated rates, kernel gaps, the
-    step's fixed cost) and NCCL's fastest ring or tree with its latency
-    (`collectives.interconnect_allreduce_s`), messages in 16 bits; for a decode step,
-    the same number as `parallel.tp_decode_step_s`, which the chapter's decisions use.
-    `parallel.tp_decode_step_s(..., achievable=False)` is neither: the roofline with NCCL's latencies, a
-    model, not this bound. With `parts=True` returns {"total_s", "comm_s",
-    "n_allreduces"}."""
-    q = np.atleast_1d(_v.positive("new_tokens", new_tokens, integer=True, array=True))
-    c = np.atleast_1d(_v.non_negative("context", context, integer=True, array=True))
-    lg = (np.ones_like(q) if logits is None else
-          np.atleast_1d(_v.non_negative("logits", logits, integer=True, array=True)))
-    q, c, lg = np.broadcast_arrays(q.astype(float), c.astype(float), lg.astype(float))
-    if np.any(lg > q):
-        raise ValueError("logits must be at most new_tokens for each sequence")
-    timer = EngineStep(model, accelerator, dtype, kv_dtype, compute_dtype, tp=tp,
-                        efficiency=_achievable.as_efficiency(achievable),
-                        interconnect=interconnect)
-    z = step_cost.step_aggregates(q, c, lg)
-    total = float(timer.many(z[:, None])[0])
-    if not math.isfinite(total):
-        raise ValueError(f"{_hardware.get(accelerator).name} has no peak for "
-                         f"{_dtypes.formats(dtype, kv_dtype, compute_dtype)[2]} in the catalogue")
-    if not parts:
-        return total
-    return {"total_s": total, "comm_s": float(timer.comm_s([q.sum()])[0]),
-            "n_allreduces": timer.n_allreduces}
-
-
-# Names before the seconds suffix became `_s` everywhere (issue 25).

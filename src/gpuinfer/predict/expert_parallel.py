@@ -25,7 +25,7 @@ TP attention use) and `gpuinfer.predict.collectives` (NCCL's all-reduce, the rin
 Every step here is the per-operation roofline with NCCL's all-reduces or the all-to-all
 ceiling unless asked for `achievable=True`: then each GPU's operations run on the
 achievable model (`gpuinfer.predict.achievable`: derated rates, kernel gaps, a fixed cost a step),
-the all-reduces as `parallel.tp_decode_breakdown` prices them, and the all-to-alls at their
+the all-reduces as `parallel.tp_step_s` prices them, and the all-to-alls at their
 ceiling, or with an `achievable.Efficiency` whose `all_to_all` is "measured" (as in
 `achievable.REFIT`) at the ceiling over the fraction of it DeepEP's low-latency kernels
 reach at that EP degree (`deepep_fraction`: 0.28 at EP8, where its measured kernels went
@@ -54,7 +54,7 @@ from gpuinfer.predict import search as _search
 from gpuinfer import validate as _v
 from gpuinfer.predict.collectives import check_devices, fastest_allreduce, ring_route
 from gpuinfer.predict.parallel import (check_gpu_prices, check_tp_degree, link_for, shard,
-                                       tp_decode_breakdown, tp_message_bytes_per_value)
+                                       tp_step_s, tp_message_bytes_per_value)
 
 #: Format of the dispatch all-to-all unless told (DeepEP, SGLang and vLLM's DeepEP backends
 #: dispatch DeepSeek's activations in fp8; the combine stays bf16).
@@ -70,7 +70,7 @@ def _moe(model):
     m = architectures.get(model)
     if not m.is_moe:
         raise ValueError(f"expert parallelism needs a mixture-of-experts model; {m.name} is "
-                         f"dense (n_experts=0): use tp_decode_breakdown")
+                         f"dense (n_experts=0): use tp_step_s")
     return m
 
 
@@ -273,7 +273,7 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     `attention_s` and the ceiling's row times kept in `ops["ceiling_s"]`; the all-to-alls
     at their ceiling, or, where the Efficiency's `all_to_all` is "measured", at that
     ceiling over `deepep_fraction(n_devices)`; the all-reduces are priced as
-    `parallel.tp_decode_breakdown`'s. `compute_dtype`: the matmuls' format where it is not
+    `parallel.tp_step_s`'s. `compute_dtype`: the matmuls' format where it is not
     the weights' default (`dtypes.formats`: a 4-bit weight format computes at the 16-bit
     peak unless told; NVFP4 weights with fp8 matmuls: compute_dtype="fp8").
 
@@ -382,21 +382,21 @@ def moe_layouts(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
                 dispatch_dtype=DEFAULT_DISPATCH_DTYPE, achievable=False):
     """Chapter *Mixtures of experts*: the three ways engines lay an MoE model over
     `n_devices` GPUs, side by side for one decode step of `batch` sequences in all:
-    "TP" (every expert split 1/N, `tp_decode_breakdown`), "EP + TP attention" and
+    "TP" (every expert split 1/N, `tp_step_s`), "EP + TP attention" and
     "EP + DP attention" (`ep_decode_breakdown`). One row each: ms per step (a sequence's
     time per output token), tokens/s in all and per GPU, the step's parts (non-expert,
     experts, communication, ms), GB of weights and KV cache per GPU and whether they fit.
     A layout the model's shapes do not allow is left out (its reason in `attrs`).
     `achievable`: False (default) the ceilings; True (or an `achievable.Efficiency`) each
-    layout's step on the achievable model (`ep_decode_breakdown`, `tp_decode_breakdown`)."""
+    layout's step on the achievable model (`ep_decode_breakdown`, `tp_step_s`)."""
     import pandas as pd
 
     m = _moe(model)
     rows, skipped = {}, {}
     try:
-        tp = tp_decode_breakdown(m, accelerator, n_devices, batch, context, dtype,
-                                 interconnect, network=network, kv_dtype=kv_dtype,
-                                 achievable=achievable)
+        tp = tp_step_s(m, accelerator, n_devices, batch, context, dtype=dtype,
+                       interconnect=interconnect, network=network, kv_dtype=kv_dtype,
+                       achievable=achievable, parts=True)
         ops = tp["ops"]["seconds"]
         expert_s = float(ops.get("experts", 0.0))
         fits = (tp["weight_bytes_per_device"] + tp["kv_bytes_per_device"]

@@ -10,7 +10,7 @@ The server's parts, one idea a module each (import a name from its module):
   `kv_memory_use`, `paging_gain`, vLLM's block size and memory fractions);
 - `engine_step`: one engine step, timed on the per-operation roofline of its mix of
   tokens, with a compute format, tensor parallelism, and the ceiling or the achievable
-  model (`EngineStep`, `tp_step_s`);
+  model (`EngineStep`; one step with its parts: `parallel.tp_step_s`);
 - `llm_simulator`: the event simulator, continuous batching with a paged cache and
   preemption (`simulate_llm`) and disaggregated prefill and decode
   (`simulate_disaggregated`);
@@ -44,7 +44,7 @@ from gpuinfer.predict import roofline as _roofline
 from gpuinfer.predict import search as _search
 from gpuinfer import validate as _v
 from gpuinfer.predict.batching import MAX_BATCH, MAX_TOKENS
-from gpuinfer.predict.engine_step import EngineStep, tp_shard, tp_step_s
+from gpuinfer.predict.engine_step import EngineStep, tp_shard
 from gpuinfer.predict.paged_kv import (ACHIEVABLE_GPU_MEMORY_UTILIZATION, DEFAULT_BLOCK_SIZE,
                                        kv_cache_budget)
 
@@ -267,7 +267,7 @@ def chunk_step_s(model, accelerator, budget, *, decodes, decode_context, prompt_
     budget - decodes tokens, of a `prompt_tokens`-token prompt, taken as if it ended the
     prompt (on prompt_tokens - chunk cached tokens, with its LM-head row): the most
     context a chunk of that size can attend to, whether or not it divides the prompt.
-    Timed as `simulate_llm` times a step (`tp_step_s`): `achievable=True` (default) on
+    Timed as `simulate_llm` times a step (`parallel.tp_step_s`): `achievable=True` (default) on
     the achievable model, False on the ceiling."""
     d = _v.count("decodes", decodes, minimum=0, maximum=MAX_BATCH)
     b = _v.count("budget", budget, maximum=MAX_TOKENS)
@@ -277,9 +277,9 @@ def chunk_step_s(model, accelerator, budget, *, decodes, decode_context, prompt_
     if not 1 <= chunk <= p:
         raise ValueError(f"budget={b:,} must leave a chunk of 1 to prompt_tokens={p:,} "
                          f"tokens beside decodes={d:,}: a budget from {d + 1:,} to {d + p:,}")
-    return tp_step_s(model, accelerator, tp, [1] * d + [chunk], [c] * d + [p - chunk],
-                     dtype=dtype, kv_dtype=kv_dtype, compute_dtype=compute_dtype,
-                     achievable=achievable)
+    return _parallel.tp_step_s(model, accelerator, tp, d + 1, [c] * d + [p - chunk],
+                               new_tokens=[1] * d + [chunk], dtype=dtype, kv_dtype=kv_dtype,
+                               compute_dtype=compute_dtype, achievable=achievable)
 
 
 def largest_chunk_budget(model, accelerator, *, decodes, decode_context, prompt_tokens,

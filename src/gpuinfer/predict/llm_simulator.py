@@ -441,7 +441,7 @@ def simulate_llm(arrivals, prompt_tokens, output_tokens, model, accelerator, *, 
     `parallel.shard` and its part of the KV cache; every step adds its all-reduces over
     `interconnect`, default the GPU's NVLink: on the ceiling at NCCL's bus bandwidth with
     no latency, on the achievable model at NCCL's cost with its latency, as
-    `engine_step.tp_step_s` times them). `achievable=False` times steps on the
+    `parallel.tp_step_s` times them). `achievable=False` times steps on the
     ceiling (the roofline); True on the fitted achievable model (`achievable.FITTED`:
     derated peaks and bandwidth, per-step and per-kernel overheads); or pass an
     `achievable.Efficiency`.

@@ -3,7 +3,7 @@ with pipeline parallelism between servers (TP x PP). Chapter: *Beyond one GPU*. 
 units: bytes, bytes/s, seconds, tokens/s.
 
 Both build on `gpuinfer.predict.collectives` (ring and tree all-reduces, the ring's route) and
-`gpuinfer.predict.parallel` (`tp_decode_breakdown`, `pp_decode_breakdown`); they stay a module
+`gpuinfer.predict.parallel` (`tp_step_s`, `pp_decode_breakdown`); they stay a module
 of their own, the one idea of crossing servers.
 
 NVLS_TREE (NCCL, tuning.cc at the commit `hardware.NCCL_NVLS_TREE` cites): NVLink SHARP
@@ -72,7 +72,7 @@ def tp_pp_decode(model, accelerator, tp, pp, batch=1, context=0, micro_batches=N
     """Decode with tensor parallelism over `tp` GPUs inside each NVLink domain and `pp`
     pipeline stages, one a domain (TP8 x PP2: two HGX servers). Each stage holds
     n_layers / pp layers and runs them as a TP`tp` group: its time is `tp`-way TP's step
-    (shard plus all-reduces, `parallel.tp_decode_breakdown`) over `pp` (the embedding and
+    (shard plus all-reduces, `parallel.tp_step_s`) over `pp` (the embedding and
     LM head, in the end stages, are spread evenly: a small error). Between stages one
     [batch, d_model] send crosses the network (`parallel.pp_decode_breakdown`'s crossing
     hand-off, NCCL's Simple protocol over one NIC).
@@ -80,11 +80,11 @@ def tp_pp_decode(model, accelerator, tp, pp, batch=1, context=0, micro_batches=N
     A token of one micro-batch passes every stage: latency_s = pp x stage + (pp-1) sends.
     With `micro_batches` (default `pp`) of `batch` sequences each in flight, a stage
     serves one micro-batch per (stage + send), so tokens_per_s = micro_batches x batch /
-    max(latency_s, micro_batches x (stage + send)). `achievable`: False (default) times
-    the TP group's shard on the roofline; True (or an `achievable.Efficiency`) on the
-    achievable model, so a stage is its 1/pp share of the achievable TP step; the
-    all-reduces and the send are priced as without it (NCCL's model, latency included:
-    a model, not a lower bound). Returns stage_s, send_s, latency_s, tokens_per_s,
+    max(latency_s, micro_batches x (stage + send)). `achievable`: False (default) a stage
+    is its 1/pp share of the TP group's ceiling (`tp_step_s(..., achievable=False)`: the
+    shard's roofline, each all-reduce at `allreduce_floor_s`); True (or an
+    `achievable.Efficiency`) of its step on the achievable model. The send is NCCL's
+    Simple protocol, latency included, either way. Returns stage_s, send_s, latency_s, tokens_per_s,
     sequences (micro_batches x batch) and the TP group's breakdown."""
     m, acc = architectures.get(model), _hardware.get(accelerator)
     tp = _parallel.check_tp_degree(m, tp)
@@ -98,8 +98,8 @@ def tp_pp_decode(model, accelerator, tp, pp, batch=1, context=0, micro_batches=N
     if tp > ic.domain_gpus:
         raise ValueError(f"tp={tp} exceeds {ic.name}'s domain of {ic.domain_gpus:g} GPUs: "
                          "a TP group spans one domain here")
-    group = _parallel.tp_decode_breakdown(m, acc, tp, b, context, dtype, ic, network=network,
-                                          achievable=achievable)
+    group = _parallel.tp_step_s(m, acc, tp, b, context, dtype=dtype, interconnect=ic,
+                                network=network, achievable=achievable, parts=True)
     stage_s = group["total_s"] / pp
     send_s = 0.0
     if pp > 1:

@@ -19,26 +19,18 @@ A tensor-parallel (TP) decode step on N devices (Megatron-LM's layout, Shoeybi e
   vocabulary-parallel embedding one more per step: 2 x layers + 1;
 - the all-reduces sit on the critical path (the next layer needs their result), so
   their time is *added*: step = the shard's step + communication.
-Each all-reduce is priced by NCCL's own cost model (`collectives.fastest_allreduce`:
-its fastest ring or tree and protocol, latency included).
+On the achievable model each all-reduce is priced by NCCL's own cost model
+(`collectives.fastest_allreduce`: its fastest ring or tree and protocol, latency included).
 
-Three step times; tell them apart by what they charge the all-reduces and the shard:
-- the *ceiling*, a lower bound on a step's time (an upper bound on throughput): the
-  shard's per-operation roofline plus each all-reduce's bytes at NCCL's bus bandwidth
-  for the link, no latency (`allreduce_floor_s`). It is `tp_decode_breakdown`'s
-  `ceiling_s`, and the serving simulator's step with `achievable=False`
-  (`engine_step.tp_step_s`) is the same number for a decode step;
-- the *roofline model*, not a bound: the shard's roofline plus NCCL's cost model of its
-  fastest ring or tree, latency included, no overheads. It is `tp_decode_breakdown`'s
-  `total_s`, `tp_decode_step_s(..., achievable=False)` and `tp_decode_step_s(..., achievable=False)`: the
-  chapter's worked numbers. NVLS and the engines' one-shot all-reduces can beat NCCL's
-  ring, so it can overstate the communication; it leaves out kernel gaps and the step's
-  fixed cost, so it understates the rest;
-- the *achievable model*, for decisions: the shard on the calibrated achievable model
-  (`gpuinfer.predict.achievable`: derated rates, kernel gaps, a fixed cost a step) plus NCCL's
-  all-reduces as above. It is `tp_decode_step_s` (the default), and
-  `engine_step.tp_step_s(..., achievable=True)` is the same number for a decode step.
-Decisions rest on the achievable model, the ceiling beside: `tp_decode_step_s`,
+Two step times, one function (`tp_step_s`) and its switch:
+- the *ceiling* (`achievable=False`), a lower bound on a step's time (an upper bound on
+  throughput): the shard's per-operation roofline plus each all-reduce's bytes at NCCL's
+  bus bandwidth for the link, no latency (`allreduce_floor_s`);
+- the *achievable model* (`achievable=True`, the default), for decisions: the shard on
+  the calibrated achievable model (`gpuinfer.predict.achievable`: derated rates, kernel
+  gaps, a fixed cost a step) plus NCCL's all-reduces as above, latency included. The
+  serving simulator times its steps the same way (`engine_step.EngineStep`).
+Decisions rest on the achievable model, the ceiling beside: `tp_step_s`,
 `tp_max_batch_within` and `tp_options` (the cheapest GPU and TP degree for an objective).
 
 Prediction layer: no torch, no measurement.
@@ -212,108 +204,148 @@ def tp_message_bytes_per_value(compute_dtype, achievable=False) -> float:
     return act if _achievable.as_efficiency(achievable).is_ceiling else max(act, 2.0)
 
 
-def _shard_step(part, acc, new_tokens, context, dtype, kv_dtype, compute_dtype, achievable):
+def _shard_step(part, acc, new_tokens, context, dtype, kv_dtype, compute_dtype, achievable,
+                logits=None):
     """(ops table, seconds) of one device's step, sequence i bringing `new_tokens[i]`
     tokens on `context[i]` cached ones: the roofline's (`achievable` False) or the
     achievable model's rows plus its step overheads."""
     eff = _achievable.as_efficiency(achievable)
     if eff.is_ceiling:
-        ops = _llm.forward_step_breakdown(part, acc, new_tokens, context, dtype,
+        ops = _llm.forward_step_breakdown(part, acc, new_tokens, context, dtype, logits=logits,
                                           kv_dtype=kv_dtype, compute_dtype=compute_dtype)
         return ops, float(ops["seconds"].sum())
-    ops = _achievable.step_breakdown(part, acc, new_tokens, context, dtype,
+    ops = _achievable.step_breakdown(part, acc, new_tokens, context, dtype, logits=logits,
                                      kv_dtype=kv_dtype, compute_dtype=compute_dtype,
                                      achievable=eff)
     return ops, float(_achievable.overheads(ops["seconds"].sum(), part.n_layers, eff))
 
 
-def tp_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
-                        interconnect=None, *, network=None, kv_dtype=None,
-                        compute_dtype=None, achievable=False, allreduce="nccl") -> dict:
-    """The parts of one tensor-parallel decode step on N devices. Returns a dict:
-    `ops` (one device's shard as `llm.decode_step_breakdown`'s table; with `achievable`,
-    `achievable.step_breakdown`'s, `ceiling_s` beside `seconds`), `shard_s` (the step's
-    time on one device: the rows' sum, plus the achievable model's step overheads),
-    `n_allreduces` (2 x layers + 1), `allreduce_bytes` ([batch, d_model] at
-    `tp_message_bytes_per_value`: the compute format's on the ceiling, at least 16 bits
-    on the achievable model), `allreduce_s` (one, NCCL's fastest algorithm and protocol, latency
-    included), `algorithm`, `protocol`, `comm_s` (all of them), `total_s` (shard_s +
-    comm_s: a model, not a bound), `ceiling_s` (the lower bound on the step's time: the
-    shard's roofline plus each all-reduce at `allreduce_floor_s`), the bytes behind them
-    and the route (`interconnect`, `network`, `nodes`).
+def _per_sequence(name, value, batch, positive):
+    """`value` (a number, or one a sequence) as a tuple of `batch` integers."""
+    check = _v.positive if positive else _v.non_negative
+    arr = np.atleast_1d(check(name, value, integer=True, array=True)).astype(int)
+    if arr.ndim != 1 or arr.size not in (1, batch):
+        raise ValueError(f"{name} must be a number or hold one value a sequence "
+                         f"({batch}); got {arr.size} values")
+    return tuple(int(x) for x in np.broadcast_to(arr, (batch,)))
 
-    `achievable`: False (default) times the shard on the roofline; True on the fitted
-    achievable model (`achievable.FITTED`: derated rates, kernel gaps, a fixed cost a
-    step), or pass an `achievable.Efficiency`. The all-reduces are priced the same way
-    in both (NCCL's cost model). `interconnect`: a name ("NVLink 4", "PCIe Gen5 x16")
-    or `hardware.Interconnect`; default: the accelerator's NVLink generation. Past the
-    link's domain the ring takes `network` (default `DEFAULT_NETWORK`). `allreduce`:
-    "nccl" (default) prices each all-reduce with NCCL's cost model; "custom" with the
-    engines' one-shot/two-shot kernel where it runs (`collectives.engine_allreduce`)."""
-    m, acc = architectures.get(model), _hardware.get(accelerator)
+
+def tp_step_s(model, accelerator, n_devices, batch=1, context=0, *, new_tokens=1, logits=None,
+              dtype="fp16", kv_dtype=None, compute_dtype=None, interconnect=None,
+              network=None, achievable=True, allreduce="nccl", parts=False):
+    """Chapter *Beyond one GPU*: seconds of one forward step of a tensor-parallel group of
+    `n_devices`: `batch` sequences, sequence i bringing `new_tokens[i]` tokens (default
+    1, a decode step) on top of `context[i]` cached ones (each a number for every
+    sequence, or one value a sequence), `logits[i]` rows of the LM head (default: one
+    each). One device's shard (`shard`) plus 2 x layers + 1 all-reduces of
+    [tokens, d_model], on the critical path (the next layer needs their result).
+
+    `achievable=True` (default; or an `achievable.Efficiency`): the achievable model, for
+    decisions: the shard's rows at `achievable.FITTED`'s derated rates plus its kernel
+    gaps and fixed cost a step, and each all-reduce at NCCL's fastest ring or tree and
+    protocol, latency included (`collectives.engine_allreduce`), messages in 16 bits
+    (`tp_message_bytes_per_value`). `allreduce="custom"`: the engines' one-shot/two-shot
+    kernel where it runs, NCCL's elsewhere.
+    `achievable=False`: the ceiling, a lower bound on the step's time: the shard's
+    per-operation roofline plus each all-reduce at `allreduce_floor_s` (its bytes, in the
+    compute format, at NCCL's bus bandwidth for the link, no latency), whatever
+    `allreduce` says.
+
+    `interconnect`: a name ("NVLink 4", "PCIe Gen5 x16") or `hardware.Interconnect`;
+    default: the accelerator's. Past the link's domain the all-reduces take `network`
+    (default `collectives.DEFAULT_NETWORK`). `compute_dtype`: the matmuls' format
+    (default `dtypes.formats`' for `dtype`; "fp8_e4m3" for FP8 W8A8). The seconds are
+    cached (a search asks for the same step many times).
+
+    `parts=True` returns a dict: `ops` (one device's rows: `llm.forward_step_breakdown`'s
+    table, or `achievable.step_breakdown`'s with `ceiling_s` beside `seconds`), `shard_s`
+    (one device's step: the rows, plus the achievable model's overheads),
+    `n_allreduces`, `allreduce_bytes` (one message), `allreduce_s` (one all-reduce),
+    `algorithm` and `protocol` (NCCL's or the custom kernel's; None on the ceiling),
+    `comm_s` (all of them), `total_s` (shard_s + comm_s: the number this returns),
+    `ceiling_s` (the ceiling, beside the achievable model), the bytes each device holds
+    and the route (`interconnect`, `network`, `nodes`)."""
+    m = architectures.get(model)
     n = check_tp_degree(m, n_devices)
     b = _v.count("batch", batch, maximum=1 << 30)
-    c = _v.count("context", context, minimum=0, maximum=1 << 30)
+    q = _per_sequence("new_tokens", new_tokens, b, positive=True)
+    c = _per_sequence("context", context, b, positive=False)
+    lg = None if logits is None else _per_sequence("logits", logits, b, positive=False)
+    if lg is not None and any(x > t for x, t in zip(lg, q)):
+        raise ValueError("logits must be at most new_tokens for each sequence")
+    eff = _achievable.as_efficiency(achievable)
+    ar = _v.choice("allreduce", allreduce, ("nccl", "custom"))
+    if not isinstance(parts, bool):
+        raise TypeError(f"parts must be True or False, got {parts!r}")
+    if parts:
+        return _tp_step(accelerator, m, n, q, c, lg, dtype, kv_dtype, compute_dtype,
+                        interconnect, network, eff, ar)
+    key = (m, n, q, c, lg, dtype, kv_dtype, compute_dtype, interconnect, network, eff, ar)
+    if isinstance(accelerator, str) and _hashable(key):
+        return _tp_step_total(_hardware.get(accelerator).name, *key)
+    return _tp_step(accelerator, *key)["total_s"]
+
+
+def _hashable(key) -> bool:
+    try:
+        hash(key)
+    except TypeError:
+        return False
+    return True
+
+
+def _tp_step(accelerator, m, n, q, c, lg, dtype, kv_dtype, compute_dtype, interconnect,
+             network, eff, ar) -> dict:
+    """`tp_step_s`'s parts, its arguments checked."""
+    acc = _hardware.get(accelerator)
     part = shard(m, n)
-    ops, shard_s = _shard_step(part, acc, np.ones(b, dtype=int), np.full(b, c), dtype,
-                               kv_dtype, compute_dtype, achievable)
-    return _with_allreduces(m, acc, n, b, b, c, ops, shard_s, dtype, kv_dtype, compute_dtype,
-                            interconnect, network, achievable, allreduce)
-
-
-def _with_allreduces(m, acc, n, b, tokens, c, ops, shard_s, dtype, kv_dtype, compute_dtype,
-                     interconnect, network, achievable, allreduce) -> dict:
-    """`tp_decode_breakdown`'s dict for a shard's step of `tokens` tokens: its 2L + 1
-    all-reduces of [tokens, d_model] added to `shard_s`."""
+    ops, shard_s = _shard_step(part, acc, list(q), list(c), dtype, kv_dtype, compute_dtype,
+                               eff, logits=None if lg is None else list(lg))
+    if not math.isfinite(shard_s):
+        raise ValueError(f"{acc.name} has no peak for "
+                         f"{_dtypes.formats(dtype, kv_dtype, compute_dtype)[2]} in the catalogue")
     roofline_s = float(ops["ceiling_s" if "ceiling_s" in ops else "seconds"].sum())
     _, kv, compute = _dtypes.formats(dtype, kv_dtype, compute_dtype)
-    message = tokens * m.d_model * tp_message_bytes_per_value(compute, achievable)
+    tokens = sum(q)
+    message = tokens * m.d_model * tp_message_bytes_per_value(compute, eff)
     n_allreduces = 2 * m.n_layers + 1
     route = {"interconnect": None, "network": None, "nodes": 1}
     one, protocol, algorithm, floor = 0.0, None, None, 0.0
     if n > 1:
         ic = link_for(interconnect, acc)
-        best = engine_allreduce(float(message), n, ic, network=network, allreduce=allreduce)
-        one, algorithm, protocol = best["seconds"], best["algorithm"], best["protocol"]
-        route = {k: best[k] for k in ("interconnect", "network", "nodes")}
         # The bound all-reduces the smallest message: the compute format's.
         floor = allreduce_floor_s(tokens * m.d_model * tp_message_bytes_per_value(compute), n,
                                   ic, network=network)
+        if eff.is_ceiling:
+            link, net, nodes = ring_route(n, ic, network)
+            one = floor
+            route = {"interconnect": link.name, "network": net.name if net else None,
+                     "nodes": nodes}
+        else:
+            best = engine_allreduce(float(message), n, ic, network=network, allreduce=ar)
+            one, algorithm, protocol = best["seconds"], best["algorithm"], best["protocol"]
+            route = {k: best[k] for k in ("interconnect", "network", "nodes")}
     comm_s = n_allreduces * one
-    part = shard(m, n)
-    return {"model": m.name, "accelerator": acc.name, "n_devices": n, "batch": b,
-            "context": c, "ops": ops,
+    return {"model": m.name, "accelerator": acc.name, "n_devices": n, "batch": len(q),
+            "context": c[0] if len(set(c)) == 1 else c, "new_tokens": tokens, "ops": ops,
             "weight_bytes_per_device": step_model.weight_bytes(part, dtype),
-            "kv_bytes_per_device": b * c * step_model.kv_cache_bytes_per_token(part, kv),
+            "kv_bytes_per_device": sum(c) * step_model.kv_cache_bytes_per_token(part, kv),
             "shard_s": shard_s, "n_allreduces": n_allreduces, "allreduce_bytes": message,
             "allreduce_s": one, "algorithm": algorithm, "protocol": protocol,
             "comm_s": comm_s, "total_s": shard_s + comm_s,
             "ceiling_s": roofline_s + n_allreduces * floor, **route}
 
 
-def tp_prefill_breakdown(model, accelerator, n_devices, prompt_tokens, dtype="fp16",
-                         interconnect=None, *, network=None, kv_dtype=None,
-                         compute_dtype=None, achievable=False, allreduce="nccl") -> dict:
-    """One prompt of `prompt_tokens` tokens prefilled in one step by a tensor-parallel group
-    of N devices: the time to first token's compute part (no queueing). The same dict as
-    `tp_decode_breakdown` (batch 1, context 0): the shard's forward step over the prompt
-    (`llm.forward_step_breakdown`, one LM-head row; with `achievable`, the achievable
-    model's), plus 2 x layers + 1 all-reduces of [prompt_tokens, d_model]: messages of
-    megabytes, priced by NCCL's model (bandwidth-bound: LL128 or Simple) or, with
-    `allreduce="custom"`, the engines' two-shot kernel."""
-    m, acc = architectures.get(model), _hardware.get(accelerator)
-    n = check_tp_degree(m, n_devices)
-    p = _v.count("prompt_tokens", prompt_tokens, maximum=1 << 24)
-    part = shard(m, n)
-    ops, shard_s = _shard_step(part, acc, [p], [0], dtype, kv_dtype, compute_dtype, achievable)
-    return _with_allreduces(m, acc, n, 1, p, 0, ops, shard_s, dtype, kv_dtype, compute_dtype,
-                            interconnect, network, achievable, allreduce)
+@functools.lru_cache(maxsize=65536)
+def _tp_step_total(accelerator, *key) -> float:
+    return _tp_step(accelerator, *key)["total_s"]
 
 
 def tp_tradeoff(model, accelerator, batch=1, context=0, dtype="fp16", interconnect=None, *,
                 degrees=None, network=None, kv_dtype=None):
-    """Chapter *Beyond one GPU*: what each TP degree buys, one row per degree N (that
-    fits `batch` sequences of `context` tokens): ms per token (a sequence's latency),
+    """Chapter *Beyond one GPU*: what each TP degree buys on the achievable model
+    (`tp_step_s`), one row per degree N (that fits `batch` sequences of `context`
+    tokens): ms per token (a sequence's latency),
     tokens/s in total and per GPU, the share of the step spent communicating. Compare
     with data-parallel replicas: `replicas_of_min_tp` copies of the smallest degree that
     fits, each serving `batch` sequences, on the same N GPUs."""
@@ -327,13 +359,11 @@ def tp_tradeoff(model, accelerator, batch=1, context=0, dtype="fp16", interconne
         raise ValueError(f"no TP degree among {degrees} holds {m.name} at batch {batch}, "
                          f"context {context} on {_hardware.get(accelerator).name}")
     base = fits[0]
-    base_t = tp_decode_step_s(m, accelerator, base, batch, context, dtype=dtype,
-                              interconnect=interconnect, network=network, kv_dtype=kv_dtype,
-                              achievable=False)
+    kw = dict(dtype=dtype, interconnect=interconnect, network=network, kv_dtype=kv_dtype)
+    base_t = tp_step_s(m, accelerator, base, batch, context, **kw)
     rows = []
     for n in fits:
-        parts = tp_decode_breakdown(m, accelerator, n, batch, context, dtype, interconnect,
-                                    network=network, kv_dtype=kv_dtype)
+        parts = tp_step_s(m, accelerator, n, batch, context, parts=True, **kw)
         t = parts["total_s"]
         replicas = n // base if n % base == 0 else np.nan
         rows.append({"n_devices": n, "ms_per_token": 1e3 * t, "tokens_per_s": batch / t,
@@ -349,13 +379,13 @@ def tp_tradeoff(model, accelerator, batch=1, context=0, dtype="fp16", interconne
 def crossover_devices(model, accelerator, batch=1, context=0, dtype="fp16",
                       interconnect=None, *, max_devices=None, network=None) -> float:
     """The smallest valid TP degree N at which a decode step's communication time reaches
-    its shrinking shard time (comm_s >= shard_s); math.inf if none does up to
+    its shrinking shard time on the achievable model (`tp_step_s`) (comm_s >= shard_s); math.inf if none does up to
     `max_devices` (default: the query heads). Beyond it, adding devices buys little."""
     for n in valid_tp_degrees(model, max_devices):
         if n == 1:
             continue
-        parts = tp_decode_breakdown(model, accelerator, n, batch, context, dtype,
-                                    interconnect, network=network)
+        parts = tp_step_s(model, accelerator, n, batch, context, dtype=dtype,
+                          interconnect=interconnect, network=network, parts=True)
         if parts["comm_s"] >= parts["shard_s"]:
             return n
     return math.inf
@@ -428,65 +458,12 @@ def launch_floor_s(model, per_kernel_s, kernels_per_layer=KERNELS_PER_LAYER) -> 
 
 # --- what a tensor-parallel group serves within an objective -------------------------------
 
-def tp_decode_step_s(model, accelerator, n_devices, batch=1, context=0, *, dtype="fp16",
-                     kv_dtype=None, interconnect=None, network=None, achievable=True,
-                     allreduce="nccl", compute_dtype=None) -> float:
-    """Seconds of one tensor-parallel decode step on `n_devices` (every sequence at
-    `context` cached tokens), for decisions: by default on the achievable model, the
-    shard's operations at `achievable.FITTED`'s derated rates, plus the 2 x layers + 1
-    all-reduces of NCCL's cost model (latency included), plus the achievable model's
-    kernel gaps and fixed cost a step. `achievable=False`: the roofline model, the same
-    number as `tp_decode_step_s(..., achievable=False)` (the roofline plus NCCL's all-reduces with their
-    latencies; not a bound); an `achievable.Efficiency` times the shard on it. Equal to
-    `tp_decode_breakdown(..., achievable=achievable)["total_s"]`, cached (a search asks
-    for the same step many times).
-
-    How it relates to the serving simulator's TP step, `engine_step.tp_step_s`: on the
-    achievable model the two are the same step (the simulator prices its all-reduces
-    with NCCL's latency too). With `achievable=False` they differ: the simulator's
-    ceiling charges each all-reduce its bytes at NCCL's bus bandwidth and no latency (a
-    lower bound, `allreduce_floor_s`), while this keeps NCCL's latencies, so it is the
-    longer of the two at decode sizes; that bound is `tp_decode_breakdown`'s `ceiling_s`.
-    `allreduce="custom"` prices the all-reduces with the engines' one-shot/two-shot kernel
-    where it runs (`collectives.engine_allreduce`) instead of NCCL's. `compute_dtype`:
-    the matmuls' format (default: `dtypes.formats`' for `dtype`, weight-only for fp8
-    weights; "fp8_e4m3" for FP8 W8A8)."""
-    m = architectures.get(model)
-    n = check_tp_degree(m, n_devices)
-    b = _v.count("batch", batch, maximum=1 << 30)
-    c = _v.count("context", context, minimum=0, maximum=1 << 30)
-    eff = _achievable.as_efficiency(achievable)
-    ar = _v.choice("allreduce", allreduce, ("nccl", "custom"))
-    key = (m, n, b, c, dtype, kv_dtype, interconnect, network, eff, ar, compute_dtype)
-    if isinstance(accelerator, str) and _hashable(key):
-        return _tp_step_cached(_hardware.get(accelerator).name, *key)
-    return _tp_step(accelerator, *key)
-
-
-def _hashable(key) -> bool:
-    try:
-        hash(key)
-    except TypeError:
-        return False
-    return True
-
-
-def _tp_step(acc, m, n, b, c, dtype, kv_dtype, interconnect, network, eff, ar,
-             compute_dtype) -> float:
-    return tp_decode_breakdown(m, acc, n, b, c, dtype, interconnect, network=network,
-                               kv_dtype=kv_dtype, compute_dtype=compute_dtype, achievable=eff,
-                               allreduce=ar)["total_s"]
-
-
-_tp_step_cached = functools.lru_cache(maxsize=65536)(_tp_step)
-
-
 def tp_max_batch_within(model, accelerator, n_devices, context, tpot_s, *, dtype="fp16",
                         kv_dtype=None, interconnect=None, network=None,
                         achievable=True, allreduce="nccl", compute_dtype=None) -> int:
     """The largest batch whose tensor-parallel decode step on `n_devices` (every sequence
-    at `context` cached tokens; `tp_decode_step_s`, achievable by default, the roofline
-    model with `achievable=False`) takes at most `tpot_s` seconds and fits in each
+    at `context` cached tokens; `tp_step_s`, achievable by default, the ceiling with
+    `achievable=False`) takes at most `tpot_s` seconds and fits in each
     device's memory (`tp_max_batch`, less `llm.DEFAULT_RESERVE_BYTES`); 0 if none does.
     The step grows with the batch, so `search.largest_meeting` bisects between 1 and
     what memory allows."""
@@ -496,10 +473,10 @@ def tp_max_batch_within(model, accelerator, n_devices, context, tpot_s, *, dtype
     limit = _v.positive("tpot_s", tpot_s)
     top = tp_max_batch(m, accelerator, n, max(c, 1), dtype, kv_dtype=kv_dtype)
     return _search.largest_meeting(
-        lambda b: tp_decode_step_s(m, accelerator, n, b, c, dtype=dtype, kv_dtype=kv_dtype,
-                                   interconnect=interconnect, network=network,
-                                   achievable=achievable, allreduce=allreduce,
-                                   compute_dtype=compute_dtype) <= limit, 1, top)
+        lambda b: tp_step_s(m, accelerator, n, b, c, dtype=dtype, kv_dtype=kv_dtype,
+                            interconnect=interconnect, network=network,
+                            achievable=achievable, allreduce=allreduce,
+                            compute_dtype=compute_dtype) <= limit, 1, top)
 
 
 def check_gpu_prices(prices) -> dict:
@@ -521,7 +498,7 @@ def tp_options(model, prices, context, tpot_s, *, degrees=(1, 2, 4, 8), dtype="f
     """Every (GPU, TP degree) for serving `model` with every sequence at `context` cached
     tokens and each decode step within `tpot_s` seconds, cheapest first: a DataFrame with
     `GPU`, `N`, `batch` (the largest that fits and meets the objective,
-    `tp_max_batch_within`), `step_ms` (`tp_decode_step_s` at that batch), `usd_per_million`
+    `tp_max_batch_within`), `step_ms` (`tp_step_s` at that batch), `usd_per_million`
     (N GPUs at their price over the tokens they serve fully busy, `cost.cost_per_million`),
     `memory_batch` (the largest memory alone allows) and `memory_usd_per_million` (what it
     would cost, whether or not it meets the objective); NaN where no batch does.
@@ -530,10 +507,9 @@ def tp_options(model, prices, context, tpot_s, *, degrees=(1, 2, 4, 8), dtype="f
     currency), e.g. {"H200": cost.price_per_gpu_hour("AWS p5e.48xlarge (Capacity Block)")};
     `degrees`: the TP degrees to try (each must shard the model, `check_tp_degree`);
     `achievable`: the steps on the achievable model (default) or, with False, on the
-    roofline model (`tp_decode_step_s(..., achievable=False)`: the roofline and NCCL's all-reduces, no
-    overheads; optimistic beside an engine, though not a strict bound); `allreduce`:
-    "nccl" (default) or "custom", the engines' one-shot/two-shot all-reduce
-    (`tp_decode_step_s`); `kv_dtype`, `compute_dtype`: the cache's and the matmuls'
+    ceiling (`tp_step_s(..., achievable=False)`: a lower bound on each step, so the
+    batches are an upper bound); `allreduce`: "nccl" (default) or "custom", the engines'
+    one-shot/two-shot all-reduce (`tp_step_s`); `kv_dtype`, `compute_dtype`: the cache's and the matmuls'
     formats (FP8 W8A8: dtype and compute_dtype "fp8_e4m3")."""
     import pandas as pd
 
@@ -546,7 +522,7 @@ def tp_options(model, prices, context, tpot_s, *, degrees=(1, 2, 4, 8), dtype="f
               allreduce=_v.choice("allreduce", allreduce, ("nccl", "custom")))
 
     def usd(acc, price, n, batch):
-        step = tp_decode_step_s(m, acc, n, batch, c, **kw)
+        step = tp_step_s(m, acc, n, batch, c, **kw)
         return float(_cost.cost_per_million(n * price, batch / step))
     rows = []
     for acc, price in prices.items():
@@ -556,7 +532,7 @@ def tp_options(model, prices, context, tpot_s, *, degrees=(1, 2, 4, 8), dtype="f
             nan = float("nan")
             rows.append({
                 "GPU": _hardware.get(acc).name, "N": n, "batch": b,
-                "step_ms": 1e3 * tp_decode_step_s(m, acc, n, b, c, **kw) if b else nan,
+                "step_ms": 1e3 * tp_step_s(m, acc, n, b, c, **kw) if b else nan,
                 "usd_per_million": usd(acc, price, n, b) if b else nan,
                 "memory_batch": fits,
                 "memory_usd_per_million": usd(acc, price, n, fits) if fits else nan})

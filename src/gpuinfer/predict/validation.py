@@ -46,6 +46,7 @@ import numpy as np
 from gpuinfer.predict import achievable as _achievable
 from gpuinfer import dtypes as _dtypes
 from gpuinfer.predict import engine_step as _engine_step
+from gpuinfer.predict import parallel as _parallel
 from gpuinfer.predict import step_cost
 from gpuinfer.predict import llm_serving as _serving
 from gpuinfer import validate as _v
@@ -179,10 +180,9 @@ def _one_row(row, base, kv_override, caps=False, ep_layout=False):
         b = int(row["batch"])
         c = i + o // 2
         z = step_cost.step_aggregates(np.ones(b), np.full(b, float(c)))
-        ceiling = b / _engine_step.tp_step_s(m, row["accelerator"], tp, np.ones(b, int),
-                                             np.full(b, c), dtype=dtype, kv_dtype=kv,
-                                             compute_dtype=cd, interconnect=ic,
-                                             achievable=False) / tp
+        ceiling = b / _parallel.tp_step_s(m, row["accelerator"], tp, b, c, dtype=dtype,
+                                          kv_dtype=kv, compute_dtype=cd, interconnect=ic,
+                                          achievable=False) / tp
     else:
         kw = dict(dtype=dtype, kv_dtype=kv, compute_dtype=cd, tp=tp, interconnect=ic)
         if caps:

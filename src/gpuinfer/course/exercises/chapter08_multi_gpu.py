@@ -36,9 +36,10 @@ def _decision(achievable=True):
 
 
 def _ceiling_over_achievable() -> float:
-    """The decision exercise's roofline slip: the cheapest choice's USD per million tokens
-    on the roofline model (`tp_options(achievable=False)`) over the achievable model's, from the options as they stand (not a
-    typed 0.6899, which would go stale whenever achievable.FITTED or NCCL's model moved)."""
+    """The decision exercise's ceiling slip: the cheapest choice's USD per million tokens
+    on the ceiling (`tp_options(achievable=False)`) over the achievable model's, from the
+    options as they stand (not a typed ratio, which would go stale whenever
+    achievable.FITTED or NCCL's model moved)."""
     ceiling = _decision(achievable=False)["usd_per_million"].iloc[0]
     return float(ceiling / _decision()["usd_per_million"].iloc[0])
 
@@ -130,7 +131,8 @@ def _():
 
 @register("parallel-launch-breakeven", where=WHERE,
           question="Llama-2-70B fp16 on 4 H200 (tensor parallel), batch 1, 4,096 tokens of "
-          "context: the shard's roofline time (tp_decode_breakdown(...)['shard_s']) spread "
+          "context: the shard's roofline time (tp_step_s(..., achievable=False, "
+          "parts=True)['shard_s']) spread "
           "over the step's kernels (80 layers x parallel.KERNELS_PER_LAYER = 13) is the GPU "
           "time each kernel has. A host that spends longer than that on each kernel (the "
           "framework's dispatch, then the launch) leaves the GPU waiting. What is it? "
@@ -142,7 +144,7 @@ def _():
           slips={0.5: "Half: that is eight H200s' shard; the question has four.",
                  2.0: "Twice: that is two H200s' shard; the question has four."})
 def _():
-    parts = parallel.tp_decode_breakdown(MODEL, "H200", 4, 1, CONTEXT)
+    parts = parallel.tp_step_s(MODEL, "H200", 4, 1, CONTEXT, achievable=False, parts=True)
     kernels = architectures.get(MODEL).n_layers * parallel.KERNELS_PER_LAYER
     return parts["shard_s"] / kernels * 1e6
 
@@ -150,7 +152,7 @@ def _():
 @register("parallel-decision-gpu-tp", where=WHERE,
           question="Decision: serve Llama-2-70B fp16, every sequence at 4,096 tokens of "
           f"context, with a time per output token of at most {DECISION_TPOT_S * 1e3:g} ms, on "
-          "the achievable model (parallel.tp_decode_step_s: the shard's "
+          "the achievable model (parallel.tp_step_s: the shard's "
           "operations on achievable.FITTED, NCCL's all-reduces, "
           f"{_achievable.FITTED.kernel_gap_s * 1e6:g} us a kernel and "
           f"{_achievable.FITTED.step_s * 1e3:g} ms a step). "
@@ -162,20 +164,20 @@ def _():
           "that no prefill chunk shares. What do a million output tokens cost with the "
           "cheapest choice? USD per million tokens, two significant figures.",
           unit="USD per million tokens",
-          hint="For each (GPU, N): the largest batch B with parallel.tp_decode_step_s <= "
+          hint="For each (GPU, N): the largest batch B with parallel.tp_step_s <= "
           f"{DECISION_TPOT_S * 1e3:g} ms and "
           "B <= tp_max_batch (bisect on B); tokens/s = B / step; cost = N x price / (3,600 x "
           "tokens/s) x 1e6. Compare all eight and take the smallest. Below the answer: "
           f"the batch that memory allows misses {DECISION_TPOT_S * 1e3:g} ms somewhere, so cap "
           "it by the objective "
-          "too; or the roofline model's steps (parallel.tp_decode_step_s(..., achievable=False): the roofline "
-          "and NCCL's all-reduces, no overheads), which no engine reaches. Above it: compare both GPUs and every degree, not only the H100s or "
+          "too; or the ceiling's steps (parallel.tp_step_s(..., achievable=False): the roofline "
+          "and each all-reduce at its bandwidth floor), which no engine reaches. Above it: compare both GPUs and every degree, not only the H100s or "
           "only N = 8.",
           rel_tol=0.03,
           slips={8.0: "Eight times too much: the prices are per GPU-hour, not per 8-GPU "
                       "instance-hour.",
-                 _ceiling_over_achievable(): "That is the roofline model's answer (the roofline and NCCL's "
-                         "all-reduces, no overheads): an engine's steps are slower, so fewer sequences meet "
+                 _ceiling_over_achievable(): "That is the ceiling's answer (the roofline, each all-reduce "
+                         "at its bandwidth floor, no overheads): an engine's steps are slower, so fewer sequences meet "
                          f"{DECISION_TPOT_S * 1e3:g} ms. Time the steps on the achievable "
                          "model."})
 def _():

@@ -200,3 +200,32 @@ def test_contention_block_reads_the_table_and_the_service_time():
     assert values["emb_sat"] == pytest.approx(64 / 7.4e-3)
     assert values["emb_batch1_ms"] == pytest.approx(1.1)
     assert values["busy_alone"] == 60.0 and values["b_top"] == 800.0
+
+
+def test_the_figures_draw_what_their_captions_say():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plan = colocation.memory_plan(deployments_for("pytorch"), "A100 80GB")
+    fig = page.plan_figure(plan)
+    ax = fig.axes[0]
+    # One line a GPU at its bytes less 1 GiB: the A100's at 85.1e9 - 2**30 = 84.03 GB.
+    xs = sorted(line.get_xdata()[0] for line in ax.get_lines())
+    assert len(xs) == 3 and xs[1] == pytest.approx(84.03, abs=0.01)
+    # The bars add up to the plan: 2 x 25.65 + 2.2 + 0.9 GB = 54.4 GB.
+    assert max(p.get_x() + p.get_width() for p in ax.patches) == pytest.approx(
+        plan.used_bytes / GB)
+    table = pd.DataFrame({"predicted ms": [1.0, 0.1], "ms": [2.0, 0.3]}, index=["u", "f"])
+    fusion_ax = page.fusion_figure(table, hardware.get("CPU"), "here", 8, "fp32").axes[0]
+    assert fusion_ax.get_yscale() == "log" and len(fusion_ax.patches) == 4
+    tuned_ax = page.tuning_figure(_tuned(102e-6), "t").axes[0]
+    assert tuned_ax.get_xscale() == "log" and len(tuned_ax.patches) == 6
+    inst = pd.DataFrame({("p99 (s)", "1 x 32"): [1.0, 2.0], ("p99 (s)", "2 x 16"): [1.5, 9.0]},
+                        index=[2, 4])
+    assert len(page.instances_figure(inst, "t").axes[0].get_lines()) == 2
+    cont = pd.DataFrame({"A p99 (ms)": [10.0, 30.0], "one model p99 (ms)": [10.0, 15.0]},
+                        index=[0.0, 800.0])
+    assert page.contention_figure(cont, "t").axes[0].get_xlabel().startswith("model B's load")
+    plt.close("all")

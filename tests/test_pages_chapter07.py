@@ -225,3 +225,33 @@ def test_validation_block_counts_every_row_once():
     # than the fit.
     assert values["val_moe_median"] > 2 * values["val_dense_median"]
     assert values["val_loso_median"] > values["val_fit_median"]
+
+
+def test_the_figures_draw_what_their_captions_say():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    calls = np.array([4e-3, 1e-3, 1e-3, 9e-3, 1e-3])
+    ax = page.slow_calls_figure(calls).axes[0]
+    # The mean 3.2 ms and the median 1 ms as horizontal lines.
+    levels = sorted(line.get_ydata()[0] for line in ax.get_lines()[1:])
+    assert levels == pytest.approx([1.0, 3.2])
+    assert page.first_call_figure(calls, 1e-3).axes[0].get_yscale() == "log"
+    reads = pd.DataFrame({"bytes": [2.0**20, 2.0**24], "achieved_gb_per_s": [50.0, 20.0]})
+    cache_ax = page.cache_figure(reads, reads, hardware.get("CPU"), 2**22).axes[0]
+    assert cache_ax.get_xscale() == "log" and len(cache_ax.get_lines()) == 4
+    sweep = pd.DataFrame({"requests/s": [100.0, 200.0], "closed-loop p99 ms": [4.0, 6.0],
+                          "open-loop p99 ms": [9.0, 30.0]})
+    assert page.tails_figure(sweep).axes[0].get_yscale() == "log"
+    held = pd.DataFrame({"measured": [100.0, 1000.0], "ceiling": [300.0, 2000.0],
+                         "achievable": [110.0, 900.0]})
+    lims = page.heldout_figure(held).axes[0].get_xlim()
+    assert lims == pytest.approx((100 / 1.5, 2000 * 1.5))     # the smallest and largest / 1.5
+    curve = profiling.interactivity_curve("llama-3-8b", "H100 SXM", [1, 8], 1024)
+    ax = page.interactivity_figure(curve, "llama-3-8b", "H100 SXM", 1024).axes[0]
+    # MLPerf's TPOT limits as interactivity: 1 / 0.1 s = 10 and 1 / 0.03 s = 33.3 tokens/s.
+    xs = sorted(line.get_xdata()[0] for line in ax.get_lines()[2:])
+    assert xs == pytest.approx([10.0, 1 / 0.03])
+    plt.close("all")

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 
+import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.patches import Patch
 
 from gpuinfer import dtypes, hardware
 from gpuinfer.course import findings
@@ -317,3 +319,100 @@ def exercise_block() -> dict:
             "the target lies between the two ranges: the choice holds within the model's "
             "error, though the slice itself is an extrapolation")
     return out
+
+
+# --- figures: each returns its matplotlib Figure ------------------------------------------
+
+def fusion_figure(table, accelerator, device_name, n, dtype):
+    """The fusion table's predicted (bytes over `accelerator`'s bandwidth) and measured
+    times per call, log scale; `device_name`: where the measurement ran."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    pos = np.arange(len(table))
+    ax.bar(pos - 0.2, table["predicted ms"], 0.4, color="white", edgecolor="black",
+           hatch="//", label=f"bytes / {accelerator.name} datasheet bandwidth")
+    ax.bar(pos + 0.2, table["ms"], 0.4, color="dimgrey", edgecolor="black",
+           label=f"measured here ({device_name})")
+    ax.set_xticks(pos, table.index, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("time per call (ms, log)")
+    ax.set_title(f"tanh-GELU over {n:,} {dtype} elements", fontsize=9)
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def tuning_figure(tuned, title):
+    """Each candidate's median and interquartile range (`tuning.autotune`'s table), log."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    pos = np.arange(len(tuned))
+    ax.barh(pos - 0.2, tuned["seconds"] * 1e6, 0.4, color="dimgrey", edgecolor="black",
+            label="median")
+    ax.barh(pos + 0.2, tuned["iqr_s"] * 1e6, 0.4, color="white", edgecolor="black",
+            hatch="//", label="interquartile range")
+    ax.set_yticks(pos, tuned["candidate"], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("time per call (µs, log)")
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, axis="x", alpha=0.3)
+    return fig
+
+
+def plan_figure(plan, gpus=("L4", "A100 80GB", "H200")):
+    """The memory plan's deployments stacked by kind (weights, KV cache, workspace, GB),
+    against each of `gpus`' bytes less the reserve."""
+    table = plan.table().set_index("deployment")
+    fig, ax = plt.subplots(figsize=(6.5, 3.4))
+    left = 0.0
+    parts = [("weights_bytes", "white", "//"), ("kv_cache_bytes", "lightgrey", ".."),
+             ("workspace_bytes", "dimgrey", "")]
+    for _, row in table.iterrows():
+        for col, colour, hatch in parts:
+            if row[col] > 0:
+                ax.barh(0, row[col] / GB, height=0.5, left=left, color=colour,
+                        edgecolor="black", hatch=hatch)
+                left += row[col] / GB
+    handles = [Patch(facecolor=c, edgecolor="black", hatch=h,
+                     label=col[:-6].replace("_", " ")) for col, c, h in parts]
+    for g, ls in zip(gpus, [":", "--", "-"]):
+        usable = colocation.memory_plan(plan.deployments, g).capacity_bytes / GB
+        ax.axvline(usable, color="black", ls=ls, lw=1)
+        ax.text(usable, 1.01, g, transform=ax.get_xaxis_transform(), fontsize=8, ha="center")
+    ax.set_yticks([])
+    ax.set_ylim(-0.5, 0.6)
+    ax.set_xlabel("GB (1e9 bytes); lines: each GPU's bytes less the reserve")
+    ax.set_title("the example plan (PyTorch backend) against three GPUs", fontsize=9, pad=14)
+    ax.legend(handles=handles, fontsize=8, loc="lower right")
+    return fig
+
+
+def instances_figure(instances, title):
+    """p99 request latency against offered load, one instance against two (log)."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    labels = {"1 x 32": "one instance, batch <= 32", "2 x 16": "two instances, batch <= 16 each"}
+    for setup, style in [("1 x 32", "o-"), ("2 x 16", "s--")]:
+        ax.plot(instances.index, instances[("p99 (s)", setup)], style, color="black",
+                mfc="white", label=labels[setup])
+    ax.set_yscale("log")
+    ax.set_xlabel("offered load (chat requests/s, 256 output tokens each)")
+    ax.set_ylabel("p99 request latency (s, log)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def contention_figure(contention, title):
+    """Model A's p99 as model B's load grows, beside one model serving both loads."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    ax.plot(contention.index, contention["A p99 (ms)"], "o-", color="black", mfc="white",
+            label="model A's p99, model B on the same GPU")
+    ax.plot(contention.index, contention["one model p99 (ms)"], "s--", color="black",
+            label="p99 if one model served both loads")
+    ax.set_xlabel("model B's load (requests/s)")
+    ax.set_ylabel("p99 latency (ms)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig

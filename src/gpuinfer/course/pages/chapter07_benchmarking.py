@@ -5,6 +5,8 @@ published measurements and the models."""
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
 import numpy as np
 
 from gpuinfer import hardware
@@ -369,3 +371,116 @@ def exercise_block(fleet=None) -> dict:
                 "prof_ex_ach_frac": achievable.FITTED.bandwidth,
                 "ans_interactivity": ex("bench-interactivity-per-gpu").answer()})
     return out
+
+
+# --- figures: each returns its matplotlib Figure ------------------------------------------
+
+def _log_ms_axis(ax):
+    """A log y axis of milliseconds labelled 1, 2, 5 a decade, as plain numbers."""
+    ax.yaxis.set_major_locator(mticker.LogLocator(subs=(1, 2, 5)))
+    ax.yaxis.set_major_formatter(mticker.FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(mticker.NullFormatter())
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def first_call_figure(calls_s, steady_s):
+    """Single calls in order (`bench.time_calls`, s) beside the median after warm-up (s)."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.5))
+    ax.semilogy(np.arange(1, len(calls_s) + 1), calls_s * 1e3, "o-", color="black",
+                label="single calls, in order")
+    ax.axhline(steady_s * 1e3, color="grey", ls="--", label="time_fn median (after warm-up)")
+    ax.set_xlabel("call number")
+    ax.set_ylabel("time per call (ms)")
+    ax.set_title("The first call pays for set-up")
+    _log_ms_axis(ax)
+    return fig
+
+
+def slow_calls_figure(calls_s):
+    """Single calls (s) with their mean and median: slow calls move only the mean."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.5))
+    ax.semilogy(calls_s * 1e3, ".", color="black", label="single calls")
+    ax.axhline(calls_s.mean() * 1e3, color="black", ls="-", label="mean")
+    ax.axhline(np.median(calls_s) * 1e3, color="grey", ls="--", label="median")
+    ax.set_xlabel("call number")
+    ax.set_ylabel("time per call (ms)")
+    ax.set_title("Slow calls move the mean, not the median")
+    _log_ms_axis(ax)
+    return fig
+
+
+def cache_figure(cached, flushed, accelerator, cache_bytes):
+    """Achieved read bandwidth against buffer size, re-read and flushed
+    (`bench.weight_read_bandwidth`), with the datasheet bandwidth and the cache size."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.loglog(cached["bytes"], cached["achieved_gb_per_s"], "o-", color="black", mfc="white",
+              label="same buffer every call (flush_cache=False)")
+    ax.loglog(flushed["bytes"], flushed["achieved_gb_per_s"], "s-", color="black",
+              label="fresh slice every call (flush_cache=True)")
+    ax.axhline(accelerator.bandwidth / 1e9, color="grey", ls="--",
+               label=f"datasheet bandwidth ({accelerator.name})")
+    ax.axvline(cache_bytes, color="grey", ls=":", label="cache size bench assumes")
+    ax.set_xlabel("buffer read per call (bytes)")
+    ax.set_ylabel("achieved bandwidth (GB/s)")
+    ax.set_title("A buffer that fits in the cache reports the cache's bandwidth")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def tails_figure(sweep):
+    """p99 against throughput: the closed-loop sweep beside open-loop (Poisson) traffic."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    ax.plot(sweep["requests/s"], sweep["closed-loop p99 ms"], "o-", color="black",
+            label="closed loop (concurrency 1 .. 16)")
+    ax.plot(sweep["requests/s"], sweep["open-loop p99 ms"], "s--", color="0.4",
+            label="open loop (Poisson) at the same rate")
+    ax.set_yscale("log")
+    ax.set_xlabel("throughput (requests/s)")
+    ax.set_ylabel("p99 latency (ms)")
+    ax.set_title("Same server, same throughput, different tails")
+    _log_ms_axis(ax)
+    return fig
+
+
+def heldout_figure(held):
+    """Predicted against measured tokens/s per GPU on the held-out rows: the ceiling and
+    the achievable model, with the line where prediction = measurement."""
+    fig, ax = plt.subplots(figsize=(6, 5))
+    ax.loglog(held["measured"], held["ceiling"], "^", mfc="white", color="0.45", ms=5,
+              label="ceiling (roofline)")
+    ax.loglog(held["measured"], held["achievable"], "o", color="black", ms=4,
+              label="achievable (calibrated)")
+    lims = [held["measured"].min() / 1.5, held[["ceiling", "measured"]].max().max() * 1.5]
+    ax.plot(lims, lims, color="grey", lw=1, ls="--", label="prediction = measurement")
+    ax.set_xlim(lims)
+    ax.set_ylim(lims)
+    ax.set_xlabel("measured output tokens/s per GPU (TensorRT-LLM, held out)")
+    ax.set_ylabel("predicted output tokens/s per GPU")
+    ax.set_title("Held-out engine measurements: the ceiling above, the achievable on the line",
+                 fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def interactivity_figure(tradeoff, model, gpu, context):
+    """Throughput per GPU against tokens/s per user (`profiling.interactivity_curve`),
+    achievable and ceiling, with MLPerf's Llama-3.1-8B TPOT limits."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    ax.plot(tradeoff["tokens_per_s_per_user"], tradeoff["tokens_per_s_per_gpu"], "o-",
+            color="black", ms=3, label="achievable model")
+    ax.plot(tradeoff["ceiling_tokens_per_s_per_user"], tradeoff["ceiling_tokens_per_s_per_gpu"],
+            "^--", color="0.5", mfc="white", ms=3, label="ceiling (roofline)")
+    for (_, tpot_s), style in zip([profiling.MLPERF_LLM_OBJECTIVES[("llama3.1-8b", k)]
+                                   for k in ("server", "interactive")], (":", "-.")):
+        ax.axvline(1 / tpot_s, color="0.3", ls=style, lw=1,
+                   label=f"MLPerf TPOT {tpot_s * 1e3:.0f} ms")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("interactivity (tokens/s per user)")
+    ax.set_ylabel("throughput (tokens/s per GPU)")
+    ax.set_title(f"{model}, one {gpu}, {context} cached tokens: decode only")
+    ax.legend(fontsize=8)
+    return fig

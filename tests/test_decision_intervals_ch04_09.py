@@ -48,7 +48,7 @@ def test_chapter08_decision_cost_range_and_flip(errors):
     # overlap when its cheap end (second / hi) is below the winner's dear end (best / lo).
     assert second > best
     assert page["flips"] == bool(second / hi <= best / lo)
-    # The ceiling beside it: the roofline model's cheapest choice, below the whole range
+    # The ceiling beside it: the ceiling's cheapest choice (0.67 USD), below the whole range
     # (no overheads, so cheaper than any engine runs).
     ceiling = parallel.tp_options(ch08.MODEL, ch08.DECISION_PRICES, ch08.CONTEXT,
                                   ch08.DECISION_TPOT_S, degrees=ch08.DECISION_DEGREES,

@@ -378,15 +378,17 @@ def tp_tradeoff(model, accelerator, batch=1, context=0, dtype="fp16", interconne
 
 def crossover_devices(model, accelerator, batch=1, context=0, dtype="fp16",
                       interconnect=None, *, max_devices=None, network=None) -> float:
-    """The smallest valid TP degree N at which a decode step's communication time reaches
-    its shrinking shard time on the achievable model (`tp_step_s`) (comm_s >= shard_s); math.inf if none does up to
-    `max_devices` (default: the query heads). Beyond it, adding devices buys little."""
+    """The smallest valid TP degree N at which a decode step's all-reduces, on NCCL's cost
+    model (`tp_step_s`'s `comm_s`), take at least the shard's roofline time (the
+    ceiling's `shard_s`, which falls as 1/N): the chapter's closed form, found by search;
+    math.inf if none does up to `max_devices` (default: the query heads). Beyond it,
+    adding devices buys little."""
+    kw = dict(dtype=dtype, interconnect=interconnect, network=network, parts=True)
     for n in valid_tp_degrees(model, max_devices):
         if n == 1:
             continue
-        parts = tp_step_s(model, accelerator, n, batch, context, dtype=dtype,
-                          interconnect=interconnect, network=network, parts=True)
-        if parts["comm_s"] >= parts["shard_s"]:
+        shard_s = tp_step_s(model, accelerator, n, batch, context, achievable=False, **kw)
+        if tp_step_s(model, accelerator, n, batch, context, **kw)["comm_s"] >= shard_s["shard_s"]:
             return n
     return math.inf
 

@@ -4,7 +4,7 @@ text a page prints never contradicts the table beside it."""
 import pytest
 
 from gpuinfer.course import findings
-from gpuinfer.measure.lab_verdicts import Spread as S
+from gpuinfer.measure.spread import Spread as S
 
 MiB = 2**20
 

@@ -1,11 +1,12 @@
-"""The labs' takeaways branch on the run: gpuinfer.measure.lab_verdicts, fed each outcome a machine
+"""The labs' takeaways branch on the run: gpuinfer.course.lab_verdicts, fed each outcome a machine
 can produce, gives a different verdict for each (the labs print these)."""
 
 import math
 
 import pytest
 
-from gpuinfer.measure import lab_verdicts as verdicts
+from gpuinfer.course import lab_verdicts as verdicts
+from gpuinfer.measure import spread
 from gpuinfer.measure import decoding
 
 
@@ -125,7 +126,7 @@ def test_stack_step_on_the_achievable_model_by_hand():
     assert decoding.stack_step_s(1e9, 100, 1e12) == pytest.approx(loop, rel=1e-4)
     assert decoding.stack_step_s(1e9, 100, 1e12, engine=True) == pytest.approx(
         loop + fit.step_s, rel=1e-4)
-    assert verdicts.LOOP.step_s == 0 and verdicts.LOOP.bandwidth == fit.bandwidth
+    assert achievable.LOOP.step_s == 0 and achievable.LOOP.bandwidth == fit.bandwidth
     with pytest.raises(ValueError, match="weight_bytes"):
         decoding.stack_step_s(-1, 100, 1e12)
 
@@ -161,7 +162,7 @@ def test_knee_batch_where_batching_stops_being_free():
 # --- labs 1, 2 and 10: verdicts behind the noise gate (planted inconsistent inputs give
 # the inconclusive branch; each conclusion only where compare() orders the numbers) ------
 
-S = verdicts.Spread
+S = spread.Spread
 
 
 def test_gemv_ceiling_reads_the_spread():

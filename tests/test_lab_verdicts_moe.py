@@ -4,11 +4,12 @@ each fed planted `Spread`s whose comparisons are worked by hand against the nois
 
 import pytest
 
-from gpuinfer.measure import lab_verdicts as verdicts
+from gpuinfer.course import lab_verdicts as verdicts
+from gpuinfer.measure import spread
 from gpuinfer.predict import architectures
 from gpuinfer.predict import step_model
 
-S = verdicts.Spread
+S = spread.Spread
 
 
 def test_outgrows_comment_is_experts_touched():

@@ -1,4 +1,4 @@
-"""The shared noise gate (gpuinfer.measure.lab_verdicts: Spread, compare, inconclusive): every
+"""The shared noise gate (gpuinfer.course.lab_verdicts: Spread, compare, inconclusive): every
 expected value is worked out by hand from the rule in the module's docstrings. A ratio of
 medians counts only beyond 1 + spread_a + spread_b + MIN_EFFECT; nothing is ordered from
 a spread over TOO_NOISY, or from one sample."""
@@ -8,13 +8,13 @@ import math
 import pytest
 
 from gpuinfer.measure import bench
-from gpuinfer.measure import lab_verdicts as v
-from gpuinfer.measure.lab_verdicts import Spread, compare
+from gpuinfer.measure import spread
+from gpuinfer.measure.spread import Spread, compare
 
 
 def test_thresholds_are_the_documented_ones():
     # The sentences below are derived with these two numbers; a change must revisit them.
-    assert (v.MIN_EFFECT, v.TOO_NOISY) == (0.05, 0.5)
+    assert (spread.MIN_EFFECT, spread.TOO_NOISY) == (0.05, 0.5)
 
 
 def test_spread_of_samples_is_median_and_range_over_median():
@@ -76,7 +76,7 @@ def test_inconsistent_inputs_give_inconclusive_not_a_verdict():
     assert compare(Spread(1.0, 0.0), one) == "inconclusive"
     # Two repeats that disagree by 3x (lab 10's 23.9x vs 6.2x kind of swing): spread 1.2.
     swung = Spread.of([6.2, 23.9])
-    assert swung.spread > v.TOO_NOISY
+    assert swung.spread > spread.TOO_NOISY
     assert compare(swung, Spread(1.0, 0.0)) == "inconclusive"
 
 
@@ -93,8 +93,8 @@ def test_inconsistent_inputs_give_inconclusive_not_a_verdict():
     (lambda: compare(Spread(1.0, -0.1), Spread(1.0, 0.1)), ValueError, "a.spread"),
     (lambda: compare(Spread(1.0, 0.1), Spread(1.0, math.nan)), ValueError, "b.spread"),
     (lambda: compare(Spread(math.inf, 0.1), Spread(1.0, 0.1)), ValueError, "a.median"),
-    (lambda: v.inconclusive("x", -0.2), ValueError, "spreads"),
-    (lambda: v.inconclusive("x", math.nan), ValueError, "spreads"),
+    (lambda: spread.inconclusive("x", -0.2), ValueError, "spreads"),
+    (lambda: spread.inconclusive("x", math.nan), ValueError, "spreads"),
 ])
 def test_bad_input_names_the_parameter(call, error, words):
     with pytest.raises(error, match=words):
@@ -102,14 +102,14 @@ def test_bad_input_names_the_parameter(call, error, words):
 
 
 def test_inconclusive_names_what_and_the_largest_spread():
-    text = v.inconclusive("the GEMV against its ceiling", 0.12, 0.7)
+    text = spread.inconclusive("the GEMV against its ceiling", 0.12, 0.7)
     assert "(the GEMV against its ceiling)" in text and "70% of the median" in text
     assert text.startswith("Inconclusive on this run") and "rerun" in text
     # It names no device: a CPU runtime prints it too (a "quiet GPU" there misleads).
     assert "quiet machine" in text and "GPU." not in text
     # No spread given, or an infinite one (a single run): says so instead of a percentage.
-    assert "too few runs to tell" in v.inconclusive("x")
-    assert "too few runs to tell" in v.inconclusive("x", 0.1, math.inf)
+    assert "too few runs to tell" in spread.inconclusive("x")
+    assert "too few runs to tell" in spread.inconclusive("x", 0.1, math.inf)
 
 
 def _runs(*runs):

@@ -10,7 +10,7 @@ import pytest
 from gpuinfer.course import exercises
 from gpuinfer import hardware
 from gpuinfer.measure import profiling
-from gpuinfer.measure.lab_verdicts import GOOD_STREAM
+from gpuinfer.measure.lab_measurements import GOOD_STREAM
 
 H100_BW, H100_PEAK = 3.35e12, 989e12       # H100 SXM: datasheet bandwidth, dense fp16 FLOP/s
 

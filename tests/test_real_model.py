@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 from gpuinfer.course import exercises
 from gpuinfer.measure import quality, quant  # noqa: E402
-from gpuinfer.measure import lab_verdicts as lv  # noqa: E402
+from gpuinfer.measure import spread  # noqa: E402
 from gpuinfer.measure import real_model as rm  # noqa: E402
 from gpuinfer.predict import achievable as A  # noqa: E402
 
@@ -247,7 +247,7 @@ def test_smollm2_generates_the_reference_greedy_tokens(smol):
 
 # --- the verdicts: every branch ----------------------------------------------------------------
 
-S = lv.Spread
+S = spread.Spread
 
 
 def test_launch_verdict_branches():
@@ -416,7 +416,7 @@ def test_count_launches_is_launches_of_one_profiled_call():
 def test_loop_models_count_the_profiled_launches_a_layer():
     # 2,004 launches over 30 layers: 66.8 -> 67 a layer; eager launches each at 1.6 us.
     graph, eager = rm.loop_models(2004, 30, 1.6e-6)
-    assert graph.kernels_per_layer == 67 and graph.cuda_graphs == lv.LOOP.cuda_graphs
+    assert graph.kernels_per_layer == 67 and graph.cuda_graphs == A.LOOP.cuda_graphs
     assert graph.step_s == 0.0 and (eager.cuda_graphs, eager.launch_s) == (False, 1.6e-6)
     assert rm.loop_models(5, 30, 1e-6)[0].kernels_per_layer == 1      # at least one
     with pytest.raises(ValueError, match="dispatch_s"):

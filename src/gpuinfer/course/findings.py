@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpuinfer import validate as _v
-from gpuinfer.measure.lab_verdicts import TOO_NOISY, Spread, compare
-from gpuinfer.measure.lab_verdicts import inconclusive as _inconclusive_sentence
+from gpuinfer.measure.spread import TOO_NOISY, Spread, compare
+from gpuinfer.measure.spread import inconclusive as _inconclusive_sentence
 
 #: Two timings whose ratio stays within this factor of 1 are not told apart.
 NOISE_RATIO = 1.15

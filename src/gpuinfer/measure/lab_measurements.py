@@ -45,6 +45,11 @@ STEP_COLUMNS = ["device", "model", "kernel", "dtype", "weight_format", "n_layers
                 "weight_read_ceiling_tokens_per_s", "fraction_of_weight_read_ceiling",
                 "torch"]
 
+#: A memory-bound kernel at this fraction of its bandwidth ceiling or more streams well:
+#: large reads reach 60-90% of a datasheet bandwidth (STREAM sustains 75-85%; `read_share`).
+GOOD_STREAM = 0.6
+
+
 
 def step_row(*, device, model, kernel, dtype, weight_format, n_layers, d_model, batch,
              context, weight_bytes, kv_cache_bytes, step_flops, bound, cuda_graph, compiled,

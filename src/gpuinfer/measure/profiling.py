@@ -31,7 +31,8 @@ import numpy as np
 import torch
 
 from gpuinfer.predict import achievable as _achievable
-from gpuinfer.measure import lab_verdicts as _lv
+from gpuinfer.measure import lab_measurements
+from gpuinfer.measure import spread
 from gpuinfer.predict import llm as _llm
 from gpuinfer.predict import roofline as _roofline
 from gpuinfer import validate as _v
@@ -213,10 +214,10 @@ def verdict(table, *, on_gpu) -> str:
     total = np.array(table.attrs["total_s"], dtype=float)
     if not (total > 0).all():
         return "No operation was timed in at least one run: profile a step that runs."
-    share = _lv.Spread.of(np.array(table.attrs["priced_s"], dtype=float) / total)
+    share = spread.Spread.of(np.array(table.attrs["priced_s"], dtype=float) / total)
     said = []
     where = "kernel" if on_gpu else "profiled"
-    order = _lv.compare(share, _lv.Spread(0.5, 0.0))
+    order = spread.compare(share, spread.Spread(0.5, 0.0))
     if order == "larger":
         said.append(f"{share.median:.0%} of the {where} time is in operations the roofline "
                     "prices (matrix products, elementwise kernels): the step is priced by "
@@ -228,28 +229,28 @@ def verdict(table, *, on_gpu) -> str:
                     + ("(fewer, larger kernels: CUDA graphs, a compiler)." if on_gpu
                        else "(fewer, larger operations)."))
     else:
-        said.append(_lv.inconclusive("the priced share of the step", share.spread))
+        said.append(spread.inconclusive("the priced share of the step", share.spread))
     priced = table[table["roofline_s"].notna() & (table["seconds"] > 0)]
     if not len(priced):
         return " ".join(said + ["No priced operation was timed."])
     top = priced.iloc[0]
-    frac = _lv.Spread(float(top["of_roofline"]), float(top["spread"]))
+    frac = spread.Spread(float(top["of_roofline"]), float(top["spread"]))
     name = f"{top['op']} {top['shapes']}"
-    if _lv.compare(frac, _lv.Spread(1.0, 0.0)) == "larger":
+    if spread.compare(frac, spread.Spread(1.0, 0.0)) == "larger":
         said.append(f"The largest priced operation, {name}, ran {frac.median:.2f}x its "
                     "roofline speed: faster than memory allows, so a cache served its "
                     "operands, or the catalogue entry is not this device's.")
-    elif _lv.compare(frac, _lv.Spread(_lv.GOOD_STREAM, 0.0)) == "smaller":
+    elif spread.compare(frac, spread.Spread(lab_measurements.GOOD_STREAM, 0.0)) == "smaller":
         said.append(f"The largest priced operation, {name}, reached {frac.median:.2f} of "
                     f"its roofline ({top['bound']}-bound), below the "
-                    f"{_lv.GOOD_STREAM:.0%} a large read reaches: the kernel, not the "
+                    f"{lab_measurements.GOOD_STREAM:.0%} a large read reaches: the kernel, not the "
                     "memory, sets its time.")
-    elif _lv.compare(frac, _lv.Spread(_lv.GOOD_STREAM, 0.0)) == "larger":
+    elif spread.compare(frac, spread.Spread(lab_measurements.GOOD_STREAM, 0.0)) == "larger":
         said.append(f"The largest priced operation, {name}, reached {frac.median:.2f} of "
                     f"its roofline ({top['bound']}-bound): it runs close to what the "
                     "device allows.")
     else:
-        said.append(_lv.inconclusive(f"the fraction of its roofline {top['op']} reached",
+        said.append(spread.inconclusive(f"the fraction of its roofline {top['op']} reached",
                                      frac.spread))
     return " ".join(said)
 

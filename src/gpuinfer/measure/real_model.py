@@ -40,7 +40,8 @@ import torch.nn.functional as F
 from gpuinfer.measure import bench as _bench
 from gpuinfer.measure import decoding as _decoding
 from gpuinfer.measure import torch_device as _device
-from gpuinfer.measure import lab_verdicts as _lv
+from gpuinfer.measure import spread
+from gpuinfer.predict import achievable
 from gpuinfer.predict import llm as _llm
 from gpuinfer.predict import architectures
 from gpuinfer import validate as _v
@@ -542,7 +543,7 @@ def loop_models(n_launches, n_layers, dispatch_s):
     each without a CUDA graph at `dispatch_s`, the dispatch time measured here."""
     n = _v.count("n_launches", n_launches)
     layers = _v.count("n_layers", n_layers)
-    graph = dataclasses.replace(_lv.LOOP, kernels_per_layer=max(1, round(n / layers)))
+    graph = dataclasses.replace(achievable.LOOP, kernels_per_layer=max(1, round(n / layers)))
     eager = dataclasses.replace(graph, cuda_graphs=False,
                                 launch_s=_v.positive("dispatch_s", dispatch_s))
     return graph, eager
@@ -579,8 +580,8 @@ def launch_verdict(step, weight_read_s, host, *, on_gpu) -> str:
     read = _v.positive("weight_read_s", weight_read_s)
     _v.positive("host", host.median)
     ratio = step.median / read
-    if _lv.compare(step, _lv.Spread(read, 0.0)) == "inconclusive":
-        return _lv.inconclusive("decode step against the weight read", step.spread)
+    if spread.compare(step, spread.Spread(read, 0.0)) == "inconclusive":
+        return spread.inconclusive("decode step against the weight read", step.spread)
     if ratio < 1:
         if on_gpu:
             return (f"The step took {ratio:.2f}x the weight-read time: faster than the memory "
@@ -593,7 +594,7 @@ def launch_verdict(step, weight_read_s, host, *, on_gpu) -> str:
         return (f"The step took {ratio:.1f}x the weight-read time: a weight read, nearly "
                 "as fast as this memory delivers.")
     us = f"{host.median * 1e6:,.0f} us"
-    launch = _lv.compare(host, _lv.Spread(read, 0.0))
+    launch = spread.compare(host, spread.Spread(read, 0.0))
     if not on_gpu:
         why = (f"its operations' dispatch ({us} a step) and each operation's own work add "
                "up on the CPU,\nwhich runs them one after the other, beside the bytes")
@@ -612,9 +613,9 @@ def launch_verdict(step, weight_read_s, host, *, on_gpu) -> str:
 def graph_verdict(eager, graphed) -> str:
     """Lab (GPU): what replaying the decode step from a CUDA graph recovered, from the
     two timings' `Spread`s."""
-    verdict = _lv.compare(eager, graphed)
+    verdict = spread.compare(eager, graphed)
     if verdict == "inconclusive":
-        return _lv.inconclusive("eager against CUDA graph", eager.spread, graphed.spread)
+        return spread.inconclusive("eager against CUDA graph", eager.spread, graphed.spread)
     gain = eager.median / graphed.median
     if verdict == "larger":
         return (f"The CUDA graph ran the step {gain:.1f}x as fast: the eager step waited on "
@@ -629,13 +630,13 @@ def speculation_verdict(measured, predicted, alpha) -> str:
     plain time over the speculative one) against the course's model fed the measured
     acceptance `alpha` (`predicted`)."""
     pred = _v.positive("predicted", predicted)
-    if _lv.compare(measured, _lv.Spread(1.0, 0.0)) == "inconclusive":
-        head = _lv.inconclusive("speculative against plain decoding", measured.spread)
+    if spread.compare(measured, spread.Spread(1.0, 0.0)) == "inconclusive":
+        head = spread.inconclusive("speculative against plain decoding", measured.spread)
     elif measured.median > 1:
         head = f"Speculation paid: {measured.median:.2f}x the plain tokens/s."
     else:
         head = f"Speculation cost time: {measured.median:.2f}x the plain tokens/s."
-    vs_model = _lv.compare(measured, _lv.Spread(pred, 0.0))
+    vs_model = spread.compare(measured, spread.Spread(pred, 0.0))
     if vs_model == "inconclusive":
         tail = (f"The model fed alpha = {alpha:.2f} predicts {pred:.2f}x: within this "
                 "run's noise of the measurement.")
@@ -657,7 +658,7 @@ def format_verdict(name, speed, low, high) -> str:
     (below 1: faster), and (`low`, `high`) the paired interval of its perplexity over
     dense's (`quality.paired_interval`)."""
     low, high = _v.positive("low", low), _v.positive("high", high)
-    v = _lv.compare(speed, _lv.Spread(1.0, 0.0))
+    v = spread.compare(speed, spread.Spread(1.0, 0.0))
     pace = ("faster than dense" if v == "smaller" else "slower than dense" if v == "larger"
             else "not distinguishable from dense in speed")
     if low > 1:
@@ -674,9 +675,9 @@ def format_verdict(name, speed, low, high) -> str:
 def batch_verdict(base, top, top_batch) -> str:
     """Lab: did batching raise total tokens/s? `base` and `top`: `Spread`s of tokens/s at
     batch 1 and at `top_batch`."""
-    v = _lv.compare(top, base)
+    v = spread.compare(top, base)
     if v == "inconclusive":
-        return _lv.inconclusive(f"batch {top_batch} against batch 1", base.spread, top.spread)
+        return spread.inconclusive(f"batch {top_batch} against batch 1", base.spread, top.spread)
     gain = top.median / base.median
     if v == "larger":
         return (f"Batch {top_batch} gave {gain:.1f}x the tokens/s of batch 1: the weights "
@@ -695,5 +696,5 @@ def describe(ids, tokenizer, stop=("<|im_end|>",)) -> str:
 def spread_of(timing):
     """`lab_verdicts.Spread` of a `bench.Timing`, or of repeated seconds (an array)."""
     if hasattr(timing, "median_s"):
-        return _lv.Spread.of_timing(timing)
-    return _lv.Spread.of(np.asarray(timing, dtype=float))
+        return spread.Spread.of_timing(timing)
+    return spread.Spread.of(np.asarray(timing, dtype=float))

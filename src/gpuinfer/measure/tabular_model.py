@@ -23,7 +23,7 @@ import torch
 
 from gpuinfer.measure import bench as _bench
 from gpuinfer.measure import torch_device as _device
-from gpuinfer.measure import lab_verdicts as _verdicts
+from gpuinfer.measure import spread as _spread
 from gpuinfer import validate as _v
 from gpuinfer.predict.tabular import (DEFAULT_FEATURES, DEFAULT_HIDDEN, DEFAULT_OUTPUTS,
                                       check_batch, layer_widths)
@@ -199,7 +199,7 @@ def cpu_paths(model, batch, *, repeats=5, pin_core=None, paths=CPU_PATHS):
 def cpu_path_verdict(runs, batch) -> str:
     """The sentence chapter *CPU or GPU?* prints from `cpu_paths`' timings at `batch`
     ({path: seconds of each run}): the fastest path by its best run, and by how much it
-    beats the next, only where `lab_verdicts.compare` orders the two beyond their spreads
+    beats the next, only where `spread.compare` orders the two beyond their spreads
     (else "inconclusive"; the page prices the faster best run either way)."""
     b = check_batch(batch)
     _v.ensure(isinstance(runs, dict) and len(runs) >= 1,
@@ -211,8 +211,8 @@ def cpu_path_verdict(runs, batch) -> str:
         return (f"Only {fastest} was timed at batch {b:,}: nothing to compare it with; the "
                 "cost section prices it.")
     rival = ranked[1]
-    spread = {p: _verdicts.Spread.of(runs[p]) for p in (fastest, rival)}
-    if _verdicts.compare(spread[rival], spread[fastest]) != "larger":
+    spread = {p: _spread.Spread.of(runs[p]) for p in (fastest, rival)}
+    if _spread.compare(spread[rival], spread[fastest]) != "larger":
         worst = max(spread[fastest].spread, spread[rival].spread)
         shown = "too few runs" if np.isinf(worst) else f"{worst:.0%} of the median"
         return (f"Inconclusive on this run: at batch {b:,} {fastest} and {rival} are within "

@@ -199,6 +199,13 @@ REFIT = Efficiency(matmul=None, matmul_scale=0.66, bandwidth=0.64,
                    attention=ATTENTION_FRACTION, step_s=1.0e-3, sequence_s=1.1e-5,
                    all_to_all="measured")
 
+#: The achievable model for a lab's bare loop (`achievable.FITTED` less its fixed
+#: `step_s`): the fitted kernels' bandwidth and the gaps between them, but no scheduler,
+#: no sampling, no host bookkeeping, which an engine pays every step and a lab's loop
+#: of matmuls does not. The labs grade their loop against this and the ceiling, and show
+#: the engine's (`achievable.FITTED`) beside them.
+LOOP = dataclasses.replace(FITTED, step_s=0.0)
+
 #: The matmul fraction for a GPU and format with no MAMF-style measurement: the median of
 #: the measured ones of that class (`matmul_fractions()`), 16-bit and 8-bit-or-narrower.
 _FALLBACK_CLASS = {"fp16": "16", "bf16": "16", "fp8": "8", "int8": "8", "fp4": "8",

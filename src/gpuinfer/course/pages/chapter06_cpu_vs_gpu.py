@@ -16,7 +16,8 @@ import torch
 from gpuinfer import dtypes, hardware
 from gpuinfer.hardware import device_links, measured_rates
 from gpuinfer.predict import achievable, batching, cost, fleet_sizing, llm, roofline, tabular
-from gpuinfer.measure import bench, environment, lab_verdicts, reference, tabular_model
+from gpuinfer.measure import bench, environment, reference, tabular_model
+from gpuinfer.measure import spread
 from gpuinfer.measure import torch_device
 from gpuinfer.course import exercises
 from gpuinfer.course.exercises import chapter06_cpu_vs_gpu as cost_exercises
@@ -76,9 +77,9 @@ def batch1_reading(measured, overhead, n_kernels: int, on_cpu: bool, b1_runs,
     PyTorch's best batch-1 run (`b1_runs`) over the fastest path's (`cpu_b1_s`)."""
     here_b1 = measured.loc[1, "us per pass"] * 1e-6
     share = min(1.0, n_kernels * overhead.median_s / here_b1)
-    mostly = lab_verdicts.compare(
-        lab_verdicts.Spread(share, overhead.iqr_s / overhead.median_s + measured.loc[1, "spread"]),
-        lab_verdicts.Spread(0.5, 0.0))
+    mostly = spread.compare(
+        spread.Spread(share, overhead.iqr_s / overhead.median_s + measured.loc[1, "spread"]),
+        spread.Spread(0.5, 0.0))
     if not on_cpu:
         reading = ("on a GPU, passes timed back to back at batch 1 are paced by the slower of "
                    "the host's dispatch and the GPU's work; the estimates below take the two "

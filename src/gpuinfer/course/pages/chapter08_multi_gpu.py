@@ -376,7 +376,7 @@ def ring_only_step_s(sweep, n) -> float:
         sweep.allreduce_bytes[n], n, _link(), algorithms=("ring",)).seconds.min()
 
 
-def _flip_sentence(choice) -> str:
+def tp16_verdict(choice) -> str:
     """TP16 against TP8 at batch 1 within the model's error (a `validation.choice`)."""
     if choice["flips"]:
         return (f"and TP8's {choice['other'] * 1e3:.2f} ms lies inside that range: the tenth "
@@ -429,7 +429,7 @@ def sweep_block(sweep, tp8, big) -> dict:
             "even_batch_ach": float(even_batch(16, 8, big)),
             "tp_ratio_lo": lo, "tp_ratio_hi": hi,
             "tp16_ms_ach_lo": c16["low"] * 1e3, "tp16_ms_ach_hi": c16["high"] * 1e3,
-            "tp16_flip_text": _flip_sentence(c16)}
+            "tp16_flip_text": tp16_verdict(c16)}
 
 
 def closed_form(accelerator, n_bytes, n_allreduces, interconnect=None) -> dict:
@@ -462,7 +462,7 @@ def closed_form_block(tp8) -> dict:
             "quad16_us": quad16 * 1e6}
 
 
-def _layout_verdict(clay, ceil_tps) -> str:
+def layout_verdict(clay, ceil_tps) -> str:
     """TP8 x PP2 against TP16 within the model's error (`clay`, a `validation.choice`) and
     on the ceilings (`ceil_tps`, tokens/s)."""
     reverses = ceil_tps["tp16"] > ceil_tps["tp8pp2"]
@@ -520,7 +520,7 @@ def layouts_block(layouts, parts, pp8, seqs=16) -> dict:
             **{f"{k}_tps_ceil": v for k, v in ceil.items()},
             "tp8pp2_tps_ach_lo": clay["low"], "tp8pp2_tps_ach_hi": clay["high"],
             "tp16_tps_ach_lo": clay["other_low"], "tp16_tps_ach_hi": clay["other_high"],
-            "layout_verdict_text": _layout_verdict(clay, ceil)}
+            "layout_verdict_text": layout_verdict(clay, ceil)}
 
 
 def launch_block(per_kernel, kernels, floor_ms, host_s) -> dict:
@@ -688,7 +688,7 @@ def engine_choices() -> tuple[pd.DataFrame, dict]:
     return pd.DataFrame(best).T, runner_up
 
 
-def _variants_flip(flips, runner) -> tuple[str, str]:
+def variants_verdict(flips, runner) -> tuple[str, str]:
     """The engines' sentence and takeaway clause for the variants whose runner-up lies
     within the model's error (`flips`, labels) and fp16 on NCCL's runner-up `runner`."""
     n = len(ENGINE_VARIANTS)
@@ -730,7 +730,7 @@ def engines_block(ar, best, runner_up) -> dict:
     vc = {k: validation.choice(float(best.loc[k, "USD/M"]),
                                float(runner_up[k].usd_per_million), "tp>1", per="cost")
           for k in ENGINE_VARIANTS}
-    text, clause = _variants_flip([k for k in ENGINE_VARIANTS if vc[k]["flips"]],
+    text, clause = variants_verdict([k for k in ENGINE_VARIANTS if vc[k]["flips"]],
                                   runner_up["fp16, NCCL"])
     usd = best["USD/M"]
     values.update({"v_f16_usd_lo": vc["fp16, NCCL"]["low"],

@@ -1,0 +1,397 @@
+"""course.pages.chapter08_multi_gpu: what chapter 8's prose quotes, against arithmetic done
+by hand from the model card (Llama-2-70B: 80 layers, d_model 8192, 64 query and 8 KV
+heads of 128, d_ff 28672, vocabulary 32000, untied embeddings), the catalogue (an H100
+SXM's 85,045,477,376 B, NVLink 4) and NCCL's constants (tuning.cc, topo.h); and the
+checks the page used to run on the package's functions."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from gpuinfer.course import exercises
+from gpuinfer.course.exercises import check
+from gpuinfer.course.exercises import chapter08_multi_gpu as px
+from gpuinfer.course.pages import chapter08_multi_gpu as page
+from gpuinfer.hardware import device_links
+from gpuinfer.measure import reference
+from gpuinfer.predict import calibration, collectives, multinode, parallel
+
+M, GPU, CONTEXT = "llama-2-70b", "H100 SXM", 4096
+H100_BYTES = 85_045_477_376
+# Llama-2-70B's parameters from its config: per layer q and o 8192^2 each, k and v
+# 8192 x 1024 each (8 KV heads of 128), the MLP 3 x 8192 x 28672, two norms of 8192:
+# 67,108,864 x 2 + 8,388,608 x 2 + 704,643,072 + 16,384 = 855,654,400; x 80 layers
+# = 68,452,352,000; plus embedding and LM head 2 x 32000 x 8192 = 524,288,000 and the
+# final norm 8192: 68,976,648,192 parameters, 137,953,296,384 B in fp16.
+W70_BYTES = 137_953_296_384
+KV_TOKEN_BYTES = 2 * 80 * 8 * 128 * 2           # K and V, 80 layers, 8 heads of 128, fp16
+S1 = 8192 * 2                                   # a batch-1 all-reduce: [1, 8192] fp16
+LL_BW = 141e9                                   # NCCL's llMaxBw, Hopper, one node
+ALPHA, T0 = 0.6e-6, 6.6e-6                      # NCCL's LL step and base on NVLink 4
+
+
+@pytest.fixture(scope="module")
+def tp8():
+    return parallel.tp_step_s(M, GPU, 8, 1, CONTEXT, parts=True)
+
+
+@pytest.fixture(scope="module")
+def pp8():
+    return parallel.pp_decode_breakdown(M, GPU, 8, batch=1, context=CONTEXT, achievable=True)
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return pd.DataFrame([parallel.tp_step_s(M, GPU, n, 1, CONTEXT, parts=True)
+                         for n in parallel.valid_tp_degrees(M)]).set_index("n_devices")
+
+
+# The memory ------------------------------------------------------------------------------
+
+def test_the_weights_do_not_fit_one_h100_and_fit_an_h200_with_a_handful():
+    fits = page.fits_table()
+    values = page.memory_block(fits)
+    assert values["w70_gb"] * 1e9 == W70_BYTES                  # the config's sum, fp16
+    assert values["kv70_kb"] * 1e3 == KV_TOKEN_BYTES            # 327,680 B a token
+    # 137.95 GB of weights against 85.05 GB (H100) and 85.1 GB (A100 80GB): nothing fits.
+    assert fits.loc["H100 SXM", "batch at 4,096"] == fits.loc["A100 80GB", "batch at 4,096"] == 0
+    # H200 at vLLM's 0.92: 0.92 x 150.055 GB = 138.051 GB, 0.098 GB over the weights,
+    # under the activations' 1 GiB: no sequence.
+    assert values["h200_vllm_spare_gb"] == pytest.approx(0.0977, abs=1e-4)
+    assert fits.loc["H200", "at vLLM's 0.92"] == 0 and values["vllm_unused_pct"] == pytest.approx(8)
+
+
+def test_engine_reserve_is_what_vllm_leaves_plus_a_gib():
+    # 8% of an H100's 85,045,477,376 B, plus 2**30 for the activations.
+    assert page.engine_reserve(GPU) == pytest.approx(0.08 * H100_BYTES + 2**30)
+    assert page.engine_reserve(GPU, utilisation=1.0) == 2**30
+
+
+def test_capacity_grows_faster_than_the_devices():
+    ns = (2, 8)
+    capacity = pd.DataFrame({f"batch, {GPU}": [parallel.tp_max_batch(M, GPU, n, CONTEXT) for n in ns],
+                             "batch, H200": [parallel.tp_max_batch(M, "H200", n, CONTEXT) for n in ns],
+                             f"{GPU}, vLLM's 0.92": [parallel.tp_max_batch(
+                                 M, GPU, n, CONTEXT, reserve_bytes=page.engine_reserve(GPU)) for n in ns],
+                             "H200, vLLM's 0.92": [0, 0]}, index=list(ns))
+    values = page.capacity_block(capacity)
+    # Two H100s: 2 x (85.05 - 1.07) GB = 167.9 GB less 137.95 GB of weights = 29.99 GB
+    # for the cache, 29.99e9 / 327,680 B / 4096 tokens = 22.3: 22 sequences.
+    assert values["batch_n2"] == 22 and values["min_n"] == 2
+    assert values["batch_n8"] > 8 * values["batch_n2"]
+
+
+# TP and PP at batch 1 ----------------------------------------------------------------------
+
+def test_a_tp_step_has_two_all_reduces_a_layer_and_one_more(tp8, pp8):
+    values = page.tp_block(tp8, pp8, parallel.tp_step_s(M, GPU, 1, 1, CONTEXT))
+    assert values["n_allreduce"] == 2 * 80 + 1 and values["ar_bytes"] == S1
+    assert values["logits_kb"] == 64.0                          # 32000 x 2 B
+    # NCCL's LL ring on 8 GPUs: 6.6 us + 2 x 7 steps x 0.6 us, and 2 x 7/8 x 16,384 B at
+    # LL's 141 GB/s: 15.2 us.
+    assert values["ar8_us"] == pytest.approx((T0 + 14 * ALPHA + 1.75 * S1 / LL_BW) * 1e6)
+    # SGLang's one-shot at 16,384 B: 5.7 us; 161 of them 0.918 ms; 15.2 / 5.7 = 2.67.
+    assert values["tp8_custom_comm_ms"] == pytest.approx(161 * 5.7e-3)
+    assert values["custom_ar_ratio"] == pytest.approx(values["ar8_us"] / 5.7)
+
+
+def test_the_measured_one_shot_is_of_this_message_on_this_server():
+    measured = collectives.CUSTOM_ALLREDUCE_MEASURED
+    assert (measured["accelerator"], measured["n_devices"]) == (GPU, 8)
+    assert page.custom_allreduce_measured_s(S1) == 5.7e-6
+
+
+def test_pp_keeps_one_devices_latency_and_its_rate_is_a_stage_and_a_send(tp8, pp8):
+    one = parallel.tp_step_s(M, GPU, 1, 1, CONTEXT)
+    assert pp8["latency_s"] == pytest.approx(one, rel=0.01) and pp8["latency_s"] > tp8["total_s"]
+    values = page.tp_block(tp8, pp8, one)
+    # Eight stages busy at once: a token every eighth of the step plus one send.
+    assert values["pp8_tps_ach"] == pytest.approx(1 / (one / 8 + pp8["send_s"]))
+    assert values["pp8_tps"] == pytest.approx(values["pp8_tps_ach"])
+
+
+def test_the_ceiling_prices_the_all_reduces_at_the_bus_bandwidth(tp8):
+    ceil8 = parallel.tp_step_s(M, GPU, 8, 1, CONTEXT, achievable=False, parts=True)
+    # Each all-reduce's bytes at the bus bandwidth, as an in-switch reduction would move
+    # them: 161 x 16,384 B / 370.8 GB/s = 7.11 us, against NCCL's 161 x 15.2 us.
+    assert ceil8["comm_s"] == pytest.approx(161 * S1 / 370.8e9)
+    assert ceil8["comm_s"] < tp8["comm_s"] / 100
+    assert ceil8["total_s"] == tp8["ceiling_s"] < tp8["total_s"]
+
+
+def test_the_held_out_tp_runs_are_tp2_and_tp8_on_hopper():
+    e = calibration.errors(split="heldout")
+    e = e[(e.tp > 1) & e.accelerator.isin(["H100 SXM", "H200"])]
+    assert set(e.tp) == {2, 8} and len(e) >= 20
+
+
+# What an all-reduce costs ----------------------------------------------------------------
+
+def test_nccl_counts_eighteen_links_of_20_6_gb_s():
+    values = page.protocols_block()
+    assert values["nccl_nvlink_gbs"] == pytest.approx(18 * 20.6)         # 370.8, not 450
+    assert values["ll_max_gbs"] == 141 < values["nvlink_gbs"] / 2        # LL capped
+    assert values["ll128_gbs"] == pytest.approx(0.92 * 370.8)
+    assert values["nccl_nvlink3_gbs"] == pytest.approx(12 * 20.0)        # an A100's 12 links
+    assert values["ring8_steps"] == 14
+
+
+def test_the_fastest_protocol_moves_from_ll_to_ll128_to_simple():
+    assert page.fastest_protocol(1e3) == ("ring", "LL")
+    assert page.fastest_protocol(1e9) == ("ring", "Simple")
+    to_ll128, to_simple = page.protocol_switch_bytes("LL128"), page.protocol_switch_bytes("Simple")
+    assert page.fastest_protocol(to_ll128 * 1.01)[1] == "LL128" == page.fastest_protocol(to_simple * 0.99)[1]
+    # LL against LL128 by hand: 15.0 us + 1.75 S / 141 GB/s = 40.6 us + 1.75 S / 341.1 GB/s
+    # where 1.75 S (1/141 - 1/341.136) GB^-1 = 25.6 us: S = 3.52 MB.
+    s = 25.6e-6 / (1.75 * (1 / 141e9 - 1 / 341.136e9))
+    assert to_ll128 == pytest.approx(s, rel=0.01)
+    values = page.protocols_block()
+    batch = values["ll128_from_batch"]
+    assert page.fastest_protocol(batch * S1)[1] == "LL128" and page.fastest_protocol((batch - 1) * S1)[1] == "LL"
+
+
+def test_across_servers_ll_is_capped_and_a_ring_step_pays_the_network_overhead():
+    values = page.multinode_block()
+    # NCCL's multi-node llMaxBw for Intel hosts: 39 GB/s on two nodes, 20.4 on more.
+    assert values["ll_2node_gbs"] == 39 and values["ll_more_gbs"] == pytest.approx(20.4)
+    # NCCL's floor on a ring's NVLink step across nodes: 1 us for LL, 3 us for Simple.
+    assert page.ring_step_floor_s(S1, 16, "LL") == pytest.approx(1e-6, abs=1e-12)
+    assert page.ring_step_floor_s(S1, 16, "Simple") >= 3e-6 - 1e-12
+    table = collectives.allreduce_protocols(S1, 16, device_links.interconnect_for("H100 SXM"))
+    assert table.seconds.idxmin() == ("tree", "LL")
+    # The tree's 2 x 7 NVLink steps keep LL's 0.6 us.
+    tree = table.loc[("tree", "LL")]
+    net = device_links.get_interconnect(collectives.DEFAULT_NETWORK)
+    assert (tree.latency_s - tree.base_s - 2 * net.nccl("LL", "tree").step_latency_s) / 14 \
+        == pytest.approx(ALPHA, abs=1e-12)
+
+
+# The crossover -----------------------------------------------------------------------------
+
+def test_sixteen_is_the_fastest_degree_and_the_ring_alone_would_lose(sweep, tp8):
+    values = page.sweep_block(sweep, tp8, 128)
+    t = sweep.total_s
+    assert t.idxmin() == 16 and t[16] < t[32] < t[8] < t[4] and t[64] > t[8]
+    assert values["cross_b1"] == values["cross_big"] == 16
+    assert page.ring_only_step_s(sweep, 16) > t[8]
+    assert page.ring_only_step_s(sweep, 32) > 1.5 * t[32]
+    assert sweep.algorithm[16] == "tree" and sweep.algorithm[8] == "ring"
+    assert values["big16_protocol"] == "LL128" and values["nvl16_gain_pct"] > values["faster16_pct"]
+    assert 1 < values["even_batch"] <= 16
+    # The one-shot TP8: the shard plus 161 x 5.7 us.
+    assert page.custom_step_s(tp8) == pytest.approx(tp8["shard_s"] + 161 * 5.7e-6)
+
+
+def test_the_closed_forms_by_hand(tp8, sweep):
+    cf = page.closed_form(GPU, S1, 161)
+    assert (cf["t0_s"], cf["alpha_s"], cf["beta"]) == pytest.approx((T0, ALPHA, LL_BW))
+    # T1 on the roofline: 137.95 GB of weights and 4096 x 327,680 B of cache over 3.35 TB/s
+    # = 41.6 ms (the other operations are far smaller at batch 1).
+    assert cf["t1_s"] == pytest.approx((W70_BYTES + CONTEXT * KV_TOKEN_BYTES) / 3.35e12, rel=0.02)
+    # N* is the quadratic's root; N_opt minimises T1/N + K (t0 + 2(N-1) alpha + 2(N-1)/N S/beta).
+    a, b, c = 2 * ALPHA, T0 - 2 * ALPHA + 2 * S1 / LL_BW, cf["t1_s"] / 161 + 2 * S1 / LL_BW
+    assert a * cf["nstar"] ** 2 + b * cf["nstar"] - c == pytest.approx(0, abs=1e-12)
+    step = lambda n: cf["t1_s"] / n + 161 * (T0 + 2 * (n - 1) * ALPHA + 2 * (n - 1) / n * S1 / LL_BW)  # noqa: E731
+    assert step(cf["nopt"]) < min(step(cf["nopt"] * 0.98), step(cf["nopt"] * 1.02))
+    assert 8 < cf["nstar"] < cf["nopt"] < 16
+    assert min(n for n in parallel.valid_tp_degrees(M) if n >= cf["nstar"]) \
+        == parallel.crossover_devices(M, GPU, 1, CONTEXT)
+    # The quadratic's 16-GPU all-reduce: 6.6 + 30 x 0.6 us + 2 x 15/16 x S / 141 GB/s.
+    values = page.closed_form_block(tp8)
+    assert values["quad16_us"] == pytest.approx(T0 * 1e6 + 18 + 1.875 * S1 / LL_BW * 1e6)
+    assert sweep.allreduce_s[16] * 1e6 > values["quad16_us"]
+    # The closed form's terms: NCCL's all-reduces under the roofline shard at 8, over at 16.
+    roof = {n: parallel.tp_step_s(M, GPU, n, 1, CONTEXT, achievable=False, parts=True)["shard_s"]
+            for n in (8, 16)}
+    assert sweep.comm_s[8] < roof[8] and sweep.comm_s[16] > roof[16]
+
+
+def test_tp16_verdict_follows_the_interval():
+    assert "inside that range" in page.tp16_verdict({"flips": True, "other": 0.0107})
+    assert "10.70 ms lies outside" in page.tp16_verdict({"flips": False, "other": 0.0107})
+
+
+# Across servers ----------------------------------------------------------------------------
+
+def test_pp16_pays_fourteen_nvlink_sends_and_one_over_the_network(pp8):
+    pp16 = parallel.pp_decode_breakdown(M, GPU, 16, 1, CONTEXT, achievable=True)
+    # 16 stages, one a GPU, 8 a server: 15 hand-offs, the one between servers on InfiniBand.
+    assert pp16["sends_s"] == pytest.approx(14 * pp8["send_s"] + pp16["send_s"])
+    assert pp16["send_s"] > pp8["send_s"]
+
+
+def test_the_layouts_rank_as_the_text_says(pp8):
+    seqs = 16
+    parts = {"tp16": parallel.tp_step_s(M, GPU, 16, seqs, CONTEXT, parts=True),
+             "pp16": parallel.pp_decode_breakdown(M, GPU, 16, 1, CONTEXT, achievable=True),
+             "tp8pp2": multinode.tp_pp_decode(M, GPU, 8, 2, batch=seqs // 2, context=CONTEXT,
+                                              achievable=True),
+             "tp8x2": parallel.tp_step_s(M, GPU, 8, seqs // 2, CONTEXT, parts=True)}
+    layouts = pd.DataFrame({"tokens/s, 16 GPUs": [10.0, 5.0, 15.0, 20.0]})
+    values = page.layouts_block(layouts, parts, pp8, seqs)
+    assert values["tp8pp2_over_tp16"] == 1.5 and values["tp8pp2_over_x2"] == 0.75   # 15/10, 15/20
+    # Achievable: PP16 < TP16 < TP8 x PP2 < two TP8 replicas, one send apart.
+    assert values["pp16_tps_ach"] < values["tp16_tps_ach"] < values["tp8pp2_tps_ach"] \
+        < values["tp8x2_tps_ach"]
+    assert 0.95 < values["tp8pp2_over_x2_ach"] <= 1
+
+
+def test_layout_verdict_branches():
+    ceil = {"tp16": 2000.0, "tp8pp2": 1000.0}
+    text = page.layout_verdict({"flips": False}, ceil)
+    assert "do not overlap" in text and "the ceilings reverse it" in text
+    assert text.endswith("before settling on one")
+    agree = page.layout_verdict({"flips": False}, {"tp16": 1000.0, "tp8pp2": 2000.0})
+    assert "the ceilings agree" in agree and agree.endswith("still has the last word")
+
+
+# The launch floor --------------------------------------------------------------------------
+
+def test_the_launch_floor_is_the_kernels_times_the_host_cost():
+    kernels = 80 * 13                                           # 1,040 kernels a step
+    per_kernel = pd.DataFrame({"shard (ms)": [4.0, 2.0], "GPU work a kernel (us)": [3.0, 1.5]},
+                              index=[8, 16])
+    values = page.launch_block(per_kernel, kernels, (3.12, 10.4), (3e-6, 10e-6))
+    assert values["kernels"] == 1040 and values["tp8_roof_shard_ms"] == 4.0
+    # NVIDIA's post: 3.4 us a replayed kernel against 2.9 us of work: 0.5 us x 1,040 = 0.52 ms.
+    assert values["graph_overhead_us"] == pytest.approx(0.5)
+    assert values["floor_graph_ms"] == pytest.approx(0.52)
+    assert parallel.launch_floor_s(M, 3e-6) == pytest.approx(1040 * 3e-6)
+    # gpt-fast's post: 25.5 tokens/s eager; a layer of Llama-2-7B's 32 has 1/32 of the gap.
+    assert values["gf_eager"] == 25.5
+    compiled = reference.published("decode").set_index("what")["value"][
+        "gpt-fast blog, torch.compile and a static KV cache"]
+    assert values["gf_layer_ms"] == pytest.approx((1 / 25.5 - 1 / compiled) / 32 * 1e3)
+
+
+# The trade-off -----------------------------------------------------------------------------
+
+def test_replicas_serve_more_per_gpu_and_past_eight_tp_only_loses():
+    trade = parallel.tp_tradeoff(M, GPU, batch=16, context=CONTEXT, degrees=[2, 4, 8, 16])
+    assert trade.index[0] == 2 and trade.loc[8, "replicas_of_min_tp"] == 4     # 8 / 2
+    assert trade.tokens_per_s_per_gpu.is_monotonic_decreasing
+    values = page.tradeoff_block(trade)
+    assert values["rep_over_tp8"] > 1 and values["tp16_16_ms"] > values["tp8_16_ms"]
+    assert values["rep2_tpg_ceil"] > values["rep2_tpg_ach"]
+    for batch in (1, 16, 64):            # the figure: past 8, down; at 16 and 64 also right
+        t = parallel.tp_tradeoff(M, GPU, batch=batch, context=CONTEXT)
+        t = t[(t.index >= 8) & (t.index <= 32)]
+        assert t.tokens_per_s_per_gpu.is_monotonic_decreasing, batch
+        ms = t.ms_per_token
+        assert (ms[16] < ms[8] < ms[32] * 1.2 and ms[32] > ms[16]) if batch == 1 \
+            else ms.is_monotonic_increasing, batch
+
+
+# The 1D layout and the KV heads ------------------------------------------------------------
+
+def test_a_ring_sends_two_n_minus_one_over_n():
+    values = page.sent_block()
+    assert values["sent_frac_8"] == 1.75 and values["sent_frac_64"] == 126 / 64
+
+
+def test_a_kv_head_cannot_be_split():
+    variants = page.attention_variants()
+    mqa = variants["MQA (1 KV head)"]
+    kv = {n: parallel.tp_kv_cache_bytes_per_token(mqa, n) for n in parallel.valid_tp_degrees(M)}
+    assert set(kv.values()) == {2 * 80 * 1 * 128 * 2}          # one head everywhere: 40,960 B
+    # Split by batch, 32 devices hold 1/32 of it each.
+    assert parallel.tp_kv_cache_bytes_per_token(mqa, 32, kv_sharding="batch") == 40960 / 32
+    table = pd.DataFrame({"N = 16": [1, 2, 0, 0], "N = 32": [0, 0, 3, 4]}, index=pd.MultiIndex.from_tuples(
+        [("GQA (8 KV heads, Llama-2-70B)", "heads"), ("GQA (8 KV heads, Llama-2-70B)", "batch"),
+         ("MQA (1 KV head)", "heads"), ("MQA (1 KV head)", "batch")]))
+    values = page.kv_block(variants, table)
+    assert values["gqa_ratio"] == 64 / 8 and (values["gqa16_batch"], values["mqa32_batch"]) == (2, 4)
+
+
+# What engines run --------------------------------------------------------------------------
+
+def test_the_engines_all_reduce_beats_nccl_inside_a_server():
+    ar = page.allreduce_kinds_table()
+    assert ar["custom (us)"].lt(ar["NCCL (us)"]).all() and ar.loc[1, "kind"] == "one-shot"
+    # The one-shot model against SGLang's sizes it was not fitted to, within 10%.
+    link = device_links.interconnect_for("H100 SXM")
+    for n_bytes, measured_s in collectives.CUSTOM_ALLREDUCE_MEASURED["seconds_by_bytes"].items():
+        assert collectives.custom_allreduce_s(n_bytes, 8, link) == pytest.approx(measured_s, rel=0.1)
+    assert parallel.tp_step_s(M, GPU, 8, 1, CONTEXT, allreduce="custom") \
+        < parallel.tp_step_s(M, GPU, 16, 1, CONTEXT)
+
+
+def test_variants_verdict_branches():
+    runner = pd.Series({"GPU": "H200", "N": 8, "usd_per_million": 0.9})
+    labels = list(page.ENGINE_VARIANTS)
+    assert page.variants_verdict(labels, runner)[0].startswith("In all four")
+    assert "H200 TP8 at 0.90 USD" in page.variants_verdict(labels, runner)[0]
+    assert page.variants_verdict([], runner)[0].startswith("In none of the four")
+    some = page.variants_verdict(labels[:1], runner)
+    assert "for fp16, NCCL (measure both there)" in some[0] and "in some variants" in some[1]
+
+
+def test_prefill_all_reduces_are_a_prompt_of_activations():
+    rows = [(n, f, 10.0 / n + 1, 0.1 * n, "Simple", 5.0 / n) for n in (2, 4, 8)
+            for f in ("fp16", "FP8 W8A8")]
+    ttft = pd.DataFrame(rows, columns=["N", "format", "TTFT (ms)", "share", "protocol",
+                                       "ceiling (ms)"]).set_index(["N", "format"])
+    values = page.prefill_block(ttft, 4096)
+    assert values["pf_ar_mb"] == 4096 * 8192 * 2 / 1e6          # 67.1 MB
+    assert values["pf_speedup_2_8"] == pytest.approx(6 / 2.25)  # (10/2 + 1) / (10/8 + 1)
+    assert values["pf8_share_pct"] == pytest.approx(80)
+    # The engines' kernel at prefill sizes is the two-shot one.
+    link = device_links.interconnect_for("H100 SXM")
+    assert collectives.custom_allreduce_parts(4096 * S1, 8, link)["kind"] == "two-shot"
+
+
+# The problems ------------------------------------------------------------------------------
+
+def test_every_answer_is_accepted_and_glued():
+    values = page.exercise_block()
+    for name in page.EXERCISES:
+        answer = exercises.get(name).answer()
+        assert check(name, answer) and values["ans_" + name.replace("-", "_")] == float(answer)
+    assert values["ans_parallel_kv_per_device_16"] == 2 * 80 * 1 * 128 * 2   # one head a device
+    # The batch-64 message: 64 x 8192 x 2 B; LL wins it, its 15.0 us of latency above the
+    # 1.75 x 1,048,576 B / 141 GB/s = 13.0 us of bytes.
+    assert values["msg64_bytes"] == 64 * S1
+    assert values["b64_ll_us"] == pytest.approx(15.0 + 1.75 * 64 * S1 / LL_BW * 1e6)
+    assert values["b64_ll_us"] < min(values["b64_ll128_us"], values["b64_simple_us"])
+
+
+def test_the_fewest_h100s_stand_at_vllms_default():
+    reserve = page.engine_reserve(GPU)
+    assert parallel.min_tp_degree(M, GPU, CONTEXT, batch=32, reserve_bytes=reserve) \
+        == exercises.get("parallel-fewest-h100").answer()
+
+
+def test_on_b200s_the_crossover_falls_inside_a_server():
+    b200 = page.b200_crossover()
+    assert b200["ll_bandwidth"] == device_links.NCCL_LL_MAX_BUS_BANDWIDTH["blackwell"]   # 282 GB/s
+    assert b200["nstar"] <= 8
+    assert min(n for n in parallel.valid_tp_degrees(M) if n >= b200["nstar"]) \
+        == exercises.get("parallel-crossover-batch1").answer()
+
+
+def test_the_decision_holds_on_the_ceiling_and_at_vllms_default():
+    d, dc = page.decision_table(), page.decision_table(False)
+    best = d.iloc[0]
+    # The same winner on the ceiling, at a larger batch; H100 TP2 meets the objective only there.
+    assert (dc.iloc[0].GPU, dc.iloc[0].N) == (best.GPU, best.N) and dc.iloc[0].batch > best.batch
+    assert d[(d.GPU == "H100 SXM") & (d.N == 2)].batch.iloc[0] == 0
+    assert dc[(dc.GPU == "H100 SXM") & (dc.N == 2)].batch.iloc[0] > 0
+    # The runner-up: twice the GPUs, not twice the batch.
+    assert d.iloc[1].N == 2 * best.N and d.iloc[1].batch < 2 * best.batch
+    # At vLLM's default every choice's batch is still the objective's, not the memory's.
+    for g, n, b in zip(d.GPU, d.N, d.batch):
+        memory = parallel.tp_max_batch(M, g, int(n), CONTEXT, reserve_bytes=page.engine_reserve(g))
+        assert not 0 < memory < b, (g, n)
+    # Cost = N x price / (3,600 x batch / step) x 1e6.
+    price = px.DECISION_PRICES[best.GPU]
+    assert best.usd_per_million == pytest.approx(
+        best.N * price / (3600 * best.batch / (best.step_ms / 1e3)) * 1e6)
+    assert math.isfinite(best.usd_per_million)
+
+
+def test_engine_choices_keep_the_winner_and_move_the_cost():
+    best, runner_up = page.engine_choices()
+    assert (best.GPU == "H200").all() and (best.N == 4).all()
+    assert best.loc["fp16, custom all-reduce", "USD/M"] < best.loc["fp16, NCCL", "USD/M"]
+    assert set(runner_up) == set(page.ENGINE_VARIANTS)

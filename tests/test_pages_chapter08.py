@@ -6,6 +6,8 @@ checks the page used to run on the package's functions."""
 
 import math
 
+import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -395,3 +397,44 @@ def test_engine_choices_keep_the_winner_and_move_the_cost():
     assert (best.GPU == "H200").all() and (best.N == 4).all()
     assert best.loc["fp16, custom all-reduce", "USD/M"] < best.loc["fp16, NCCL", "USD/M"]
     assert set(runner_up) == set(page.ENGINE_VARIANTS)
+
+
+def test_engines_block_reads_the_tables_and_glues_each_variant():
+    ar = pd.DataFrame({"NCCL (us)": [15.2, 20.0, 41.0], "custom (us)": [5.7, 8.0, 30.0]},
+                      index=pd.Index([1, 16, 128], name="batch"))
+    best = pd.DataFrame({"GPU": "H200", "N": 4, "batch": [10, 12, 14, 16],
+                         "USD/M": [1.0, 0.9, 0.6, 0.5], "its USD/M": 0.4},
+                        index=list(page.ENGINE_VARIANTS))
+    runner = pd.Series({"GPU": "H200", "N": 8, "usd_per_million": 5.0})
+    values = page.engines_block(ar, best, dict.fromkeys(page.ENGINE_VARIANTS, runner))
+    assert values["ar1_ratio"] == pytest.approx(15.2 / 5.7)
+    # Costs 1.0, 0.9, 0.6 and 0.5 USD: 10%, 40% and 50% less than fp16 on NCCL.
+    assert (values["custom_move_pct"], values["fp8_move_pct"], values["both_move_pct"]) \
+        == pytest.approx((10, 40, 50))
+    assert values["v_f8c_batch"] == 16 and values["v_f16_ceil_usd"] == 0.4
+    # A runner-up at five times the cost lies outside every range.
+    assert values["v_flip_text"].startswith("In none of the four")
+    # SGLang's 2,048 B and 131,072 B sizes, the ones the fixed cost was not fitted to.
+    assert (values["cal_small_kb"], values["cal_large_kb"]) == (2.048, 131.072)
+    assert (values["cal_small_us"], values["cal_large_us"]) == pytest.approx((5.9, 7.8))
+
+
+def test_the_figures_draw_what_their_captions_say():
+    capacity = pd.DataFrame({"batch, H100 SXM": [0, 22, 100], "batch, H200": [8, 60, 200]},
+                            index=[1, 2, 4])
+    ax = page.capacity_figure(capacity).axes[0]
+    assert len(ax.get_lines()) == 2 and ax.get_ylabel() == "sequences of 4,096 tokens that fit"
+    # Three protocols, NCCL's pick (the lowest of the three at every size), two batches.
+    lines = page.protocols_figure().axes[0].get_lines()
+    assert len(lines) == 6
+    curves = np.array([line.get_ydata() for line in lines[:3]])
+    assert np.allclose(lines[3].get_ydata(), curves.min(axis=0))
+    # Both crossovers at 16, the server's edge.
+    axes = page.crossover_figure(parallel.valid_tp_degrees(M), 128).axes
+    assert [a.get_title() for a in axes] == ["batch 1: crossover at N = 16",
+                                           "batch 128: crossover at N = 16"]
+    assert len(page.tradeoff_figure().axes[0].get_lines()) == 3
+    # MQA split by heads: 40,960 B = 40.96 kB on every device.
+    ax = page.kv_heads_figure(page.attention_variants(), [1, 2, 4, 8]).axes[0]
+    assert np.allclose(ax.get_lines()[2].get_ydata(), 40.96)
+    plt.close("all")

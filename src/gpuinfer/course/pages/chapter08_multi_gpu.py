@@ -179,14 +179,6 @@ def tp_block(tp8, pp8, one_device_s) -> dict:
             "tp_rows_worst_pct": e.error_pct.abs().max()}
 
 
-def protocols_table(batch, n=8) -> pd.DataFrame:
-    """NCCL's ring protocols for a `[batch, d_model]` all-reduce on `n` H100s: latency,
-    bytes and total (microseconds), and which is the fastest."""
-    table = collectives.allreduce_protocols(_message(batch), n, _link())
-    us = table[["latency_s", "bandwidth_s", "seconds"]] * 1e6
-    return us.round(1).assign(fastest=table.fastest)
-
-
 def protocols_figure():
     """An 8-GPU ring all-reduce's time per protocol against the message size, log-log,
     with the fastest and the batch-1 and batch-128 messages marked."""
@@ -250,34 +242,6 @@ def protocols_block() -> dict:
             "ring8_steps": 2.0 * (8 - 1),
             "nccl_nvlink3_gbs": device_links.get_interconnect(
                 "NVLink 3").nccl_bus_bandwidth_bytes_per_s / 1e9}
-
-
-def links_table(shown=("NVLink 4", "NVLink 4 (GH200 NVL32)", "NVLink 5 (GB200 NVL72)",
-                       "PCIe Gen5 x16", "InfiniBand NDR x8")) -> pd.DataFrame:
-    """The catalogue's links: scope, GB/s each way and GPUs a domain ("any" if unbounded)."""
-    links = device_links.interconnects().set_index("name")
-    return pd.DataFrame({
-        "scope": links.scope,
-        "GB/s each way": links.bandwidth_bytes_per_s_per_direction / 1e9,
-        "GPUs a domain": links.domain_gpus.map(lambda d: "any" if d == np.inf else f"{d:.0f}")
-    }).loc[list(shown)]
-
-
-def multinode_table(degrees=(8, 16, 32, 64)) -> pd.DataFrame:
-    """The batch-1 all-reduce on N GPUs: nodes, network, NCCL's fastest (algorithm,
-    protocol) and its time (microseconds), the best ring's, and the winner's bandwidth."""
-    rows = []
-    for n in degrees:
-        table = collectives.allreduce_protocols(_message(1), n, _link())
-        (algorithm, protocol), best = table.seconds.idxmin(), table.seconds.min()
-        rows.append({"N": n, "nodes": table.attrs["nodes"],
-                     "network": table.attrs["network"] or "none",
-                     "fastest": f"{algorithm} {protocol}",
-                     "batch-1 all-reduce (us)": best * 1e6,
-                     "best ring (us)": table.xs("ring").seconds.min() * 1e6,
-                     "bandwidth (GB/s)": table.loc[(algorithm, protocol),
-                                                   "bandwidth_bytes_per_s"] / 1e9})
-    return pd.DataFrame(rows).set_index("N")
 
 
 def ring_step_floor_s(n_bytes, n, protocol) -> float:

@@ -28,13 +28,13 @@ EXERCISES = ("llm-ttft-lone", "llm-chunk-budget", "llm-two-instances", "llm-mla-
              "llm-offload-breakeven", "llm-kv-transfer-ms")
 
 
-def lone_block(lone, model, gpu) -> dict:
-    """The lone request's TTFT, TPOT and latency (`simulate_llm`'s one row), `gpu`'s
+def lone_block(lone, model, accelerator) -> dict:
+    """The lone request's TTFT, TPOT and latency (`simulate_llm`'s one row), `accelerator`'s
     catalogue numbers (TFLOP/s, TB/s, GB and GiB, ridge), the weights a decode step reads
     (every weight but the embedding table, GB), and the achievable model's rates (%)."""
     r = lone.iloc[0]
-    h100 = hardware.get(gpu)
-    best = measured_rates.achievable(gpu)["matmul_bf16_flops"]        # MAMF, measured (cited)
+    h100 = hardware.get(accelerator)
+    best = measured_rates.achievable(accelerator)["matmul_bf16_flops"]        # MAMF, measured (cited)
     peak = h100.peak_flops("bf16")
     return {"lone_ttft_ms": r["ttft"] * 1e3, "lone_tpot_ms": r["tpot"] * 1e3,
             "lone_ratio": r["ttft"] / r["tpot"], "lone_latency_s": r["latency"],
@@ -49,7 +49,7 @@ def lone_block(lone, model, gpu) -> dict:
             "mamf_tflops": best / 1e12, "peak_tflops": peak / 1e12,
             "mamf_pct": 100 * best / peak,
             "ach_matmul_pct": 100 * achievable.FITTED.matmul_scale
-            * achievable.matmul_fraction(gpu, "fp16"),
+            * achievable.matmul_fraction(accelerator, "fp16"),
             "ach_bw_pct": 100 * achievable.FITTED.bandwidth,
             "ach_step_ms": achievable.FITTED.step_s * 1e3}
 
@@ -82,7 +82,7 @@ def load_block(load, whole_steps, rate, prefill_cap, cols) -> dict:
                      "w_run_tokens": float(longest["tokens"])}
 
 
-def steps_figure(runs, model, gpu, rate, window_s=(20, 22)):
+def steps_figure(runs, model, accelerator, rate, window_s=(20, 22)):
     """Two seconds of step durations (ms) for each scheduler's trace in `runs`
     ({name: (requests, steps)}), `window_s` since the first arrival."""
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
@@ -93,7 +93,7 @@ def steps_figure(runs, model, gpu, rate, window_s=(20, 22)):
     ax.set_ylim(bottom=0)
     ax.set_xlabel("time since the first arrival (s)")
     ax.set_ylabel("duration of each step (ms)")
-    ax.set_title(f"{model}, {gpu}, {rate:g} requests/s: two seconds of steps", fontsize=9)
+    ax.set_title(f"{model}, {accelerator}, {rate:g} requests/s: two seconds of steps", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     return fig
@@ -174,7 +174,7 @@ def _and_list(sizes) -> str:
                         if len(sizes) > 1 else [f"{sizes[0]:,}"])
 
 
-def chunk_block(table, seed_goodputs, model, gpu) -> dict:
+def chunk_block(table, seed_goodputs, model, accelerator) -> dict:
     """The chunk-size section from `table` (chunk -> lone 4k TTFT and goodput, ceiling and
     achievable) and `seed_goodputs` (chunks of 256 and 512's achievable goodputs on another
     trace, seed 1): TTFT penalties, the optima, whether the achievable optimum is a tie,
@@ -206,7 +206,7 @@ def chunk_block(table, seed_goodputs, model, gpu) -> dict:
         "best_chunk_goodput_ach": gp_ach[best_chunk_ach],
         "good_256": gp[256], "good_2048": gp[2048], "good_512_ach_t": gp_ach[512],
         "good_2048_ach": gp_ach[2048],
-        "cbb": llm.compute_bound_batch(model, gpu),
+        "cbb": llm.compute_bound_batch(model, accelerator),
         "act_mb": spec_m.activations_per_token_per_layer * 2 * spec_m.n_layers / 1e6,  # fp16
         "chunk_seed_text": f"on another trace (seed 1) 256 beats 512 again, by "
         f"{100 * (a1 / b1 - 1):.0f}%" if a1 > b1 else
@@ -263,26 +263,26 @@ def split_block(per_gpu, per_gpu_ach, good_whole, best_chunk_ach_goodput) -> dic
             f"{c_split['high']:.1f} requests/s, above the split's {best_split_ach:.1f}")}
 
 
-def seed_block(configs, n, ttft_slo_s, tpot_slo_s, prompts, model, gpu) -> dict:
+def seed_block(configs, n, ttft_slo_s, tpot_slo_s, prompts, model, accelerator) -> dict:
     """Each configuration at its goodput on three other traces (seeds 1-3): `configs`
     {name: (goodput per GPU, serve, GPUs)}, the attainment's range (%); the trace's span
     over the TTFT objective; how busy the 1+1 split's prefill GPU is (`prompts`: the trace's
     prompt lengths)."""
     att = [llm_slo.slo_attainment(serve(batching.poisson_arrivals(g * gpus, n, seed=s)),
-                                  ttft_slo=ttft_slo_s, tpot_slo=tpot_slo_s)
+                                  ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
            for g, serve, gpus in configs.values() for s in (1, 2, 3)]
     split = configs["1+1"][0]
-    mean_prefill_s = np.mean([llm.prefill_s(model, gpu, int(p)) for p in prompts])
+    mean_prefill_s = np.mean([llm.prefill_s(model, accelerator, int(p)) for p in prompts])
     return {"seed_att_lo": 100 * min(att), "seed_att_hi": 100 * max(att),
             "ng_requests": float(n), "trace_span_x": n / (2 * split) / ttft_slo_s,
             "d11_prefill_busy_pct": 100 * 2 * split * mean_prefill_s}
 
 
-def paging_block(use, budget, fits, lengths, model, gpu, max_len=8192) -> dict:
+def paging_block(use, budget, fits, lengths, model, accelerator, max_len=8192) -> dict:
     """The paged cache: `use` (kv_memory_use), the cache `budget` (bytes), sequences that
     `fits` each way, the sequences' `lengths`; what paging buys in decode throughput on each
     model, and whether the model's error reaches the gain."""
-    gain = {a: paged_kv.paging_gain(model, gpu, lengths, max_len=max_len, achievable=a)
+    gain = {a: paged_kv.paging_gain(model, accelerator, lengths, max_len=max_len, achievable=a)
             for a in (False, True)}
     tp, tc = gain[True]["tokens_per_s_paged"], gain[True]["tokens_per_s_contiguous"]
     page = validation.choice(tp, tc, "dense throughput", per="rate")
@@ -331,15 +331,15 @@ def mla_intensity(heads, latent, rope) -> float:
     return heads * 2 * ((latent + rope) + latent) / ((latent + rope) * 2)
 
 
-def attention_block(model, gpu, context=4096) -> dict:
+def attention_block(model, accelerator, context=4096) -> dict:
     """Decode attention's intensity at batch 1 and at the largest batch that fits, the
     model's heads, and MLA's (by hand and the package's, 128 heads on a GPU and 16 under
     TP8, DeepSeek-V3 at 32k tokens)."""
-    most = llm.max_batch(model, gpu, context)
-    att = {b: llm.decode_step_breakdown(model, gpu, batch=b, context=context).loc["attention"]
+    most = llm.max_batch(model, accelerator, context)
+    att = {b: llm.decode_step_breakdown(model, accelerator, batch=b, context=context).loc["attention"]
            for b in (1, most)}
     spec = architectures.get(model)
-    mla_i = {tp: llm.decode_step_breakdown(engine_step.tp_shard("deepseek-v3", tp), gpu,
+    mla_i = {tp: llm.decode_step_breakdown(engine_step.tp_shard("deepseek-v3", tp), accelerator,
                                            batch=1, context=32768).loc["attention",
                                                                        "intensity"]
              for tp in (1, 8)}
@@ -368,24 +368,24 @@ def kv_size_block(kv) -> dict:
             "l3_70_kib": kib["llama-3-70b"], "l2_7_kib": kib["llama-2-7b"]}
 
 
-def speedup_figure(model, draft, gpu, k, context):
+def speedup_figure(model, draft, accelerator, k, context):
     """Speculation's decode speed-up against the batch (log), three acceptances on the
     ceiling and 0.8 on the achievable model, up to the batch that fits at `context`."""
-    grid = np.unique(np.geomspace(1, llm.max_batch(model, gpu, context), 15).astype(int))
+    grid = np.unique(np.geomspace(1, llm.max_batch(model, accelerator, context), 15).astype(int))
     fig, ax = plt.subplots(figsize=(6.5, 4.0))
     for a, (marker, ls) in zip((0.6, 0.8, 0.9), [("o", ":"), ("s", "--"), ("^", "-")]):
-        gain = [speculative.decode_speedup(model, draft, gpu, acceptance=a, k=k, batch=int(b),
+        gain = [speculative.decode_speedup(model, draft, accelerator, acceptance=a, k=k, batch=int(b),
                                            context=context, achievable=False) for b in grid]
         ax.semilogx(grid, gain, marker=marker, ms=3, ls=ls, color="black", label=f"alpha {a}")
-    gain = [speculative.decode_speedup(model, draft, gpu, acceptance=0.8, k=k, batch=int(b),
+    gain = [speculative.decode_speedup(model, draft, accelerator, acceptance=0.8, k=k, batch=int(b),
                                        context=context, achievable=True) for b in grid]
     ax.semilogx(grid, gain, marker="s", ms=3, ls="-", color="grey",
                 label="alpha 0.8, achievable")
     ax.axhline(1, color="grey", lw=2, alpha=0.6)
-    ax.axvline(llm.compute_bound_batch(model, gpu) / (k + 1), color="grey", ls=":", lw=1)
+    ax.axvline(llm.compute_bound_batch(model, accelerator) / (k + 1), color="grey", ls=":", lw=1)
     ax.set_xlabel("batch (sequences, log; up to what fits at 256 tokens of context)")
     ax.set_ylabel("decode speed-up from speculation")
-    ax.set_title(f"{model} with a Llama-3.2-1B draft, k = {k}, {gpu}", fontsize=9)
+    ax.set_title(f"{model} with a Llama-3.2-1B draft, k = {k}, {accelerator}", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     return fig
@@ -402,13 +402,13 @@ def perturbed_models():
             + [dataclasses.replace(fit, bandwidth=fit.bandwidth * f) for f in (rate_lo, rate_hi)])
 
 
-def speculation_block(spec, model, draft, gpu, k, context) -> dict:
+def speculation_block(spec, model, draft, accelerator, k, context) -> dict:
     """The speculation section from `spec` (batch x "alpha a[, achievable]" speed-ups): the
     round at batch 1 on each model, the formula's speed-up, the knee, the cut-off batches
     at three contexts and within the model's error (`cut_<context>_ach_lo/hi`)."""
     values = {f"spec_{a[2]}_{b}": spec.loc[b, f"alpha {a}"]
               for a in ("0.6", "0.8", "0.9") for b in (1, 16, 256)}
-    r = {a: speculative.round_breakdown(model, draft, gpu, acceptance=0.8, k=k, batch=1,
+    r = {a: speculative.round_breakdown(model, draft, accelerator, acceptance=0.8, k=k, batch=1,
                                         context=context, achievable=a) for a in (False, True)}
     values |= {"spec_c": r[False]["cost_ratio"], "spec_c_ach": r[True]["cost_ratio"],
                "spec_draft_ms_ach": r[True]["draft_s"] / k * 1e3,
@@ -416,21 +416,21 @@ def speculation_block(spec, model, draft, gpu, k, context) -> dict:
                "spec_8_1_ach": spec.loc[1, "alpha 0.8, achievable"],
                "spec_formula": speculative.speedup(0.8, k, r[False]["cost_ratio"]),
                "spec_e": speculative.expected_tokens(0.8, k),
-               "spec_knee": llm.compute_bound_batch(model, gpu) / (k + 1),
-               "mb_8k": float(llm.max_batch(model, gpu, 8192))}
+               "spec_knee": llm.compute_bound_batch(model, accelerator) / (k + 1),
+               "mb_8k": float(llm.max_batch(model, accelerator, 8192))}
     for c in (0, context, 512):
         for a in (False, True):
             values[f"cut_{c}_{'ach' if a else 'ceil'}"] = float(speculative.cutoff_batch(
-                model, draft, gpu, acceptance=0.8, k=k, context=c, achievable=a))
+                model, draft, accelerator, acceptance=0.8, k=k, context=c, achievable=a))
     rate_lo, rate_hi = validation.interval(1.0, "dense throughput")
-    cut_err = [speculative.cutoff_batch(model, draft, gpu, acceptance=0.8, k=k, context=context,
+    cut_err = [speculative.cutoff_batch(model, draft, accelerator, acceptance=0.8, k=k, context=context,
                                         achievable=e) for e in perturbed_models()]
     return values | {"cut_rate_lo": rate_lo, "cut_rate_hi": rate_hi,
                      f"cut_{context}_ach_lo": float(min(cut_err)),
                      f"cut_{context}_ach_hi": float(max(cut_err))}
 
 
-def tree_block(trees, tree, model, draft, gpu, k, context, chain_cut_lo) -> dict:
+def tree_block(trees, tree, model, draft, accelerator, k, context, chain_cut_lo) -> dict:
     """The tree against the chain (`trees`: (name, model) -> tokens a round, speed-up,
     cut-off): the tree's cut-off within the model's error against the chain's lowest
     (`chain_cut_lo`)."""
@@ -442,7 +442,7 @@ def tree_block(trees, tree, model, draft, gpu, k, context, chain_cut_lo) -> dict
         values[f"tree_speedup_{tag}"] = trees.loc[(name, m), "speed-up, batch 1"]
         values[f"tree_cut_{tag}"] = float(trees.loc[(name, m), "stops paying at batch"])
         values[f"chain_cut_{tag}"] = float(trees.loc[("chain of 4", m), "stops paying at batch"])
-    tree_err = [speculative.cutoff_batch(model, draft, gpu, acceptance=0.8, k=k, context=context,
+    tree_err = [speculative.cutoff_batch(model, draft, accelerator, acceptance=0.8, k=k, context=context,
                                          achievable=e, tree=tree) for e in perturbed_models()]
     return values | {
         "tree_cut_ach_lo": float(min(tree_err)), "tree_cut_ach_hi": float(max(tree_err)),
@@ -458,22 +458,22 @@ def off_from(schedule) -> float:
     return min([first for first, _, k in schedule if k == 0], default=np.inf)
 
 
-def schedule_block(schedule, grid, model, draft, gpu, k, context) -> dict:
+def schedule_block(schedule, grid, model, draft, accelerator, k, context) -> dict:
     """The speculation schedule (`speculation_schedule` over `grid`): where it turns off,
     its first k, the speed-up at batch 512 with and without it, and where it turns off
     within the model's error."""
     offs = [off_from(speculative.speculation_schedule(
-        model, draft, gpu, acceptance=0.8, batches=grid, context=context, max_k=k,
+        model, draft, accelerator, acceptance=0.8, batches=grid, context=context, max_k=k,
         achievable=e)) for e in perturbed_models()]
     off_lo, off_hi = min(offs), max(offs)
     err = ("within the model's error (the matmul rate or the bandwidth alone off by the dense "
            "interval, as for the cut-off above)")
     return {
         "sched_off_from": float(off_from(schedule)), "sched_k1": float(schedule[0][2]),
-        "sched_always_512": speculative.decode_speedup(model, draft, gpu, acceptance=0.8,
+        "sched_always_512": speculative.decode_speedup(model, draft, accelerator, acceptance=0.8,
                                                        k=k, batch=512, context=context,
                                                        achievable=True),
-        "sched_512": speculative.scheduled_speedup(model, draft, gpu, acceptance=0.8,
+        "sched_512": speculative.scheduled_speedup(model, draft, accelerator, acceptance=0.8,
                                                    schedule=schedule, batch=512,
                                                    context=context, achievable=True),
         "sched_off_range_text": (
@@ -503,11 +503,11 @@ def routing_block(routing) -> dict:
             "rt_4_ratio": routing.loc[4, ratio], "rt_8_ratio": routing.loc[8, ratio]}
 
 
-def offload_block(offload, model, gpu, ssd="NVMe SSD, 7 GB/s", ssd_gbs=7.0) -> dict:
+def offload_block(offload, model, accelerator, ssd="NVMe SSD, 7 GB/s", ssd_gbs=7.0) -> dict:
     """Reload or recompute (`offload`: (tier, model) -> reload s, recompute s, break-even
     GB/s): the SSD's and host memory's numbers, a 1,024-token prefix's break-even, and
     whether the model's error over all published runs reaches the SSD's `ssd_gbs`."""
-    short = paged_kv.kv_reload_or_recompute(model, gpu, 1024, bandwidth_bytes_per_s=7e9,
+    short = paged_kv.kv_reload_or_recompute(model, accelerator, 1024, bandwidth_bytes_per_s=7e9,
                                             achievable=True)
     # The break-even moves with the recompute's seconds, as a rate does (bytes / seconds).
     # No regime of the validation is a lone prefill: the errors over all published runs.
@@ -552,34 +552,34 @@ def transfer_block(transfer, prefill) -> dict:
             "xfer_pct_lo": 100 * eight / (1e3 * pf_hi), "xfer_pct_hi": 100 * eight / (1e3 * pf_lo)}
 
 
-def chunk_budget_range(model, gpu) -> list:
+def chunk_budget_range(model, accelerator) -> list:
     """The problem's largest chunk budget where an engine's steps run at the ends of the
     dense interval: a step measured at 1/r of the achievable one meets the objective where
     the achievable step is at most r x the objective (r: measured / predicted rate)."""
-    return [llm_serving.largest_chunk_budget(model, gpu, **ex.CHUNK_QUESTION,
+    return [llm_serving.largest_chunk_budget(model, accelerator, **ex.CHUNK_QUESTION,
                                              step_slo_s=ex.STEP_SLO_S * r,
                                              granularity=ex.BUDGET_STEP, achievable=True)
             for r in validation.interval(1.0, "dense throughput")]
 
 
-def exercise_block(model, gpu) -> dict:
+def exercise_block(model, accelerator) -> dict:
     """The problems' answers (`ans_*`) and their solutions' steps."""
     values = {"ans_" + name.replace("-", "_"): float(exercises.get(name).answer())
               for name in EXERCISES}
-    chunk_budget = {a: llm_serving.largest_chunk_budget(model, gpu, **ex.CHUNK_QUESTION,
+    chunk_budget = {a: llm_serving.largest_chunk_budget(model, accelerator, **ex.CHUNK_QUESTION,
                                                         step_slo_s=ex.STEP_SLO_S, achievable=a)
                     for a in (True, False)}
     for name, budget in [("step", chunk_budget[True]), ("next", chunk_budget[True] + 64)]:
         values[f"ex_budget_{name}_ms"] = llm_serving.chunk_step_s(
-            model, gpu, budget, **ex.CHUNK_QUESTION, achievable=True) * 1e3
-    budget_range = chunk_budget_range(model, gpu)
-    pre = llm.forward_step_breakdown(model, gpu, [ex.TTFT_PROMPT], [0])["seconds"] * 1e3  # ms
+            model, accelerator, budget, **ex.CHUNK_QUESTION, achievable=True) * 1e3
+    budget_range = chunk_budget_range(model, accelerator)
+    pre = llm.forward_step_breakdown(model, accelerator, [ex.TTFT_PROMPT], [0])["seconds"] * 1e3  # ms
     return values | {
         "ex_budget_ceil": float(chunk_budget[False]),
         "ex_budget_lo": float(budget_range[0]), "ex_budget_hi": float(budget_range[1]),
         "kv_per_token_b": float(step_model.kv_cache_bytes_per_token(model)),
         "ex_spec_ceil": float(ex.speculation_stops_paying(False)),
-        "ex_two_single": float(paged_kv.kv_sequences(model, gpu, ex.TWO_CONTEXT,
+        "ex_two_single": float(paged_kv.kv_sequences(model, accelerator, ex.TWO_CONTEXT,
                                                      gpu_memory_utilization=0.9)),
         "ex_spec_e": speculative.expected_tokens(ex.SPEC_ACCEPTANCE, ex.SPEC_K),
         "ex_mla_kib": step_model.mla_kv_cache_bytes_per_token(ex.MLA_V2_LAYERS, ex.MLA_LATENT,

@@ -269,30 +269,30 @@ def deepseek_fp4():
                                name="DeepSeek-V3, NVFP4 experts", expert_dtype="nvfp4")
 
 
-def rack_step(gpu, n, redundant, per_gpu, achievable, **kw) -> dict:
-    """One decode step of `deepseek_fp4()` on EP`n` `gpu`s (`redundant` experts), `per_gpu`
-    sequences a GPU at 4,096 tokens. The matmuls at the fp8 peak: the experts' FP4 GEMMs
+def rack_step(accelerator, n, redundant, per_gpu, achievable, **kw) -> dict:
+    """One decode step of `deepseek_fp4()` on EP`n` `accelerator`s (`redundant` experts),
+    `per_gpu` sequences a GPU at 4,096 tokens. The matmuls at the fp8 peak: the experts' FP4 GEMMs
     could run at twice it, so the expert rows are on the slow side."""
     return expert_parallel.ep_decode_breakdown(
-        deepseek_fp4(), gpu, n, batch=per_gpu * n, context=4096, dtype="fp8", kv_dtype="fp8",
-        compute_dtype="fp8", redundant_experts=redundant, achievable=achievable, **kw)
+        deepseek_fp4(), accelerator, n, batch=per_gpu * n, context=4096, dtype="fp8",
+        kv_dtype="fp8", compute_dtype="fp8", redundant_experts=redundant, achievable=achievable, **kw)
 
 
-def rack_row(gpu, n, redundant) -> dict:
-    """One row of `rack_table`: EP`n` on `gpu`s with `redundant` experts."""
+def rack_row(accelerator, n, redundant) -> dict:
+    """One row of `rack_table`: EP`n` on `accelerator`s with `redundant` experts."""
     def fits(b):
-        return rack_step(gpu, n, redundant, b, False)["fits"]
+        return rack_step(accelerator, n, redundant, b, False)["fits"]
 
     def meets(b, tpot, ach):
-        return fits(b) and rack_step(gpu, n, redundant, b, ach)["total_s"] <= tpot
+        return fits(b) and rack_step(accelerator, n, redundant, b, ach)["total_s"] <= tpot
 
-    row = {"weights GB/GPU": rack_step(gpu, n, redundant, 1, False)[
+    row = {"weights GB/GPU": rack_step(accelerator, n, redundant, 1, False)[
                "weight_bytes_per_device"] / 1e9,
            "memory batch/GPU": search.largest_meeting(fits, 1, None)}
     for tpot in (0.020, 0.050):
         for ach, tag in ((True, "achievable"), (False, "ceiling")):
             b = search.largest_meeting(lambda b: meets(b, tpot, ach), 1, None)  # noqa: B023
-            s = rack_step(gpu, n, redundant, b, ach)
+            s = rack_step(accelerator, n, redundant, b, ach)
             if ach:
                 row[f"{tpot * 1e3:.0f} ms: batch/GPU"] = b
                 row[f"{tpot * 1e3:.0f} ms: all-to-all ms"] = 1e3 * s["comm_s"]
@@ -303,7 +303,7 @@ def rack_row(gpu, n, redundant) -> dict:
 def rack_table() -> pd.DataFrame:
     """Each of RACK's layouts: weights a GPU, the largest batch a GPU that fits, and at a
     20 and a 50 ms TPOT the batch, all-to-all ms and tokens/s a GPU (achievable, ceiling)."""
-    return pd.DataFrame({label: rack_row(gpu, n, r) for label, (gpu, n, r) in RACK.items()}).T
+    return pd.DataFrame({label: rack_row(*where) for label, where in RACK.items()}).T
 
 
 def rack_block(rack) -> dict:
@@ -407,13 +407,15 @@ def eplb_mtp_block(eplb, mtp, rack) -> dict:
             "mtp_b20": float(b20)}
 
 
-def decision_table(achievable=moe_exercises.DECISION_EFFICIENCY) -> pd.DataFrame:
-    """The decision problem's options (`expert_parallel.moe_options`), cheapest first."""
+def decision_table(achievable=True) -> pd.DataFrame:
+    """The decision problem's options (`expert_parallel.moe_options`), cheapest first;
+    `achievable`: True, False (the ceiling) or an Efficiency (the problem's own,
+    `DECISION_EFFICIENCY`, prices the all-to-alls as DeepEP measured them)."""
     return expert_parallel.moe_options(
-        moe_exercises.DECISION_MODEL, moe_exercises.DECISION_PRICES,
-        moe_exercises.DECISION_CONTEXT, moe_exercises.DECISION_TPOT_S,
-        moe_exercises.DECISION_GPUS, formats=moe_exercises.DECISION_FORMATS,
-        layouts=moe_exercises.DECISION_LAYOUTS, achievable=achievable)
+        moe_exercises.DECISION_MODEL, moe_exercises.DECISION_LAYOUTS,
+        tpot_s=moe_exercises.DECISION_TPOT_S, context=moe_exercises.DECISION_CONTEXT,
+        prices=moe_exercises.DECISION_PRICES, n_devices=moe_exercises.DECISION_GPUS,
+        formats=moe_exercises.DECISION_FORMATS, achievable=achievable)
 
 
 def decision_block(dec, dec_ceil, dec_a2a) -> dict:
@@ -449,12 +451,12 @@ def decision_block(dec, dec_ceil, dec_a2a) -> dict:
             "dec_usd_lo": usd / hi, "dec_usd_hi": usd / lo}
 
 
-def exercise_block(turn) -> dict:
-    """The problems' answers (`ans_*`) and their solutions' steps (the inputs differ from
-    the ones the page prints); `turn`: the page's compute-bound table (Mixtral's ridge x
-    E/k on an H100)."""
+def exercise_block(turn, names=EXERCISES) -> dict:
+    """The answers (`ans_*`) of the problems `names` and their solutions' steps (the inputs
+    differ from the ones the page prints); `turn`: the page's compute-bound table
+    (Mixtral's ridge x E/k on an H100)."""
     values = {"ans_" + name.replace("-", "_"): float(exercises.get(name).answer())
-              for name in EXERCISES}
+              for name in names}
     h200, a100 = hardware.get("H200"), hardware.get("A100 80GB")
     mx, ds = architectures.get("mixtral-8x7b"), architectures.get("deepseek-v3")
     qw = architectures.get("qwen3-235b-a22b")

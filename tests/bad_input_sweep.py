@@ -164,26 +164,26 @@ BASES = [
     ("batching.md1_mean_wait", "rate=10, service_s=0.01", {"rate": "num", "service_s": "num"}),
     ("batching.service_table", "batches=[1, 8], seconds=[0.01, 0.02]",
      {"batches": "arr", "seconds": "arr"}),
-    ("batching.saturation_throughput", f"service_time={SVC}, max_batch=8",
-     {"service_time": "fn", "max_batch": "count"}),
-    ("batching.simulate", f"arrivals=batching.poisson_arrivals(50, 200), service_time={SVC}, "
+    ("batching.saturation_throughput", f"service_s={SVC}, max_batch=8",
+     {"service_s": "fn", "max_batch": "count"}),
+    ("batching.simulate", f"arrivals=batching.poisson_arrivals(50, 200), service_s={SVC}, "
      "max_batch=8, max_queue_delay=0.005",
-     {"arrivals": "arr", "service_time": "fn", "max_batch": "count", "max_queue_delay": "num"}),
-    ("batching.capacity", f"service_time={SVC}, max_batch=8, slo=0.1, n=500",
-     {"max_batch": "count", "max_queue_delay": "num", "slo": "num", "quantile": "num",
+     {"arrivals": "arr", "service_s": "fn", "max_batch": "count", "max_queue_delay": "num"}),
+    ("batching.capacity", f"service_s={SVC}, max_batch=8, slo_s=0.1, n=500",
+     {"max_batch": "count", "max_queue_delay": "num", "slo_s": "num", "quantile": "num",
       "n": "count", "rel_tol": "frac"}),
-    ("batching.load_curve", f"arrival_rates=[10, 50], service_time={SVC}, max_batch=8, n=300",
-     {"arrival_rates": "arr", "max_batch": "count", "n": "count", "slo": "num"}),
-    ("batching.summarize", f"df={SIM}", {"df": "df", "slo": "num"}),
-    ("batching.simulate_closed_loop", f"n_clients=4, service_time={SVC}, max_batch=8, n=300",
+    ("batching.load_curve", f"arrival_rates=[10, 50], service_s={SVC}, max_batch=8, n=300",
+     {"arrival_rates": "arr", "max_batch": "count", "n": "count", "slo_s": "num"}),
+    ("batching.summarize", f"df={SIM}", {"df": "df", "slo_s": "num"}),
+    ("batching.simulate_closed_loop", f"n_clients=4, service_s={SVC}, max_batch=8, n=300",
      {"n_clients": "count", "max_batch": "count", "think_time": "num", "n": "count"}),
     ("batching.simulate_generation", "arrivals=batching.poisson_arrivals(20, 50), "
-     "output_tokens=16, step_time=" + SVC + ", max_batch=8",
+     "output_tokens=16, step_s=" + SVC + ", max_batch=8",
      {"arrivals": "arr", "output_tokens": "count", "max_batch": "count", "policy": "name"}),
     ("batching.roofline_service_s", "model='llama-3-8b', accelerator='A100'",
      {"model": "name", "context": "count", "tokens_per_request": "count", "overhead_s": "num"}),
-    ("batching.sweep", f"service_time={SVC}, max_batches=[1, 8], max_queue_delays=[0.0], "
-     "slo=0.1, n=300", {"max_batches": "arr", "max_queue_delays": "arr", "slo": "num"}),
+    ("batching.sweep", f"service_s={SVC}, max_batches=[1, 8], max_queue_delays=[0.0], "
+     "slo_s=0.1, n=300", {"max_batches": "arr", "max_queue_delays": "arr", "slo_s": "num"}),
     # quant
     ("quant.qrange", "bits=8", {"bits": "count"}),
     ("quant.bytes_per_weight", "bits=4, group_size=128",
@@ -242,33 +242,33 @@ BASES = [
      "device='cpu'", {"kernel": "name", "dtype": "name"}),
     ("decoding.kernel_available", "kernel='dense', device='cpu'", {"kernel": "name"}),
     ("decoding.sweep_estimate_s", "model='llama-3-8b', accelerator='A100', batches=[1, 8], "
-     "context=128, weight_format='fp16', dtype='fp16', min_run_time=0.05",
-     {"batches": "arr", "context": "count", "min_run_time": "num", "weight_format": "name"}),
+     "context=128, weight_format='fp16', dtype='fp16', min_run_s=0.05",
+     {"batches": "arr", "context": "count", "min_run_s": "num", "weight_format": "name"}),
     # bench
     ("lab_measurements.measured_roofline", "rows=[{'flops': 1e9, 'bytes': 1e6, 'seconds': 1e-3}]",
      {"rows": "df"}),
     ("lab_measurements.measured_roofline", "rows=[{'flops': -1e9, 'bytes': 1e6, 'seconds': 1e-3}]", {}),
     ("lab_measurements.measured_roofline", "rows=[{'flops': 1e9, 'bytes': float('nan'), 'seconds': 1e-3}]",
      {}),
-    ("bench.timing_estimate_s", "call_s=1e-3, min_run_time=0.05",
-     {"call_s": "num", "min_run_time": "num", "warmup": "count", "min_blocks": "count"}),
+    ("bench.timing_estimate_s", "call_s=1e-3, min_run_s=0.05",
+     {"call_s": "num", "min_run_s": "num", "warmup": "count", "min_blocks": "count"}),
     ("bench.clock_scaled_peak", "peak_flops=1e12, state={'sm_clock_mhz': 1000.0, "
      "'sm_clock_max_mhz': 1400.0}", {"peak_flops": "num", "state": "df"}),
-    ("bench.time_fn", "fn=lambda: None, min_run_time=0.01",
-     {"fn": "fn", "warmup": "count", "min_run_time": "num", "min_blocks": "count"}),
+    ("bench.time_fn", "fn=lambda: None, min_run_s=0.01",
+     {"fn": "fn", "warmup": "count", "min_run_s": "num", "min_blocks": "count"}),
     ("bench.time_calls", "fn=lambda: None, n=3", {"fn": "fn", "n": "count"}),
     ("bench.read_sizes_for", "cache=4e7, memory=8e10", {"cache": "num", "memory": "num"}),
     ("bench.matmul_estimate_s", "shapes=[(256, 256, 256)], dtype='fp32', accelerator='A100', "
-     "min_run_time=0.05", {"shapes": "df", "dtype": "name", "min_run_time": "num"}),
+     "min_run_s=0.05", {"shapes": "df", "dtype": "name", "min_run_s": "num"}),
     ("bench.throttle_reasons", "mask=0", {"mask": "count"}),
-    ("bench.weight_read_bandwidth", "sizes_bytes=[1e6], device='cpu', min_run_time=0.01",
-     {"sizes_bytes": "arr", "dtype": "name", "min_run_time": "num"}),
-    ("bench.matmul_tflops", "shapes=[(64, 64, 64)], device='cpu', min_run_time=0.01, "
-     "dtype='fp32'", {"shapes": "df", "dtype": "name", "min_run_time": "num"}),
+    ("bench.weight_read_bandwidth", "sizes_bytes=[1e6], device='cpu', min_run_s=0.01",
+     {"sizes_bytes": "arr", "dtype": "name", "min_run_s": "num"}),
+    ("bench.matmul_tflops", "shapes=[(64, 64, 64)], device='cpu', min_run_s=0.01, "
+     "dtype='fp32'", {"shapes": "df", "dtype": "name", "min_run_s": "num"}),
     # exercises
     ("exercises.check", "name='nope', answer=1.0", {"answer": "num"}),
     # the defects issue 25 names, one case each
-    ("batching.capacity", "service_time=lambda b: 0.01 + 1e-5 * b, max_batch=1 << 20, slo=1.0",
+    ("batching.capacity", "service_s=lambda b: 0.01 + 1e-5 * b, max_batch=1 << 20, slo_s=1.0",
      {}),
     ("batching.summarize", f"df={SIM}.assign(latency=float('nan'))", {}),
     ("batching.summarize", f"df={SIM}.assign(latency=-1.0)", {}),
@@ -302,7 +302,7 @@ BASES = [
     ("hardware.derated", "name='A100', bandwidth_fraction=0.8",
      {"name": "name", "bandwidth_fraction": "frac"}),
     ("hardware.mig_slice", "name='A100', profile='1g.10gb'", {"name": "name", "profile": "name"}),
-    ("achievable.decode_step_s", "model_='llama-3-8b', accelerator='A100', batch=4",
+    ("achievable.decode_step_s", "model='llama-3-8b', accelerator='A100', batch=4",
      {"batch": "count", "context": "count", "dtype": "name"}),
     # the decisions moved into the package this round (issue 25)
     ("search.largest_meeting", "ok=lambda n: n < 10, lo=1, hi=100",
@@ -314,21 +314,21 @@ BASES = [
      "context=1024, tpot_s=0.03", {"n_devices": "count", "context": "count",
                                    "tpot_s": "num", "accelerator": "name"}),
     ("parallel.tp_options", "model='llama-2-70b', prices={'H200': 5.0}, context=1024, "
-     "tpot_s=0.03, degrees=(4, 8)", {"prices": "df", "context": "count", "tpot_s": "num",
-                                     "degrees": "arr"}),
+     "tpot_s=0.03, options=(4, 8)", {"prices": "df", "context": "count", "tpot_s": "num",
+                                     "options": "arr"}),
     ("expert_parallel.moe_max_batch_within", "model='qwen3-30b-a3b', accelerator='H100 SXM', "
      "n_devices=8, context=1024, tpot_s=0.03", {"model": "name", "n_devices": "count",
                                                 "context": "count", "tpot_s": "num",
                                                 "layout": "name", "dtype": "name"}),
     ("expert_parallel.moe_options", "model='qwen3-30b-a3b', prices={'H100 SXM': 4.0}, "
-     "context=1024, tpot_s=0.03, n_devices=8, layouts=('EP + DP attention',)",
+     "context=1024, tpot_s=0.03, n_devices=8, options=('EP + DP attention',)",
      {"prices": "df", "context": "count", "tpot_s": "num", "n_devices": "count",
-      "layouts": "arr"}),
-    ("achievable.decode_options", "model_='llama-2-7b', options={'a': {'dtype': 'fp16'}, "
+      "options": "arr"}),
+    ("achievable.decode_options", "model='llama-2-7b', options={'a': {'dtype': 'fp16'}, "
      "'b': {'dtype': 'int8'}}, accelerator='T4'",
      {"options": "df", "accelerator": "name", "batch": "count", "context": "count",
       "baseline": "name"}),
-    ("achievable.max_batch_within", "model_='llama-3-8b', accelerator='A100', context=4096, "
+    ("achievable.max_batch_within", "model='llama-3-8b', accelerator='A100', context=4096, "
      "tpot_s=0.035", {"context": "count", "tpot_s": "num", "dtype": "name",
                       "accelerator": "name"}),
     ("cost.priced", "table=__import__('pandas').DataFrame({'tokens_per_s': [10.0, 20.0]}), "
@@ -337,7 +337,7 @@ BASES = [
     ("llm_serving.chunk_step_s", "model='llama-3-8b', accelerator='H100 SXM', budget=512, "
      "decodes=32, decode_context=2048, prompt_tokens=4096",
      {"budget": "count", "decodes": "count", "decode_context": "count",
-      "prompt_tokens": "count", "tp": "count"}),
+      "prompt_tokens": "count", "n_devices": "count"}),
     ("llm_serving.largest_chunk_budget", "model='llama-3-8b', accelerator='H100 SXM', "
      "decodes=32, decode_context=2048, prompt_tokens=4096, step_slo_s=0.015",
      {"decodes": "count", "prompt_tokens": "count", "step_slo_s": "num",
@@ -351,11 +351,11 @@ BASES = [
     ("fleet_sizing.Machine", "name='m', price_per_hour=1.0, service_time=0.001",
      {"price_per_hour": "num", "service_time": "num", "max_batch": "count",
       "queues": "count"}),
-    ("fleet_sizing.fleet_options", "machines=[fleet_sizing.Machine('m', 1.0, 0.001)], "
-     "demand_per_s=100, slo_s=0.01, n=500", {"machines": "df", "demand_per_s": "num",
+    ("fleet_sizing.fleet_options", "options=[fleet_sizing.Machine('m', 1.0, 0.001)], "
+     "demand_per_s=100, slo_s=0.01, n=500", {"options": "df", "demand_per_s": "num",
                                              "slo_s": "num", "n": "count"}),
-    ("mig_sizing.smallest_mig_profile", "model='llama-3-8b', gpu='H100 SXM', batch=8, "
-     "context=4096, tpot_s=0.015, dtype='int8'", {"gpu": "name", "batch": "count",
+    ("mig_sizing.smallest_mig_profile", "model='llama-3-8b', accelerator='H100 SXM', batch=8, "
+     "context=4096, tpot_s=0.015, dtype='int8'", {"accelerator": "name", "batch": "count",
                                                  "tpot_s": "num", "context": "count"}),
 ]
 

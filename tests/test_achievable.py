@@ -45,7 +45,7 @@ def test_the_simulator_reduces_to_the_ceiling_too():
     kw = dict(max_batch=8, prefill_chunk=256)
     arrivals, p, o = np.arange(6) * 0.01, 300, 40
     a = llm_simulator.simulate_llm(arrivals, p, o, "llama-3-8b", "H100 SXM", achievable=ONES, **kw)
-    b = llm_simulator.simulate_llm(arrivals, p, o, "llama-3-8b", "H100 SXM", **kw)
+    b = llm_simulator.simulate_llm(arrivals, p, o, "llama-3-8b", "H100 SXM", **kw, achievable=False)
     assert np.allclose(a["finish"], b["finish"], rtol=1e-12)
     c = llm_simulator.simulate_llm(arrivals, p, o, "llama-3-8b", "H100 SXM", achievable=True, **kw)
     assert (c["finish"] > b["finish"]).all()  # the achievable model is slower
@@ -159,7 +159,7 @@ def test_the_ceiling_holds_trtllms_moe_measurements():
                  (20000, 2000): 2_944}
     for (i, o), measured in published.items():
         ceiling = llm_serving.offline_throughput("qwen3-30b-a3b", "B200", i, o, dtype="nvfp4",
-                                                 compute_dtype="fp4", kv_dtype="bf16")
+                                                 compute_dtype="fp4", kv_dtype="bf16", achievable=False)
         assert ceiling["tokens_per_s"] >= measured, (i, o)
 
 
@@ -170,7 +170,7 @@ def test_the_derated_device_by_hand():
     # stands in: 624e12 x 0.70 x 0.7486 = 327.0e12; bandwidth 0.85 x 2039e9 = 1733.15e9.
     # (0.70, 0.85 and 0.83 below are FITTED's matmul_scale, bandwidth and int8 weight_only.)
     fit = A.FITTED
-    acc = A.accelerator("A100 80GB")
+    acc = A.derated_accelerator("A100 80GB")
     assert acc.name == "A100 80GB (achievable)"
     assert acc.peak_flops("fp16") == pytest.approx(fit.matmul_scale * 271.2e12)
     assert acc.peak_flops("bf16") == pytest.approx(fit.matmul_scale * 271.2e12)
@@ -178,10 +178,10 @@ def test_the_derated_device_by_hand():
         624e12 * fit.matmul_scale * (1453.4 / 1979 + 3432.5 / 4500) / 2)
     assert acc.bandwidth == pytest.approx(fit.bandwidth * 2039e9)
     # int8 weight-only: the dequantising kernels stream at a further 0.83.
-    assert A.accelerator("A100 80GB", weight_format="int8").bandwidth == pytest.approx(
+    assert A.derated_accelerator("A100 80GB", weight_format="int8").bandwidth == pytest.approx(
         dict(fit.weight_only)["int8"] * fit.bandwidth * 2039e9)
     # The ceiling is the datasheet's device.
-    ceil = A.accelerator("A100 80GB", A.CEILING)
+    ceil = A.derated_accelerator("A100 80GB", A.CEILING)
     assert ceil.peaks == hardware.get("A100 80GB").peaks
     assert ceil.bandwidth == hardware.get("A100 80GB").bandwidth
 
@@ -191,9 +191,9 @@ def test_compute_bound_batch_on_the_derated_rates():
     # ridge falls from 312e12 / 2039e9 = 153.0 to 189.84e12 / 1733.15e9 = 109.5 FLOP/B,
     # so the batch falls by about 109.5 / 153.0 = 0.716 (162 -> about 116).
     dense = llm.compute_bound_batch("llama-2-7b", "A100 80GB", "fp16")
-    assert A.compute_bound_batch("llama-2-7b", "A100 80GB", "fp16", efficiency=False) == dense
+    assert A.compute_bound_batch("llama-2-7b", "A100 80GB", "fp16", achievable=False) == dense
     got = A.compute_bound_batch("llama-2-7b", "A100 80GB", "fp16")
-    assert got == llm.compute_bound_batch("llama-2-7b", A.accelerator("A100 80GB"), "fp16")
+    assert got == llm.compute_bound_batch("llama-2-7b", A.derated_accelerator("A100 80GB"), "fp16")
     fit = A.FITTED        # 189.84e12 = 0.70 x 271.2e12; 1733.15e9 = 0.85 x 2039e9
     ridge = fit.matmul_scale * 271.2e12 / (fit.bandwidth * 2039e9)
     assert got == pytest.approx(dense * ridge / (312e12 / 2039e9), rel=0.05)

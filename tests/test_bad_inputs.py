@@ -34,7 +34,7 @@ def _tiny_stack():
 CASES = [
     # batching.capacity with a huge max_batch simulated 200 full batches of a million
     # requests at every rate: it did not return. Now refused at once.
-    (lambda: batching.capacity(lambda b: 0.01 + 1e-5 * b, 1 << 20, slo=1.0),
+    (lambda: batching.capacity(lambda b: 0.01 + 1e-5 * b, 1 << 20, slo_s=1.0),
      ValueError, r"max_batch must be a whole number >= 1 and <= 4,096"),
     # summarize took NaN or negative latencies and reported NaN/negative percentiles.
     (lambda: batching.summarize(_trace().assign(latency=NAN)), ValueError, r"df\['latency'\]"),
@@ -81,9 +81,9 @@ CASES = [
     (lambda: environment.clock_scaled_peak(None, {}), TypeError, "peak_flops"),
     # decoding.sweep_estimate_s turned every bad size or format into NaN.
     (lambda: decoding.sweep_estimate_s("llama-3-8b", "A100 80GB", [1, -1], 128, "fp16",
-                                       "fp16", min_run_time=0.05), ValueError, "batch"),
+                                       "fp16", min_run_s=0.05), ValueError, "batch"),
     (lambda: decoding.sweep_estimate_s("llama-3-8b", "A100 80GB", [1], 2.5, "fp16", "fp16",
-                                       min_run_time=0.05), ValueError, "context"),
+                                       min_run_s=0.05), ValueError, "context"),
     # dtypes.formats named `dtype` for a bad kv_dtype or compute_dtype.
     (lambda: dtypes.formats("int4", "nope"), validate.UnknownName, "kv_dtype='nope'"),
     (lambda: dtypes.formats("int4", None, 3), TypeError, "compute_dtype"),
@@ -91,19 +91,22 @@ CASES = [
     # checked item by item, naming the item; a TP degree is named as the caller's `tp`.
     (lambda: validate.each("degrees", None, validate.count), TypeError, "degrees must be"),
     (lambda: validate.each("degrees", [1, -1], validate.count), ValueError, r"degrees\[1\]"),
-    (lambda: parallel.tp_options("llama-2-70b", {"H200": 5.0}, 1024, 0.03, degrees=None),
-     TypeError, "degrees must be a non-empty"),
-    (lambda: parallel.tp_options("llama-2-70b", {"H200": 5.0}, 1024, 0.03, degrees=[4, 3]),
+    (lambda: parallel.tp_options("llama-2-70b", options=None, prices={"H200": 5.0},
+                                 context=1024, tpot_s=0.03),
+     TypeError, "options must be a non-empty"),
+    (lambda: parallel.tp_options("llama-2-70b", options=[4, 3], prices={"H200": 5.0},
+                                 context=1024, tpot_s=0.03),
      ValueError, "devices do not divide"),
-    (lambda: expert_parallel.moe_options("qwen3-30b-a3b", {"H100 SXM": 4.0}, 1024, 0.03, 8,
-                                         layouts=None), TypeError, "layouts must be"),
-    (lambda: expert_parallel.moe_options("qwen3-30b-a3b", {"H100 SXM": 4.0}, 1024, 0.03, 8,
-                                         formats=[3]), TypeError, r"formats\[0\]"),
-    (lambda: expert_parallel.moe_max_batch_within("qwen3-30b-a3b", "H100 SXM", 8, 0, None),
+    (lambda: expert_parallel.moe_options("qwen3-30b-a3b", options=None,
+                                         prices={"H100 SXM": 4.0}, context=1024, tpot_s=0.03,
+                                         n_devices=8), TypeError, "options must be"),
+    (lambda: expert_parallel.moe_options("qwen3-30b-a3b", prices={"H100 SXM": 4.0},
+                                         context=1024, tpot_s=0.03, n_devices=8, formats=[3]), TypeError, r"formats\[0\]"),
+    (lambda: expert_parallel.moe_max_batch_within("qwen3-30b-a3b", "H100 SXM", 8, 0, None, achievable=False),
      ValueError, "context=0 with tpot_s=None"),
     (lambda: llm_serving.chunk_step_s("llama-3-8b", "H100 SXM", 512, decodes=32,
-                                      decode_context=2048, prompt_tokens=4096, tp=0),
-     ValueError, "tp must be"),
+                                      decode_context=2048, prompt_tokens=4096, n_devices=0),
+     ValueError, "n_devices must be"),
     # A duplicate exercise name is refused when register is called, not only on use.
     (lambda: exercises.register(exercises.names()[0], question="q", unit="u", hint="h",
                                 where="w"), ValueError, "registered already"),

@@ -169,7 +169,7 @@ def test_throughput_saturates_at_full_batches():
 
 def test_summarize_percentiles_and_goodput_by_hand():
     df = batching.simulate([0.0, 0.1, 0.2, 0.3], 1.0, max_batch=2)
-    s = batching.summarize(df, slo=1.85)  # latencies 1, 1.9, 1.8, 2.7; span 0..3 s
+    s = batching.summarize(df, slo_s=1.85)  # latencies 1, 1.9, 1.8, 2.7; span 0..3 s
     assert s["p50_s"] == pytest.approx(1.85)
     assert s["throughput_per_s"] == pytest.approx(4 / 3)
     assert s["slo_met_per_s"] == pytest.approx(2 / 3)
@@ -184,16 +184,16 @@ def test_summarize_rejects_what_is_not_a_simulation():
         batching.summarize(pd.DataFrame({"arrival": [0.0]}))
     df = batching.simulate([0.0], 1.0, 1)
     with pytest.raises(ValueError, match="slo"):
-        batching.summarize(df, slo=-1)
+        batching.summarize(df, slo_s=-1)
 
 
 def test_capacity_under_an_slo_is_bounded_by_saturation_and_grows_with_the_slo():
     service = lambda b: 0.01 + 0.001 * b  # noqa: E731
-    tight = batching.capacity(service, 8, slo=0.05, n=2000)
-    loose = batching.capacity(service, 8, slo=0.2, n=2000)
+    tight = batching.capacity(service, 8, slo_s=0.05, n=2000)
+    loose = batching.capacity(service, 8, slo_s=0.2, n=2000)
     assert 0 < tight < loose <= batching.saturation_throughput(service, 8)
     # An SLO shorter than one batch of 1 cannot be met at any rate.
-    assert batching.capacity(service, 8, slo=0.005, n=500) == 0.0
+    assert batching.capacity(service, 8, slo_s=0.005, n=500) == 0.0
     # At the found rate the p99 meets the SLO (same random gaps as capacity used).
     df = batching.simulate(batching.poisson_arrivals(1.0, 2000) / tight, service, 8)
     assert np.percentile(df["latency"], 99) <= 0.05
@@ -202,7 +202,7 @@ def test_capacity_under_an_slo_is_bounded_by_saturation_and_grows_with_the_slo()
 def test_sweep_prefers_a_bigger_batch_when_batching_is_cheap():
     # Memory-bound: a batch of 16 costs barely more than a batch of 1.
     service = lambda b: 0.01 + 0.0001 * b  # noqa: E731
-    best = batching.sweep(service, [1, 4, 16], [0.0, 0.005], slo=0.1, n=1000).iloc[0]
+    best = batching.sweep(service, [1, 4, 16], [0.0, 0.005], slo_s=0.1, n=1000).iloc[0]
     assert best["max_batch"] == 16
 
 
@@ -253,8 +253,8 @@ def test_two_models_share_one_gpu_by_hand():
     # GPU: A0 0..1; at 1 both A1 (arr 0.5) and B0 (arr 0.1) could start: the older, B0,
     # goes 1..3; then A1 3..4.
     df = batching.simulate_shared({
-        "A": dict(arrivals=[0.0, 0.5], service_time=1.0, max_batch=1),
-        "B": dict(arrivals=[0.1], service_time=2.0, max_batch=1)})
+        "A": dict(arrivals=[0.0, 0.5], service_s=1.0, max_batch=1),
+        "B": dict(arrivals=[0.1], service_s=2.0, max_batch=1)})
     assert df["model"].tolist() == ["A", "B", "A"]
     np.testing.assert_allclose(df["start"], [0, 1, 3])
     np.testing.assert_allclose(df["finish"], [1, 3, 4])
@@ -264,10 +264,10 @@ def test_sharing_adds_up_utilisation_and_matches_one_model_when_alone():
     a = batching.poisson_arrivals(30.0, 5000, seed=1)
     b = batching.poisson_arrivals(20.0, 3333, seed=2)  # spans the same ~167 s
     alone = batching.simulate(a, 0.01, 1)
-    shared = batching.simulate_shared({"a": dict(arrivals=a, service_time=0.01, max_batch=1)})
+    shared = batching.simulate_shared({"a": dict(arrivals=a, service_s=0.01, max_batch=1)})
     np.testing.assert_allclose(shared["finish"], alone["finish"])
-    both = batching.simulate_shared({"a": dict(arrivals=a, service_time=0.01, max_batch=1),
-                                     "b": dict(arrivals=b, service_time=0.01, max_batch=1)})
+    both = batching.simulate_shared({"a": dict(arrivals=a, service_s=0.01, max_batch=1),
+                                     "b": dict(arrivals=b, service_s=0.01, max_batch=1)})
     # Utilisation adds: 30 x 10 ms + 20 x 10 ms = 0.5 of the GPU. Two Poisson streams make
     # one of rate 50/s, so the wait is M/D/1's at rho = 0.5: 0.5 / (2 x 100 x 0.5) = 5 ms.
     s = batching.summarize(both)
@@ -388,7 +388,7 @@ def test_closed_loop_reports_a_lower_tail_than_open_loop_at_the_same_throughput(
     # 4 clients, one request at a time (max_batch 1), 10 ms each, think 40 ms (mean).
     # A closed-loop request finds at most the other 3 clients ahead of it, so no
     # latency can exceed 4 x 10 ms = 40 ms, whatever the think times.
-    closed = batching.simulate_closed_loop(4, 0.010, 1, think_time=0.040, n=20_000, seed=1)
+    closed = batching.simulate_closed_loop(4, 0.010, 1, think_s=0.040, n=20_000, seed=1)
     c = batching.summarize(closed)
     assert closed["latency"].max() <= 0.040 + 1e-12
     # Throughput of a closed loop: N / (R + Z) (the interactive response-time law), so at
@@ -412,14 +412,14 @@ MODEL, GPU = "llama-3-8b", "H100 SXM"   # the LLM server's cases below
 SERVE = dict(model=MODEL, accelerator=GPU, max_batch=8)
 BAD_CALLS = [
     # capacity's search is bounded and refuses what cannot be meant
-    (lambda: batching.capacity(0.01, 4, slo=0.05, rel_tol=0), ValueError, "rel_tol"),
-    (lambda: batching.capacity(0.01, 4, slo=0.05, rel_tol=math.nan), ValueError, "rel_tol"),
-    (lambda: batching.capacity(0.01, 4, slo=0.05, rel_tol=1.5), ValueError, "rel_tol"),
-    (lambda: batching.capacity(0.01, 4, slo=math.nan), ValueError, "slo"),
-    (lambda: batching.capacity(0.01, 4, slo=0.05, quantile=100), ValueError, "quantile"),
-    (lambda: batching.capacity(0.01, 4, slo=0.05, n=2.5), ValueError, "n must"),
-    (lambda: batching.capacity(0.01, 4, slo=0.05, n=10**12), ValueError, "n must"),
-    (lambda: batching.capacity(0.01, 4, slo="fast"), TypeError, "slo"),
+    (lambda: batching.capacity(0.01, 4, slo_s=0.05, rel_tol=0), ValueError, "rel_tol"),
+    (lambda: batching.capacity(0.01, 4, slo_s=0.05, rel_tol=math.nan), ValueError, "rel_tol"),
+    (lambda: batching.capacity(0.01, 4, slo_s=0.05, rel_tol=1.5), ValueError, "rel_tol"),
+    (lambda: batching.capacity(0.01, 4, slo_s=math.nan), ValueError, "slo"),
+    (lambda: batching.capacity(0.01, 4, slo_s=0.05, quantile=100), ValueError, "quantile"),
+    (lambda: batching.capacity(0.01, 4, slo_s=0.05, n=2.5), ValueError, "n must"),
+    (lambda: batching.capacity(0.01, 4, slo_s=0.05, n=10**12), ValueError, "n must"),
+    (lambda: batching.capacity(0.01, 4, slo_s="fast"), TypeError, "slo"),
     # names fail at once, not inside the simulation
     (lambda: batching.roofline_service_s("llama-9", "H100 SXM"), KeyError, "llama-9"),
     (lambda: batching.roofline_service_s("llama-3-8b", "H900"), KeyError, "H900"),
@@ -443,8 +443,8 @@ BAD_CALLS = [
     (lambda: batching.simulate([[0.0, 1.0]], 1.0, 1), ValueError, "1-D"),
     (lambda: batching.simulate("0,1", 1.0, 1), TypeError, "arrivals"),
     (lambda: batching.simulate([0.0], lambda b: 0.0 * b, 1), ValueError, "positive"),
-    (lambda: batching.simulate([0.0], "fast", 1), TypeError, "service_time"),
-    (lambda: batching.simulate([0.0], -1.0, 1), ValueError, "service_time"),
+    (lambda: batching.simulate([0.0], "fast", 1), TypeError, "service_s"),
+    (lambda: batching.simulate([0.0], -1.0, 1), ValueError, "service_s"),
     (lambda: batching.simulate([0.0], 1.0, True), TypeError, "max_batch"),
     (lambda: batching.simulate([0.0], 1.0, 4, max_queue_delay=math.nan), ValueError,
      "max_queue_delay"),
@@ -462,7 +462,7 @@ BAD_CALLS = [
     (lambda: batching.best_policy(pd.DataFrame({"max_batch": [1]}), 0.02), KeyError,
      "capacity_per_s"),
     (lambda: batching.best_policy(None), TypeError, "DataFrame"),
-    (lambda: batching.sweep(0.01, [], [0.0], slo=0.1), ValueError, "max_batches"),
+    (lambda: batching.sweep(0.01, [], [0.0], slo_s=0.1), ValueError, "max_batches"),
     (lambda: batching.load_curve([10, -1], 0.01, 4), ValueError, "arrival_rates"),
     (lambda: batching.simulate_shared([("a", {})]), TypeError, "dict"),
     (lambda: batching.simulate_generation([0, 1], [3, 2.5], 1.0, 2), ValueError,
@@ -474,36 +474,36 @@ BAD_CALLS = [
     # closed loop
     (lambda: batching.simulate_closed_loop(0, 0.01, 4), ValueError, "n_clients"),
     (lambda: batching.simulate_closed_loop(2.5, 0.01, 4), ValueError, "n_clients"),
-    (lambda: batching.simulate_closed_loop(4, 0.01, 4, think_time=-1), ValueError,
-     "think_time"),
+    (lambda: batching.simulate_closed_loop(4, 0.01, 4, think_s=-1), ValueError,
+     "think_s"),
     (lambda: batching.simulate_closed_loop(4, 0.01, 4, n=0), ValueError, "n must"),
     # the LLM server
-    (lambda: llm_simulator.simulate_llm([0.0, 1.0], [10], [5, 5], **SERVE), ValueError,
+    (lambda: llm_simulator.simulate_llm([0.0, 1.0], [10], [5, 5], **SERVE, achievable=False), ValueError,
      "prompt_tokens needs one count per arrival: 1 counts for 2"),
-    (lambda: llm_simulator.simulate_llm([0.0], [10.5], [5], **SERVE), ValueError, "prompt_tokens"),
-    (lambda: llm_simulator.simulate_llm([0.0], [0], [5], **SERVE), ValueError, "prompt_tokens"),
-    (lambda: llm_simulator.simulate_llm([0.0], [10], [math.nan], **SERVE), ValueError,
+    (lambda: llm_simulator.simulate_llm([0.0], [10.5], [5], **SERVE, achievable=False), ValueError, "prompt_tokens"),
+    (lambda: llm_simulator.simulate_llm([0.0], [0], [5], **SERVE, achievable=False), ValueError, "prompt_tokens"),
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [math.nan], **SERVE, achievable=False), ValueError,
      "output_tokens"),
-    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], "llama-9", GPU, max_batch=8), KeyError,
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], "llama-9", GPU, max_batch=8, achievable=False), KeyError,
      "llama-9"),
-    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], MODEL, "H900", max_batch=8), KeyError,
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], MODEL, "H900", max_batch=8, achievable=False), KeyError,
      "H900"),
-    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], **SERVE, prefill_chunk=0), ValueError,
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], **SERVE, prefill_chunk=0, achievable=False), ValueError,
      "prefill_chunk"),
-    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], **SERVE, block_size=0), ValueError,
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], **SERVE, block_size=0, achievable=False), ValueError,
      "block_size"),
-    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], **SERVE, kv_cache_bytes=-1.0),
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], **SERVE, kv_cache_bytes=-1.0, achievable=False),
      ValueError, "kv_cache_bytes"),
-    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], **SERVE, prefix_tokens=-16),
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], **SERVE, prefix_tokens=-16, achievable=False),
      ValueError, "prefix_tokens"),
-    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], MODEL, GPU, max_batch=0), ValueError,
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], MODEL, GPU, max_batch=0, achievable=False), ValueError,
      "max_batch"),
-    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], "llama-3-70b", GPU, max_batch=8),
+    (lambda: llm_simulator.simulate_llm([0.0], [10], [5], "llama-3-70b", GPU, max_batch=8, achievable=False),
      ValueError, "KV blocks"),
-    (lambda: llm_simulator.simulate_disaggregated([0.0], [10], [5], **SERVE, prefill_gpus=0),
+    (lambda: llm_simulator.simulate_disaggregated([0.0], [10], [5], **SERVE, prefill_gpus=0, achievable=False),
      ValueError, "prefill_gpus"),
     (lambda: llm_simulator.simulate_disaggregated([0.0], [10], [5], **SERVE,
-                                             transfer_bytes_per_s=0), ValueError,
+                                             transfer_bytes_per_s=0, achievable=False), ValueError,
      "transfer_bytes_per_s"),
     (lambda: paged_kv.kv_cache_budget(MODEL, GPU, gpu_memory_utilization=90), ValueError,
      "percentage"),
@@ -511,18 +511,18 @@ BAD_CALLS = [
      "free_gpu_memory_fraction"),
     (lambda: paged_kv.kv_memory_use([10, 200], max_len=128), ValueError, "longer"),
     (lambda: paged_kv.kv_blocks([1.5]), ValueError, "tokens"),
-    (lambda: llm_slo.slo_attainment(pd.DataFrame({"ttft": [0.1]}), ttft_slo=1, tpot_slo=1),
+    (lambda: llm_slo.slo_attainment(pd.DataFrame({"ttft": [0.1]}), ttft_slo_s=1, tpot_slo_s=1),
      KeyError, "tpot"),
     (lambda: llm_slo.slo_attainment(pd.DataFrame({"ttft": [0.1], "tpot": [0.1]}),
-                                     ttft_slo=0, tpot_slo=1), ValueError, "ttft_slo"),
+                                     ttft_slo_s=0, tpot_slo_s=1), ValueError, "ttft_slo"),
     (lambda: llm_slo.summarize_llm(pd.DataFrame({c: [1.0] for c in llm_simulator.LLM_COLUMNS}),
-                                    ttft_slo=1.0), ValueError, "both"),
-    (lambda: llm_slo.goodput("simulate_llm", 10, ttft_slo=1, tpot_slo=1), TypeError, "serve"),
-    (lambda: llm_slo.goodput(lambda a: None, 10, ttft_slo=1, tpot_slo=1), TypeError,
+                                    ttft_slo_s=1.0), ValueError, "both"),
+    (lambda: llm_slo.goodput("simulate_llm", 10, ttft_slo_s=1, tpot_slo_s=1), TypeError, "serve"),
+    (lambda: llm_slo.goodput(lambda a: None, 10, ttft_slo_s=1, tpot_slo_s=1), TypeError,
      "DataFrame"),
-    (lambda: llm_slo.goodput(lambda a: None, 10, ttft_slo=1, tpot_slo=1, attainment=90),
+    (lambda: llm_slo.goodput(lambda a: None, 10, ttft_slo_s=1, tpot_slo_s=1, attainment=90),
      ValueError, "percentage"),
-    (lambda: llm_slo.goodput(lambda a: None, 10, ttft_slo=1, tpot_slo=1, rel_tol=0),
+    (lambda: llm_slo.goodput(lambda a: None, 10, ttft_slo_s=1, tpot_slo_s=1, rel_tol=0),
      ValueError, "rel_tol"),
 ]
 

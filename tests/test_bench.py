@@ -15,7 +15,7 @@ def test_time_fn_reports_a_median_and_uses_all_threads(monkeypatch):
         seen.append(torch.get_num_threads())
         return torch.ones(1000).sum()
 
-    t = bench.time_fn(fn, warmup=2, min_run_time=0.01, device="cpu")
+    t = bench.time_fn(fn, warmup=2, min_run_s=0.01, device="cpu")
     assert t.median_s > 0 and t.blocks >= 1 and t.calls_per_block >= 1
     assert set(seen) == {torch.get_num_threads()}
 
@@ -34,14 +34,14 @@ def test_time_fn_measures_more_work_as_slower():
         for _ in range(64):
             a @ a
 
-    t1 = bench.time_fn(once, min_run_time=0.02, device="cpu", num_threads=1)
-    t64 = bench.time_fn(sixty_four_times, min_run_time=0.02, device="cpu", num_threads=1)
+    t1 = bench.time_fn(once, min_run_s=0.02, device="cpu", num_threads=1)
+    t64 = bench.time_fn(sixty_four_times, min_run_s=0.02, device="cpu", num_threads=1)
     assert t64.median_s > 8 * t1.median_s
 
 
 def test_time_fn_rejects_bad_arguments():
     with pytest.raises(ValueError):
-        bench.time_fn(lambda: None, min_run_time=0, device="cpu")
+        bench.time_fn(lambda: None, min_run_s=0, device="cpu")
     with pytest.raises(ValueError):
         bench.time_fn(lambda: None, warmup=-1, device="cpu")
 
@@ -72,14 +72,14 @@ def test_a_server_cpus_large_l3_is_flushed_and_read_beyond():
     assert bench.read_sizes_for(32 * MiB, 24 * 1024 * MiB, "cpu") == pytest.approx(
         [m * MiB for m in (2, 4, 8, 16, 32, 64, 128, 256)], abs=4096)
     # A CPU read sweep flushes it: every flushed row's pool is at least 4x the cache.
-    rows = bench.weight_read_bandwidth([64 * 1024], device="cpu", min_run_time=0.001,
+    rows = bench.weight_read_bandwidth([64 * 1024], device="cpu", min_run_s=0.001,
                                        progress=False)
     assert (rows["slices"] * rows["bytes"] >= bench.CACHE_FLUSH_FACTOR
             * torch_device.cache_bytes("cpu")).all()
 
 
 def test_weight_read_bandwidth_rows():
-    df = bench.weight_read_bandwidth([2**20, 8 * 2**20], device="cpu", min_run_time=0.01,
+    df = bench.weight_read_bandwidth([2**20, 8 * 2**20], device="cpu", min_run_s=0.01,
                                      progress=False)
     assert list(df["bytes"]) == [2**20, 8 * 2**20]
     assert (df["achieved_gb_per_s"] > 0).all()
@@ -91,7 +91,7 @@ def test_weight_read_bandwidth_rows():
 
 def test_matmul_tflops_rows():
     df = bench.matmul_tflops([(1, 256, 256), (128, 128, 128)], device="cpu",
-                             min_run_time=0.01, progress=False)
+                             min_run_s=0.01, progress=False)
     assert len(df) == 2
     row = df.iloc[1]
     assert row["flops"] == 2 * 128**3
@@ -130,7 +130,7 @@ def test_time_fn_num_threads_one_reproduces_the_timer_default():
     def fn():
         seen.append(torch.get_num_threads())
 
-    bench.time_fn(fn, warmup=0, min_run_time=0.005, device="cpu", num_threads=1)
+    bench.time_fn(fn, warmup=0, min_run_s=0.005, device="cpu", num_threads=1)
     assert set(seen) == {1}
     with pytest.raises(ValueError, match="num_threads"):
         bench.time_fn(fn, device="cpu", num_threads=0)
@@ -155,7 +155,7 @@ def test_time_calls_times_each_call_in_order():
 # --- the labs' measurements: measured roofline, model-shaped decode step, quantised weights
 
 def test_matmul_rows_carry_the_roofline_at_their_intensity():
-    df = bench.matmul_tflops([(1, 256, 256)], device="cpu", min_run_time=0.01, progress=False)
+    df = bench.matmul_tflops([(1, 256, 256)], device="cpu", min_run_s=0.01, progress=False)
     row = df.iloc[0]
     acc = torch_device.accelerator_for("cpu")
     roof = min(acc.peak_flops("fp32"), acc.bandwidth * row["intensity"])
@@ -170,17 +170,17 @@ def test_sweep_estimates_by_hand():
     # = 5 blocks = 25 calls. Total 29 calls = 0.258 s.
     call = 2 * 16384**3 / 989e12
     assert bench.matmul_estimate_s([(16384, 16384, 16384)], "fp16", "H200",
-                                   min_run_time=0.2, sustain_s=0) == pytest.approx(29 * call)
+                                   min_run_s=0.2, sustain_s=0) == pytest.approx(29 * call)
     # Sustained (a GPU's default, 1 s of back-to-back calls), then timed again without
     # warm-up: 1 sizing call + 25 = 26 calls more.
     assert bench.matmul_estimate_s([(16384, 16384, 16384)], "fp16", "H200",
-                                   min_run_time=0.2) == pytest.approx(29 * call + 1.0 + 26 * call)
+                                   min_run_s=0.2) == pytest.approx(29 * call + 1.0 + 26 * call)
     # A 1 GiB fp16 read on an H200 (60 MiB L2: pool of 2 slices, 2 reads a replay) at
     # 4.8e12 B/s: 2 x 2^30 / 4.8e12 = 0.4474 ms a call; blocks of ceil(40 / 0.4474) = 90
     # calls, max(5, ceil(0.2 / 0.04027)) = 5 blocks: 4 + 450 calls = 0.2031 s.
     cache = 60 * 2**20
     call = 2 * 2**30 / 4.8e12
-    assert bench.read_estimate_s([2**30], "fp16", "H200", cache=cache, min_run_time=0.2) \
+    assert bench.read_estimate_s([2**30], "fp16", "H200", cache=cache, min_run_s=0.2) \
         == pytest.approx(454 * call)
     assert bench.timing_estimate_s(float("nan"), 0.2) != bench.timing_estimate_s(float("nan"), 0.2)
 
@@ -215,7 +215,7 @@ def test_time_fn_runs_as_many_calls_as_its_estimate_says(monkeypatch, call_s, mi
     # that only the function moves (blocked_autorange's own search ran many more).
     clock = _FakeClock(call_s)
     monkeypatch.setattr(bench, "time", clock)
-    t = bench.time_fn(clock.fn, device="cpu", min_run_time=min_run_time)
+    t = bench.time_fn(clock.fn, device="cpu", min_run_s=min_run_time)
     assert (clock.calls, t.blocks, t.calls_per_block) == (calls, blocks, number)
     assert t.median_s == pytest.approx(call_s) and t.iqr_s == pytest.approx(0, abs=1e-12)
     assert clock.now == pytest.approx(bench.timing_estimate_s(call_s, min_run_time))
@@ -234,7 +234,7 @@ def test_time_fn_resizes_blocks_when_the_sizing_call_was_mostly_overhead(monkeyp
             clock.now += 5e-3 - 1e-4
 
     monkeypatch.setattr(bench, "time", clock)
-    t = bench.time_fn(fn, device="cpu", min_run_time=0.05)
+    t = bench.time_fn(fn, device="cpu", min_run_s=0.05)
     assert t.calls_per_block == 100 and t.blocks == 5
     assert t.median_s == pytest.approx(1e-4)
 
@@ -250,7 +250,7 @@ def test_time_fn_pins_the_calling_thread_to_one_core_and_restores_it(monkeypatch
         def fn():
             calls.append(os.sched_getaffinity(0))
 
-        bench.time_fn(fn, device=torch.device("cpu"), min_run_time=1e-3, pin_core=core)
+        bench.time_fn(fn, device=torch.device("cpu"), min_run_s=1e-3, pin_core=core)
         assert calls and all(c == {core} for c in calls)    # warm-up and every timed call
         assert os.sched_getaffinity(0) == before               # restored afterwards
         with pytest.raises(ValueError, match="pin_core must be one of"):
@@ -261,5 +261,5 @@ def test_time_fn_pins_the_calling_thread_to_one_core_and_restores_it(monkeypatch
     # An OS without affinity calls: a note, and the timing still runs.
     monkeypatch.delattr(os, "sched_setaffinity", raising=False)
     monkeypatch.setattr(bench, "_PIN_NOTE_SHOWN", [])
-    t = bench.time_fn(lambda: None, device=torch.device("cpu"), min_run_time=1e-3, pin_core=0)
+    t = bench.time_fn(lambda: None, device=torch.device("cpu"), min_run_s=1e-3, pin_core=0)
     assert t.median_s >= 0 and "cannot pin" in capsys.readouterr().out

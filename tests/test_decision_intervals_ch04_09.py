@@ -36,8 +36,9 @@ def test_chapter08_decision_cost_range_and_flip(errors):
     # Regime "tp>1": the fit pool's modelled rows run with more than one GPU a group.
     lo, hi = _ratios(errors[errors["tp"] > 1])
     assert len(errors[errors["tp"] > 1]) >= 5 and lo < 1 < hi
-    options = parallel.tp_options(ch08.MODEL, ch08.DECISION_PRICES, ch08.CONTEXT,
-                                  ch08.DECISION_TPOT_S, degrees=ch08.DECISION_DEGREES)
+    options = parallel.tp_options(ch08.MODEL, options=ch08.DECISION_DEGREES,
+                                  prices=ch08.DECISION_PRICES, context=ch08.CONTEXT,
+                                  tpot_s=ch08.DECISION_TPOT_S)
     best, second = options["usd_per_million"].iloc[:2]
     # A cost moves against the rate: a measured rate r x the predicted one costs best / r,
     # so the range runs from best / hi to best / lo (about 1.33 / 1.11 = 1.19 to
@@ -50,9 +51,9 @@ def test_chapter08_decision_cost_range_and_flip(errors):
     assert page["flips"] == bool(second / hi <= best / lo)
     # The ceiling beside it: the ceiling's cheapest choice (0.67 USD), below the whole range
     # (no overheads, so cheaper than any engine runs).
-    ceiling = parallel.tp_options(ch08.MODEL, ch08.DECISION_PRICES, ch08.CONTEXT,
-                                  ch08.DECISION_TPOT_S, degrees=ch08.DECISION_DEGREES,
-                                  achievable=False)["usd_per_million"].iloc[0]
+    ceiling = parallel.tp_options(ch08.MODEL, options=ch08.DECISION_DEGREES,
+                                  prices=ch08.DECISION_PRICES, context=ch08.CONTEXT,
+                                  tpot_s=ch08.DECISION_TPOT_S, achievable=False)["usd_per_million"].iloc[0]
     assert ceiling < page["low"]
 
 
@@ -191,7 +192,7 @@ def test_chapter08_layouts_across_servers_range_and_ceilings(errors):
     from gpuinfer.predict import multinode
     model, gpu, ctx = ch08.MODEL, "H100 SXM", ch08.CONTEXT
     tp8 = parallel.tp_step_s(model, gpu, 8, 8, ctx, achievable=False, parts=True)
-    layout = multinode.tp_pp_decode(model, gpu, 8, 2, batch=8, context=ctx)
+    layout = multinode.tp_pp_decode(model, gpu, 8, 2, batch=8, context=ctx, achievable=False)
     assert layout["stage_s"] == pytest.approx(tp8["total_s"] / 2)
     assert layout["tokens_per_s"] <= 16 / tp8["total_s"]
     # TP16's ceiling: the shard's roofline plus 2 x 80 + 1 = 161 all-reduces, each no

@@ -60,7 +60,7 @@ def test_decode_stack_counts_the_same_bytes_and_flops_as_llm():
     # The step multiplies by every weight but the norms (2 x d_model a layer, + final).
     assert stack.n_params == spec.n_params - spec.n_layers * 2 * 128 - 128
     assert stack.weight_bytes == 4 * stack.n_params
-    row = stack.measure(batch=2, context=8, min_run_time=0.01)
+    row = stack.measure(batch=2, context=8, min_run_s=0.01)
     # By hand: per layer qkv [128 + 2 x 64, 128], o [128, 128], gate_up [512, 128],
     # down [128, 256] = 32,768 + 16,384 + 65,536 + 32,768 = 147,456 weights; 2 layers.
     n_params = 2 * 147_456
@@ -102,7 +102,7 @@ def test_quantised_stacks_store_fewer_bytes_and_stay_close():
     # half a byte a weight + one fp32 scale per 32 weights
     assert int4.weight_bytes == dense.n_params / 2 + 4 * dense.n_params / 32
     assert 10 < quant.sqnr_db(y, int4.output(2, 4)) < quant.sqnr_db(y, int8.output(2, 4))
-    row = int4.measure(1, 0, min_run_time=0.01)
+    row = int4.measure(1, 0, min_run_s=0.01)
     assert row["weight_format"] == "int4" and row["kernel"] == "int4-unpack"
     # The weight-read ceiling counts the bytes stored, scales included: 0.5 + 4/32 =
     # 0.625 bytes a weight with fp32 scales (0.5625 with fp16 ones), not 0.5.

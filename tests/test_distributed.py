@@ -29,7 +29,7 @@ def test_column_then_row_shards_sum_to_the_unsharded_layer():
 def test_sharded_layer_on_two_gloo_processes_equals_the_unsharded_one():
     pytest.importorskip("torch")
     df = distributed.run_tp_lab(2, backend="gloo", d_model=64, d_ff=256, batch=4,
-                             message_bytes=[4096, 65536], min_run_time=0.01)
+                             message_bytes=[4096, 65536], min_run_s=0.01)
     steps = df[df.kind == "step"].set_index("n_devices")
     assert list(steps.index) == [1, 2]
     assert steps.loc[2, "max_abs_error"] < 1e-5  # fp32: only the summation order differs
@@ -59,7 +59,7 @@ def _lockstep_rank(rank, port, results):
             dist.all_reduce(buf)
             calls[0] += 1
 
-        def forty_calls(fn, device=None, min_run_time=None):
+        def forty_calls(fn, device=None, min_run_s=None):
             for _ in range(40):
                 fn()
             return "timed"

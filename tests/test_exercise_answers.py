@@ -383,7 +383,7 @@ def test_batching_decision_max_batch_on_hand_built_service_times():
     batches = (1, 2, 4, 8, 16, 32)
     assert s_ach(1) == pytest.approx(9.9e-3, rel=0.01) and s_ach(32) > 0.050
     table = batching.service_table(list(batches), [s_ach(b) for b in batches])
-    cap = {b: batching.capacity(table, b, slo=0.050, n=2000) for b in batches}
+    cap = {b: batching.capacity(table, b, slo_s=0.050, n=2000) for b in batches}
     # Capacity can never beat saturation (full batches back to back): b / S(b).
     for b in batches:
         assert cap[b] <= b / s_ach(b) * 1.001

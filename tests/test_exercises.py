@@ -94,7 +94,8 @@ def test_mig_decision_is_taken_on_the_achievable_model_and_names_the_ceiling_sli
     args = (d["model"], d["gpu"], d["batch"], d["context"], d["tpot_s"], d["dtype"])
     assert mig_sizing.smallest_mig_profile(*args) == "3g.40gb"                 # 2 a GPU
     assert mig_sizing.smallest_mig_profile(*args, achievable=False) == "1g.20gb"   # 4
-    opts = mig_sizing.mig_options(*args[:4], d["dtype"])
+    opts = mig_sizing.mig_options(d["model"], accelerator=d["gpu"], batch=d["batch"],
+                                  context=d["context"], dtype=d["dtype"])
     # 1g.20gb: 14.1 ms on the roofline meets 15 ms; 20.6 ms on the achievable model misses.
     assert opts.loc["1g.20gb", "tpot_ceiling_s"] < d["tpot_s"] < opts.loc["1g.20gb", "tpot_s"]
     assert (opts["tpot_s"].dropna() > opts["tpot_ceiling_s"].dropna()).all()

@@ -165,9 +165,9 @@ def test_batching_decision_rests_on_the_achievable_model():
     from gpuinfer.course.exercises import chapter03_batching as be
     achieved = batching.model_service_s(be.MODEL, be.GPU, tokens_per_request=be.QUERY_TOKENS,
                                            lm_head=False)
-    ach = batching.sweep(achieved, be.DECISION_BATCHES, [0.0], slo=be.DECISION_SLO_S, n=2000)
+    ach = batching.sweep(achieved, be.DECISION_BATCHES, [0.0], slo_s=be.DECISION_SLO_S, n=2000)
     ceil = batching.sweep(be.ROOFLINE_SERVICE, be.DECISION_BATCHES, [0.0],
-                          slo=be.DECISION_SLO_S, n=2000)
+                          slo_s=be.DECISION_SLO_S, n=2000)
     answer = exercises.get("batching-decision-max-batch").answer()
     assert answer == float(batching.best_policy(ach, within=0.02)["max_batch"])
     # The same limit on the ceiling, at a higher capacity the engine would not reach.

@@ -63,14 +63,14 @@ def test_tp_step_is_the_serving_simulators_and_above_its_ceiling():
         ones = np.ones(batch)
         z = step_cost.step_aggregates(ones, 4096 * ones)
         for eff, want in ((achievable.FITTED, got), (achievable.CEILING, ceiling)):
-            timer = engine_step.EngineStep("llama-2-70b", "H100 SXM", tp=n, efficiency=eff)
+            timer = engine_step.EngineStep("llama-2-70b", "H100 SXM", n_devices=n, achievable=eff)
             assert timer.many(z[:, None])[0] == pytest.approx(want, rel=1e-9)
         assert got > ceiling
 
 
 def test_decision_on_the_achievable_model_keeps_h200_tp4_and_names_the_ceiling_slip():
-    q = (px.MODEL, px.DECISION_PRICES, px.CONTEXT, px.DECISION_TPOT_S)
-    a, c = parallel.tp_options(*q), parallel.tp_options(*q, achievable=False)
+    q = dict(prices=px.DECISION_PRICES, context=px.CONTEXT, tpot_s=px.DECISION_TPOT_S)
+    a, c = parallel.tp_options(px.MODEL, **q), parallel.tp_options(px.MODEL, **q, achievable=False)
     assert (a.iloc[0].GPU, a.iloc[0].N) == (c.iloc[0].GPU, c.iloc[0].N) == ("H200", 4)
     assert a.iloc[0].batch < c.iloc[0].batch                  # 113 against 223
     ratio = c.usd_per_million.iloc[0] / a.usd_per_million.iloc[0]

@@ -30,7 +30,7 @@ def test_cpu_gpu_fleet_slips(given, words):
 def test_batching_fleet_by_hand():
     table = {1: 0.004, 2: 0.0041, 4: 0.0043, 8: 0.0048, 16: 0.0058, 32: 0.0080}
     service = batching.service_table(list(table), list(table.values()))
-    caps = {mb: batching.capacity(service, mb, slo=0.012) for mb in (1, 8, 32)}
+    caps = {mb: batching.capacity(service, mb, slo_s=0.012) for mb in (1, 8, 32)}
     # Each capacity is below its saturation (b / S(b)) and batching raises it.
     assert caps[1] < 1 / 0.004 and caps[8] < 8 / 0.0048 and caps[32] < 32 / 0.008
     assert caps[1] < caps[8] < caps[32]

@@ -20,8 +20,9 @@ def test_dispatch_bytes_ep32():
 
 def _decision_table():
     return expert_parallel.moe_options(
-        moe.DECISION_MODEL, moe.DECISION_PRICES, moe.DECISION_CONTEXT, moe.DECISION_TPOT_S,
-        moe.DECISION_GPUS, formats=moe.DECISION_FORMATS, layouts=moe.DECISION_LAYOUTS,
+        moe.DECISION_MODEL, options=moe.DECISION_LAYOUTS, prices=moe.DECISION_PRICES,
+        context=moe.DECISION_CONTEXT, tpot_s=moe.DECISION_TPOT_S,
+        n_devices=moe.DECISION_GPUS, formats=moe.DECISION_FORMATS,
         achievable=moe.DECISION_EFFICIENCY)
 
 
@@ -46,7 +47,7 @@ def test_decision_winner_is_at_its_largest_batch_and_costs_what_the_formula_says
     # The ceiling beside it: a shorter step at the same batch, and a larger batch allowed.
     assert best["ceiling_step_ms"] < best["step_ms"]
     ceiling = expert_parallel.moe_max_batch_within("qwen3-235b-a22b", "H200", 8, 4096, 0.030,
-                                                   dtype="fp8")
+                                                   dtype="fp8", achievable=False)
     assert ceiling > b
     # Every other choice costs more, and each stops at its own largest batch.
     assert (table["usd_per_million"].iloc[1:] > usd).all()
@@ -102,8 +103,8 @@ BAD = [
      validate.UnknownName),
     (expert_parallel.moe_max_batch_within, Q + (-1.0,), {"layout": "TP"}, ValueError),
     (expert_parallel.moe_max_batch_within, Q + ("fast",), {"layout": "TP"}, TypeError),
-    (expert_parallel.moe_options, ("qwen3-235b-a22b", {"T4x": 1.0}, 4096, 0.03, 8), {},
-     validate.UnknownName),
+    (expert_parallel.moe_options, ("qwen3-235b-a22b",),
+     dict(prices={"T4x": 1.0}, context=4096, tpot_s=0.03, n_devices=8), validate.UnknownName),
 ]
 
 

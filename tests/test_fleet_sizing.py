@@ -32,8 +32,8 @@ def test_capacity_is_queues_times_one_queue_and_the_order_is_kept():
         return 2e-3 + 0.25e-3 * np.asarray(b, dtype=float)
 
     machines = [Machine("b", 1.0, gpu, max_batch=16, queues=3), Machine("a", 0.5, gpu, 16)]
-    t = fleet_sizing.fleet_options(machines, 2500, 8e-3, n=2000)
-    one = batching.capacity(gpu, 16, slo=8e-3, n=2000)
+    t = fleet_sizing.fleet_options(machines, demand_per_s=2500, slo_s=8e-3, n=2000)
+    one = batching.capacity(gpu, 16, slo_s=8e-3, n=2000)
     assert list(t.index) == ["b", "a"]
     assert t.loc["a", "capacity_per_s"] == one
     assert t.loc["b", "capacity_per_s"] == 3 * one
@@ -46,15 +46,16 @@ def test_the_closed_loop_columns_by_hand():
     def gpu(b):
         return 2e-3 + 0.25e-3 * np.asarray(b, dtype=float)
 
-    t = fleet_sizing.fleet_options([Machine("t4", 0.526, gpu, 16, queues=2)], 2500, 8e-3,
-                                   n=2000, closed_loop=True)
+    t = fleet_sizing.fleet_options([Machine("t4", 0.526, gpu, 16, queues=2)],
+                                   demand_per_s=2500, slo_s=8e-3, n=2000, closed_loop=True)
     assert t.loc["t4", "closed_loop_per_s"] == pytest.approx(2 * 16 / 6e-3, rel=1e-9)
     assert t.loc["t4", "closed_loop_p99_s"] == pytest.approx(6e-3, rel=1e-9)
 
 
 def test_a_machine_that_misses_the_objective_alone_costs_infinity():
     # A 5 ms request cannot meet a 1 ms objective at any rate.
-    t = fleet_sizing.fleet_options([Machine("slow", 1.0, 5e-3)], 100, 1e-3, n=1000)
+    t = fleet_sizing.fleet_options([Machine("slow", 1.0, 5e-3)], demand_per_s=100,
+                                   slo_s=1e-3, n=1000)
     assert t.loc["slow", "capacity_per_s"] == 0.0
     assert math.isinf(t.loc["slow", "machines"]) and math.isinf(t.loc["slow", "usd_per_million"])
 
@@ -65,15 +66,17 @@ def test_a_machine_that_misses_the_objective_alone_costs_infinity():
     (lambda: Machine("x", 1.0, 1e-3, max_batch=10**6), ValueError, "max_batch"),
     (lambda: Machine("x", 1.0, 1e-3, queues=0), ValueError, "queues"),
     (lambda: Machine("", 1.0, 1e-3), TypeError, "name"),
-    (lambda: fleet_sizing.fleet_options([], 10, 1.0), ValueError, "empty"),
-    (lambda: fleet_sizing.fleet_options("cpu", 10, 1.0), TypeError, "Machine"),
-    (lambda: fleet_sizing.fleet_options([Machine("a", 1, 1e-3)] * 2, 10, 1.0), ValueError,
+    (lambda: fleet_sizing.fleet_options([], demand_per_s=10, slo_s=1.0), ValueError, "empty"),
+    (lambda: fleet_sizing.fleet_options("cpu", demand_per_s=10, slo_s=1.0), TypeError, "Machine"),
+    (lambda: fleet_sizing.fleet_options([Machine("a", 1, 1e-3)] * 2, demand_per_s=10,
+                                        slo_s=1.0), ValueError,
      "distinct"),
-    (lambda: fleet_sizing.fleet_options([Machine("a", 1, 1e-3)], -10, 1.0), ValueError,
+    (lambda: fleet_sizing.fleet_options([Machine("a", 1, 1e-3)], demand_per_s=-10, slo_s=1.0), ValueError,
      "demand_per_s"),
-    (lambda: fleet_sizing.fleet_options([Machine("a", 1, 1e-3)], 10, 0.0), ValueError,
+    (lambda: fleet_sizing.fleet_options([Machine("a", 1, 1e-3)], demand_per_s=10, slo_s=0.0), ValueError,
      "slo_s"),
-    (lambda: fleet_sizing.fleet_options([Machine("a", 1, 1e-3)], 10, 1.0, closed_loop=1),
+    (lambda: fleet_sizing.fleet_options([Machine("a", 1, 1e-3)], demand_per_s=10, slo_s=1.0,
+                                        closed_loop=1),
      TypeError, "closed_loop"),
 ])
 def test_bad_input_gets_a_clear_error(call, error, words):

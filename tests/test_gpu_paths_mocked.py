@@ -99,7 +99,7 @@ def test_the_device_index_is_honoured(fake_gpus):
 
 def test_a_gpu_timing_waits_for_that_gpu_and_only_it(fake_gpus):
     log = fake_gpus(T4, H100)
-    t = bench.time_fn(lambda: None, device="cuda:1", min_run_time=0.001)
+    t = bench.time_fn(lambda: None, device="cuda:1", min_run_s=0.001)
     assert t.blocks >= bench.MIN_BLOCKS
     # the clock waits before each reading: at least twice a block
     assert len(log["synchronize"]) >= 2 * t.blocks
@@ -116,7 +116,7 @@ def test_a_cpu_timing_never_touches_cuda(monkeypatch):
     monkeypatch.setattr(torch.accelerator, "is_available", lambda: True)
     monkeypatch.setattr(torch.accelerator, "synchronize", touched)
     monkeypatch.setattr(torch.cuda, "synchronize", touched)
-    t = bench.time_fn(lambda: sum(range(100)), device="cpu", min_run_time=0.005)
+    t = bench.time_fn(lambda: sum(range(100)), device="cpu", min_run_s=0.005)
     assert t.median_s > 0
     assert bench.time_calls(lambda: None, n=3, device="cpu").shape == (3,)
 
@@ -126,7 +126,7 @@ def test_multi_millisecond_steps_get_enough_blocks_for_a_spread():
 
     # A 20 ms step under a 0.05 s budget: blocked_autorange timed 2-3 blocks; at least
     # MIN_BLOCKS now, so the interquartile range is a spread and not a single block's.
-    t = bench.time_fn(lambda: time.sleep(0.02), warmup=1, device="cpu", min_run_time=0.05)
+    t = bench.time_fn(lambda: time.sleep(0.02), warmup=1, device="cpu", min_run_s=0.05)
     assert t.calls_per_block == 1 and t.blocks >= bench.MIN_BLOCKS == 5
 
 
@@ -203,7 +203,7 @@ def test_a_decode_row_on_a_device_without_peaks_has_nan_ceilings():
     spec = decoding._tiny_spec()
     unknown = devices.Accelerator("NVIDIA Future GPU 9000", 48e9, math.nan, {}, kind="gpu")
     stack = decoding.DecodeStack(spec, "fp32", "cpu", accelerator=unknown)
-    row = stack.measure(1, 4, min_run_time=0.005)
+    row = stack.measure(1, 4, min_run_s=0.005)
     assert row["tokens_per_s"] > 0 and row["bound"] == "unknown"
     assert math.isnan(row["ceiling_tokens_per_s"]) and math.isnan(row["fraction_of_ceiling"])
     assert math.isnan(row["weight_read_ceiling_tokens_per_s"])
@@ -348,9 +348,9 @@ def test_random_buffers_are_made_in_the_target_dtype(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(torch, "randn", spy)
-    bench.weight_read_bandwidth([MiB], "bf16", "cpu", flush_cache=False, min_run_time=0.001,
+    bench.weight_read_bandwidth([MiB], "bf16", "cpu", flush_cache=False, min_run_s=0.001,
                                 progress=False)
-    bench.matmul_tflops([(4, 4, 4)], "bf16", "cpu", min_run_time=0.001, progress=False)
+    bench.matmul_tflops([(4, 4, 4)], "bf16", "cpu", min_run_s=0.001, progress=False)
     decoding.DecodeStack(decoding._tiny_spec(), "bf16", "cpu").inputs(2, 4)
     # No fp32 buffer converted afterwards (3x the pool's bytes at peak on a T4).
     assert dtypes_made and set(dtypes_made) == {torch.bfloat16}
@@ -459,8 +459,8 @@ def test_compile_tunes_with_coordinate_descent_and_starts_from_a_fresh_cache(mon
     monkeypatch.setattr(torch, "compile", fake_compile)
     monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
     stack = decoding.DecodeStack(decoding._tiny_spec(), "fp32", "cpu").quantised("int8-dequant")
-    row = stack.measure(1, 0, compile=True, min_run_time=0.005)
-    stack.measure(2, 0, compile=True, min_run_time=0.005)
+    row = stack.measure(1, 0, compile=True, min_run_s=0.005)
+    stack.measure(2, 0, compile=True, min_run_s=0.005)
     assert row["compiled"] and tuning_at_first_call == [True] and len(resets) == 2
     assert inductor_config.coordinate_descent_tuning is False  # restored after
 
@@ -505,8 +505,8 @@ def test_bad_arguments_are_refused_before_any_work():
         bench.time_fn(fn, device="cuda")
     with pytest.raises(TypeError, match="fn"):
         bench.time_fn("fn()", device="cpu")
-    with pytest.raises(ValueError, match="min_run_time"):
-        bench.time_fn(fn, min_run_time=math.nan, device="cpu")
+    with pytest.raises(ValueError, match="min_run_s"):
+        bench.time_fn(fn, min_run_s=math.nan, device="cpu")
     with pytest.raises(ValueError, match="min_blocks"):
         bench.time_fn(fn, min_blocks=0, device="cpu")
     assert calls == []
@@ -785,7 +785,7 @@ def test_sustained_is_timed_after_running_back_to_back_and_reported_beside_the_b
         row["fraction_of_peak"] / 1.6)
     # on a CPU by default: no sustained run, the column NaN
     monkeypatch.undo()
-    cpu = bench.matmul_tflops([(8, 8, 8)], "fp32", "cpu", min_run_time=0.001, progress=False)
+    cpu = bench.matmul_tflops([(8, 8, 8)], "fp32", "cpu", min_run_s=0.001, progress=False)
     assert math.isnan(cpu["sustained_tflops"].iloc[0])
     assert bench.default_sustain_s("cuda", None) == bench.GPU_SUSTAIN_S
     with pytest.raises(ValueError, match="sustain_s"):
@@ -898,5 +898,5 @@ def test_each_matmul_shape_is_graded_against_the_peak_at_the_clock_it_ran_at(mon
         2 * rows["fraction_of_peak"].iloc[1])
     # on a CPU, no NVML: NaN, not a guess
     monkeypatch.undo()
-    cpu = bench.matmul_tflops([(8, 8, 8)], "fp32", "cpu", min_run_time=0.001, progress=False)
+    cpu = bench.matmul_tflops([(8, 8, 8)], "fp32", "cpu", min_run_s=0.001, progress=False)
     assert math.isnan(cpu["fraction_of_peak_at_clock"].iloc[0])

@@ -15,7 +15,7 @@ from gpuinfer.measure import torch_device as dev  # noqa: E402
 
 def test_decode_step_compares_with_the_weight_read_ceiling():
     row = lab_measurements.decode_step(d_model=256, n_matrices=4, batch=2, device="cpu",
-                                       min_run_time=0.01)
+                                       min_run_s=0.01)
     ceiling = llm.weight_read_ceiling(4 * 256 * 256, 4, torch_device.accelerator_for("cpu").bandwidth, 2)
     assert row["ceiling_tokens_per_s"] == pytest.approx(ceiling)
     assert row["tokens_per_s"] == pytest.approx(2 / row["seconds"])
@@ -29,7 +29,7 @@ def test_decode_step_on_a_device_without_known_bandwidth_has_no_ceiling(monkeypa
     unknown = devices.Accelerator("Unknown GPU", 8e9, math.nan, {}, kind="gpu")
     monkeypatch.setattr(dev, "accelerator_for", lambda device=None: unknown)
     row = lab_measurements.decode_step(d_model=64, n_matrices=2, device="cpu",
-                                       min_run_time=0.01)
+                                       min_run_s=0.01)
     assert row["tokens_per_s"] > 0
     assert math.isnan(row["ceiling_tokens_per_s"]) and math.isnan(row["fraction_of_ceiling"])
 

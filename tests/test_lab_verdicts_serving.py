@@ -389,9 +389,9 @@ def test_merged_md1_accepts_a_simulation_and_names_the_mm1_slip():
     assert exercises.check("lab-batching-merged-md1", w)
     # what simulate_shared gives on 10,000 + 7,500 requests, one seed
     sim = batching.simulate_shared({
-        "A": dict(arrivals=batching.poisson_arrivals(40, 10_000, seed=3), service_time=0.010,
+        "A": dict(arrivals=batching.poisson_arrivals(40, 10_000, seed=3), service_s=0.010,
                   max_batch=1),
-        "B": dict(arrivals=batching.poisson_arrivals(30, 7_500, seed=1003), service_time=0.010,
+        "B": dict(arrivals=batching.poisson_arrivals(30, 7_500, seed=1003), service_s=0.010,
                   max_batch=1)})
     simulated = float((sim.start - sim.arrival).mean())
     assert abs(simulated / w - 1) < 0.15 and exercises.check("lab-batching-merged-md1", simulated)

@@ -31,7 +31,7 @@ def test_a_lone_request_ttft_is_its_prefill_and_tpot_its_decode_steps():
     # Tokens 2..5 come from decode steps at 1000, 1001, 1002, 1003 cached tokens.
     for chunk in (None, 4096):
         df = llm_simulator.simulate_llm([0.5], [1000], [5], MODEL, GPU, max_batch=8,
-                                   prefill_chunk=chunk)
+                                   prefill_chunk=chunk, achievable=False)
         r = df.iloc[0]
         prefill = llm.prefill_s(MODEL, GPU, 1000)
         decode = [llm.decode_step_s(MODEL, GPU, 1, 1000 + j) for j in range(4)]
@@ -46,7 +46,7 @@ def test_a_lone_request_ttft_is_its_prefill_and_tpot_its_decode_steps():
 def test_a_chunked_prompt_by_hand():
     # 1,000 tokens in chunks of 256: 256 + 256 + 256 + 232, each on top of what the
     # earlier chunks cached; only the last chunk runs the LM head.
-    df = llm_simulator.simulate_llm([0.0], [1000], [1], MODEL, GPU, max_batch=4, prefill_chunk=256)
+    df = llm_simulator.simulate_llm([0.0], [1000], [1], MODEL, GPU, max_batch=4, prefill_chunk=256, achievable=False)
     steps = [llm.forward_step_s(MODEL, GPU, [q], [c], logits=[last])
              for q, c, last in [(256, 0, 0), (256, 256, 0), (256, 512, 0), (232, 768, 1)]]
     assert df["ttft"].iloc[0] == pytest.approx(sum(steps))
@@ -61,14 +61,14 @@ def test_a_whole_prefill_stalls_the_running_decode_by_hand():
     # the next step, which decodes A and B together.
     t_a = llm.prefill_s(MODEL, GPU, 100)
     arrivals = [0.0, t_a * (1 - 1e-9)]
-    whole = llm_simulator.simulate_llm(arrivals, [100, 4000], [50, 20], MODEL, GPU, max_batch=8)
+    whole = llm_simulator.simulate_llm(arrivals, [100, 4000], [50, 20], MODEL, GPU, max_batch=8, achievable=False)
     gap = llm.prefill_s(MODEL, GPU, 4000) + llm.forward_step_s(MODEL, GPU, [1, 1],
                                                                      [100, 4000])
     assert whole["max_gap"].iloc[0] == pytest.approx(gap)
     # Chunks of 256 tokens: every step is A's decode plus at most 255 of B's prompt
     # tokens, on at most 4,000 cached: A never waits longer than that step.
     chunked = llm_simulator.simulate_llm(arrivals, [100, 4000], [50, 20], MODEL, GPU,
-                                    max_batch=8, prefill_chunk=256)
+                                    max_batch=8, prefill_chunk=256, achievable=False)
     worst = llm.forward_step_s(MODEL, GPU, [1, 255], [150, 4000], logits=[1, 1])
     assert chunked["max_gap"].iloc[0] < worst < gap / 5
     assert chunked["ttft"].iloc[1] > whole["ttft"].iloc[1]   # B's first token comes later
@@ -77,17 +77,17 @@ def test_a_whole_prefill_stalls_the_running_decode_by_hand():
 def test_prefix_caching_skips_the_shared_prompt():
     # 1,000-token prompt whose first 512 tokens (32 blocks of 16) are a cached system
     # prompt: the prefill computes the other 488 tokens on top of 512 cached ones.
-    df = llm_simulator.simulate_llm([0.0], [1000], [2], MODEL, GPU, max_batch=4, prefix_tokens=512)
+    df = llm_simulator.simulate_llm([0.0], [1000], [2], MODEL, GPU, max_batch=4, prefix_tokens=512, achievable=False)
     assert df["ttft"].iloc[0] == pytest.approx(
         llm.forward_step_s(MODEL, GPU, [488], [512]))
     # A prefix that is not a whole number of blocks is cached up to its last whole block.
-    df = llm_simulator.simulate_llm([0.0], [1000], [2], MODEL, GPU, max_batch=4, prefix_tokens=520)
+    df = llm_simulator.simulate_llm([0.0], [1000], [2], MODEL, GPU, max_batch=4, prefix_tokens=520, achievable=False)
     assert df["ttft"].iloc[0] == pytest.approx(
         llm.forward_step_s(MODEL, GPU, [488], [512]))
 
 
 def test_max_batch_one_serves_one_request_at_a_time():
-    df = llm_simulator.simulate_llm([0.0, 0.0], [64, 64], [10, 10], MODEL, GPU, max_batch=1)
+    df = llm_simulator.simulate_llm([0.0, 0.0], [64, 64], [10, 10], MODEL, GPU, max_batch=1, achievable=False)
     assert df["start"].iloc[1] == pytest.approx(df["finish"].iloc[0])
 
 
@@ -99,19 +99,19 @@ def test_when_the_cache_runs_out_the_youngest_request_is_recomputed():
     # and B is prefilled again over 16 + 33 = 49 tokens.
     df, steps = llm_simulator.simulate_llm([0.0, 0.0], [16, 16], [40, 40], MODEL, GPU,
                                       max_batch=8, kv_cache_bytes=6 * 16 * KV,
-                                      return_steps=True)
+                                      return_steps=True, achievable=False)
     assert df["preemptions"].tolist() == [0, 1]
     assert df["finish"].iloc[1] > df["finish"].iloc[0]
     assert 49 in steps["prefill_tokens"].tolist()
     # With room for both (8 blocks), nobody is preempted and both finish together.
     roomy = llm_simulator.simulate_llm([0.0, 0.0], [16, 16], [40, 40], MODEL, GPU, max_batch=8,
-                                  kv_cache_bytes=8 * 16 * KV)
+                                  kv_cache_bytes=8 * 16 * KV, achievable=False)
     assert roomy["preemptions"].sum() == 0
     assert roomy["finish"].iloc[0] == roomy["finish"].iloc[1]
     # A request that cannot fit an empty cache is refused before the run.
     with pytest.raises(ValueError, match="KV blocks"):
         llm_simulator.simulate_llm([0.0], [200], [10], MODEL, GPU, max_batch=8,
-                              kv_cache_bytes=6 * 16 * KV)
+                              kv_cache_bytes=6 * 16 * KV, achievable=False)
 
 
 def test_running_decode_steps_together_changes_nothing(monkeypatch):
@@ -123,9 +123,9 @@ def test_running_decode_steps_together_changes_nothing(monkeypatch):
     P, O = rng.integers(16, 1500, n), rng.integers(1, 200, n)
     for chunk in (None, 256):
         kw = dict(max_batch=32, prefill_chunk=chunk, kv_cache_bytes=3000 * 16 * KV)
-        fast = llm_simulator.simulate_llm(a, P, O, MODEL, GPU, **kw)
+        fast = llm_simulator.simulate_llm(a, P, O, MODEL, GPU, **kw, achievable=False)
         monkeypatch.setattr(llm_simulator, "FAST_FORWARD_MIN", 10**9)
-        slow = llm_simulator.simulate_llm(a, P, O, MODEL, GPU, **kw)
+        slow = llm_simulator.simulate_llm(a, P, O, MODEL, GPU, **kw, achievable=False)
         monkeypatch.undo()
         for col in ("first_token", "finish", "max_gap", "preemptions"):
             np.testing.assert_allclose(fast[col], slow[col], rtol=1e-12, atol=1e-12)
@@ -183,7 +183,7 @@ def test_disaggregated_lone_request_by_hand():
     # decode on another: the first decode step waits for the transfer.
     bw = 50e9
     df = llm_simulator.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8,
-                                         transfer_bytes_per_s=bw)
+                                         transfer_bytes_per_s=bw, achievable=False)
     r = df.iloc[0]
     prefill = llm.prefill_s(MODEL, GPU, 1000)
     transfer = 1000 * KV / bw
@@ -198,8 +198,8 @@ def test_disaggregation_removes_the_prefill_stalls_from_decode():
     n = 150
     a = batching.poisson_arrivals(6.0, n, seed=4)
     P, O = rng.integers(1000, 3000, n), rng.integers(50, 150, n)
-    colocated = llm_simulator.simulate_llm(a, P, O, MODEL, GPU, max_batch=64)
-    split = llm_simulator.simulate_disaggregated(a, P, O, MODEL, GPU, max_batch=64)
+    colocated = llm_simulator.simulate_llm(a, P, O, MODEL, GPU, max_batch=64, achievable=False)
+    split = llm_simulator.simulate_disaggregated(a, P, O, MODEL, GPU, max_batch=64, achievable=False)
     # On the decode GPU a sequence only ever waits for decode steps (plus its first
     # step after joining): no prefill ever sits between two of its tokens.
     assert np.percentile(split["max_gap"], 99) < np.percentile(colocated["max_gap"], 99) / 3
@@ -214,8 +214,8 @@ def test_summaries_and_attainment_by_hand():
                        "preemptions": [0, 0, 0, 0]})
     # Request 1 misses TTFT (0.5 > 0.3), request 3 misses TPOT (0.5 > 0.2); request 2 has
     # one token (no TPOT) and meets its TTFT: 2 of 4 meet both.
-    assert llm_slo.slo_attainment(df, ttft_slo=0.3, tpot_slo=0.2) == 0.5
-    s = llm_slo.summarize_llm(df, ttft_slo=0.3, tpot_slo=0.2)
+    assert llm_slo.slo_attainment(df, ttft_slo_s=0.3, tpot_slo_s=0.2) == 0.5
+    s = llm_slo.summarize_llm(df, ttft_slo_s=0.3, tpot_slo_s=0.2)
     assert s["slo_attainment"] == 0.5
     assert s["throughput_per_s"] == pytest.approx(4 / 4.1)
     assert s["output_tokens_per_s"] == pytest.approx(10 / 4.1)
@@ -234,11 +234,11 @@ def test_goodput_finds_the_rate_where_attainment_falls_by_hand():
     # r = 50 x span / (n - 1).
     unit = batching.poisson_arrivals(1.0, 500, seed=0)
     expected = 50.0 * unit[-1] / 499
-    g = llm_slo.goodput(serve, 500, ttft_slo=0.05, tpot_slo=1.0, rel_tol=0.001)
+    g = llm_slo.goodput(serve, 500, ttft_slo_s=0.05, tpot_slo_s=1.0, rel_tol=0.001)
     assert g == pytest.approx(expected, rel=0.002)
     assert g <= expected  # the search returns a rate that met the target
     # A server that misses the SLO even alone has no goodput.
-    assert llm_slo.goodput(serve, 500, ttft_slo=1e-9, tpot_slo=1.0) == 0.0
+    assert llm_slo.goodput(serve, 500, ttft_slo_s=1e-9, tpot_slo_s=1.0) == 0.0
 
 
 def test_chunked_prefill_has_more_goodput_under_a_tight_tpot_slo():
@@ -247,9 +247,9 @@ def test_chunked_prefill_has_more_goodput_under_a_tight_tpot_slo():
     P, O = rng.integers(1500, 4000, n), rng.integers(40, 120, n)
     serve = {chunk: functools.partial(llm_simulator.simulate_llm, prompt_tokens=P,
                                       output_tokens=O, model=MODEL, accelerator=GPU,
-                                      max_batch=64, prefill_chunk=chunk)
+                                      max_batch=64, prefill_chunk=chunk, achievable=False)
              for chunk in (None, 512)}
-    g = {c: llm_slo.goodput(s, n, ttft_slo=1.0, tpot_slo=0.012, rel_tol=0.1, rate=1.0)
+    g = {c: llm_slo.goodput(s, n, ttft_slo_s=1.0, tpot_slo_s=0.012, rel_tol=0.1, rate=1.0)
          for c, s in serve.items()}
     assert g[512] > g[None] > 0
 
@@ -280,7 +280,7 @@ def test_a_w8a8_step_runs_its_matmuls_at_the_fp8_peak():
         assert t.loc["linear", "seconds"] == pytest.approx(flops / peak)
         # The simulator's step model times the same step: its TTFT is the sum of rows.
         df = llm_simulator.simulate_llm([0.0], [8192], [1], MODEL, GPU, max_batch=1,
-                                      dtype="fp8", compute_dtype=compute)
+                                      dtype="fp8", compute_dtype=compute, achievable=False)
         assert df["ttft"].iloc[0] == pytest.approx(t["seconds"].sum(), rel=1e-9)
     assert flops / 1979e12 == pytest.approx(57.78e-3, rel=1e-3)
 
@@ -296,8 +296,8 @@ def test_a_tp2_offline_run_per_gpu_throughput_from_its_step_model():
     # NVLink 4 (topo.h: 18 SM90 links x 20.6 GB/s = 370.8 GB/s, not the datasheet's 450):
     # 4,177,920 / 370.8e9 = 11.267 us, x 161 = 1.8140 ms.
     r = llm_serving.offline_throughput("llama-3-70b", GPU, 128, 128, dtype="fp8",
-                                       kv_dtype="fp8", compute_dtype="fp8", tp=2,
-                                       max_num_seqs=256)
+                                       kv_dtype="fp8", compute_dtype="fp8", n_devices=2,
+                                       max_num_seqs=256, achievable=False)
     from gpuinfer.predict import parallel
     shard = parallel.shard("llama-3-70b", 2)
     step = llm.forward_step_s(shard, GPU, [128, 128] + [1] * 254, [0, 0] + [191] * 254,
@@ -318,12 +318,12 @@ def test_offline_batch_is_what_the_kv_cache_holds():
     # 65,536 B a token. A 1,000 + 1,000-token sequence holds 1,000 + 999 / 2 = 1,499.5
     # tokens on average: B = 76,489,613,312 / (65,536 x 1,499.5) = 778.4.
     r = llm_serving.offline_throughput(MODEL, GPU, 1000, 1000, dtype="fp8", kv_dtype="fp8",
-                                       compute_dtype="fp8")
+                                       compute_dtype="fp8", achievable=False)
     assert r["limited_by"] == "memory"
     assert r["batch"] == pytest.approx(76_489_613_312 / (65_536 * 1499.5))
     # A token budget a step caps it: B (1,000 + 999) / 1,000 <= 512 -> B = 256.1.
     c = llm_serving.offline_throughput(MODEL, GPU, 1000, 1000, dtype="fp8", kv_dtype="fp8",
-                                       compute_dtype="fp8", max_num_batched_tokens=512)
+                                       compute_dtype="fp8", max_num_batched_tokens=512, achievable=False)
     assert c["limited_by"] == "max_num_batched_tokens"
     assert c["batch"] == pytest.approx(512 * 1000 / 1999)
     assert c["tokens_per_s"] < r["tokens_per_s"]
@@ -335,15 +335,15 @@ def test_offline_batch_is_what_the_kv_cache_holds():
 
 def test_offline_bad_inputs():
     with pytest.raises(ValueError, match="ep=2"):
-        llm_serving.offline_throughput(MODEL, GPU, 128, 128, ep=2)
+        llm_serving.offline_throughput(MODEL, GPU, 128, 128, ep=2, achievable=False)
     with pytest.raises(ValueError, match="input_tokens"):
-        llm_serving.offline_throughput(MODEL, GPU, 0, 128)
+        llm_serving.offline_throughput(MODEL, GPU, 0, 128, achievable=False)
     with pytest.raises(ValueError, match="cannot hold one sequence"):
-        llm_serving.offline_throughput("llama-3-70b", "H100 SXM", 128, 128, dtype="fp16")
+        llm_serving.offline_throughput("llama-3-70b", "H100 SXM", 128, 128, dtype="fp16", achievable=False)
     with pytest.raises(ValueError):
-        llm_serving.offline_throughput(MODEL, GPU, 128, 128, tp=3)
+        llm_serving.offline_throughput(MODEL, GPU, 128, 128, n_devices=3, achievable=False)
     with pytest.raises(ValueError, match="no peak"):
-        llm_serving.offline_throughput(MODEL, "T4", 128, 128, dtype="fp8", compute_dtype="fp8")
+        llm_serving.offline_throughput(MODEL, "T4", 128, 128, dtype="fp8", compute_dtype="fp8", achievable=False)
 
 
 def test_an_inter_token_objective_fails_a_stalled_request():
@@ -352,11 +352,11 @@ def test_an_inter_token_objective_fails_a_stalled_request():
     # objective the second fails: 2 of 3.
     df = pd.DataFrame({"ttft": [0.5, 0.5, 0.5], "tpot": [0.03, 0.035, np.nan],
                        "max_gap": [0.04, 0.3, np.nan]})
-    assert llm_slo.slo_attainment(df, ttft_slo=1, tpot_slo=0.05) == 1.0
-    assert llm_slo.slo_attainment(df, ttft_slo=1, tpot_slo=0.05,
+    assert llm_slo.slo_attainment(df, ttft_slo_s=1, tpot_slo_s=0.05) == 1.0
+    assert llm_slo.slo_attainment(df, ttft_slo_s=1, tpot_slo_s=0.05,
                                       itl_slo=0.1) == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="itl_slo"):
-        llm_slo.slo_attainment(df, ttft_slo=1, tpot_slo=0.05, itl_slo=0)
+        llm_slo.slo_attainment(df, ttft_slo_s=1, tpot_slo_s=0.05, itl_slo=0)
 
 
 def test_paging_gain_is_less_than_the_batch_gain():
@@ -366,7 +366,7 @@ def test_paging_gain_is_less_than_the_batch_gain():
     # batches decode at the mean length, 2,000: the throughput gain is
     # (407 / t(407)) / (100 / t(100)), less than 4.07 (each sequence adds its KV reads).
     g = paged_kv.paging_gain(MODEL, GPU, [1000, 3000], max_len=8192,
-                                kv_cache_bytes=100 * 8192 * KV)
+                                kv_cache_bytes=100 * 8192 * KV, achievable=False)
     assert (g["batch_contiguous"], g["batch_paged"]) == (100, 407)
     t = {b: llm.decode_step_s(MODEL, GPU, b, 2000) for b in (100, 407)}
     assert g["throughput_gain"] == pytest.approx((407 / t[407]) / (100 / t[100]), rel=1e-9)
@@ -405,8 +405,8 @@ def test_the_closed_form_step_cost_equals_the_old_fit():
         eff = achievable.FITTED if ach else achievable.CEILING
         # The simulator's timer (closed form, many steps at once) and tp_step_s (row by
         # row, one step) are the same step.
-        timer = engine_step.EngineStep(model, gpu, dtype, compute_dtype=compute, tp=tp,
-                                       efficiency=eff)
+        timer = engine_step.EngineStep(model, gpu, dtype, compute_dtype=compute, n_devices=tp,
+                                       achievable=eff)
         for (q, c, lg), want in zip(STEPS, old):
             got = parallel.tp_step_s(model, gpu, tp, len(q), c, new_tokens=q, logits=lg,
                                      dtype=dtype, compute_dtype=compute, achievable=eff)
@@ -429,7 +429,7 @@ def test_an_moe_model_serves_in_the_simulator():
     # A lone Mixtral request on 2 x H100 TP2: its TTFT is the shard's prefill step plus
     # the step's 65 all-reduces (2 x 32 + 1), each of 1,000 x 4,096 x 2 B at 370.8 GB/s.
     shard = __import__("gpuinfer.predict.parallel", fromlist=["shard"]).shard("mixtral-8x7b", 2)
-    df = llm_simulator.simulate_llm([0.0], [1000], [3], "mixtral-8x7b", GPU, max_batch=4, tp=2)
+    df = llm_simulator.simulate_llm([0.0], [1000], [3], "mixtral-8x7b", GPU, max_batch=4, n_devices=2, achievable=False)
     prefill = llm.forward_step_s(shard, GPU, [1000], [0])
     assert df["ttft"].iloc[0] == pytest.approx(prefill + 65 * 1000 * 4096 * 2 / 370.8e9,
                                                rel=1e-9)
@@ -451,7 +451,7 @@ def test_an_moe_offline_run_from_its_step_model():
     # together 46,570,405,888 B / 3.35e12 B/s = 13.902 ms (every row memory-bound: the
     # experts' 7.6e11 FLOPs take 0.76 ms at 989 TFLOP/s), plus the activations and cache
     # (0.3 GB, 0.1 ms). All-reduces: 65 x 67 x 4,096 x 2 B / 370.8e9 = 96.2 us.
-    r = llm_serving.offline_throughput("mixtral-8x7b", GPU, 64, 4, tp=2, max_num_seqs=4)
+    r = llm_serving.offline_throughput("mixtral-8x7b", GPU, 64, 4, n_devices=2, max_num_seqs=4, achievable=False)
     from gpuinfer.predict import parallel
     shard = parallel.shard("mixtral-8x7b", 2)
     comm = 65 * 67 * 4096 * 2 / 370.8e9
@@ -462,7 +462,7 @@ def test_an_moe_offline_run_from_its_step_model():
     assert r["step_s"] == pytest.approx(step + comm, rel=1e-9)
     assert r["tokens_per_s_per_gpu"] == pytest.approx(4 / (step + comm) / 2, rel=1e-9)
     # The achievable model serves it too, slower than the ceiling.
-    a = llm_serving.offline_throughput("mixtral-8x7b", GPU, 64, 4, tp=2, max_num_seqs=4,
+    a = llm_serving.offline_throughput("mixtral-8x7b", GPU, 64, 4, n_devices=2, max_num_seqs=4,
                                        achievable=True)
     assert a["tokens_per_s"] < r["tokens_per_s"]
 
@@ -474,7 +474,7 @@ def test_disaggregated_runs_on_the_achievable_model():
 
     fit = llm_simulator.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8,
                                              achievable=True)
-    ceil = llm_simulator.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8)
+    ceil = llm_simulator.simulate_disaggregated([0.0], [1000], [4], MODEL, GPU, max_batch=8, achievable=False)
     assert fit.iloc[0]["ttft"] == pytest.approx(
         achievable.step_s(MODEL, GPU, [1000], [0], logits=[1]))
     assert fit.iloc[0]["finish"] > ceil.iloc[0]["finish"]

@@ -219,7 +219,7 @@ def test_uniform_routing_imbalance():
 
 def test_ep_with_dp_attention_pays_two_all_to_alls_per_moe_layer():
     r = expert_parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, batch=64, context=1024,
-                                     dtype="fp8_e4m3", imbalance=1.0)
+                                     dtype="fp8_e4m3", imbalance=1.0, achievable=False)
     assert r["local_batch"] == 8 and r["local_experts"] == 32
     assert r["n_all_to_alls"] == 2 * 58
     assert r["comm_s"] == pytest.approx(58 * (r["dispatch_s"] + r["combine_s"]))
@@ -232,10 +232,10 @@ def test_ep_with_dp_attention_pays_two_all_to_alls_per_moe_layer():
         touched * 58 * 44_040_192 + 64 * 58 * (2 * 7168 + 3 * 2048) * 2)
     # imbalance scales the busiest device's FLOPs
     r2 = expert_parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, 64, 1024, "fp8_e4m3",
-                                      imbalance=2.0)
+                                      imbalance=2.0, achievable=False)
     assert r2["ops"].loc["experts", "flops"] == pytest.approx(2 * r["ops"].loc["experts", "flops"])
     over = expert_parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, 64, 1024, "fp8_e4m3",
-                                        imbalance=1.0, overlap=True)
+                                        imbalance=1.0, overlap=True, achievable=False)
     assert over["total_s"] == pytest.approx(max(r["attention_s"] + r["experts_s"], r["comm_s"]))
 
 
@@ -243,7 +243,7 @@ def test_moe_layouts_dp_attention_wins_for_latent_attention_at_a_large_batch():
     # MLA's latent cache is whole on every TP device, so at batch 1,024 x 1,024 tokens
     # TP keeps 1,024 x 1,024 x 70,272 B = 73.7 GB of cache on each GPU; DP-attention 1/8.
     df = expert_parallel.moe_layouts("deepseek-v3", "H200", 8, batch=1024, context=1024,
-                              dtype="fp8_e4m3")
+                              dtype="fp8_e4m3", achievable=False)
     assert list(df.index) == ["TP", "EP + TP attention", "EP + DP attention"]
     assert df.loc["TP", "kv_GB_per_gpu"] == pytest.approx(1024 * 1024 * 70_272 / 1e9)
     assert df.loc["EP + DP attention", "kv_GB_per_gpu"] == pytest.approx(
@@ -253,12 +253,12 @@ def test_moe_layouts_dp_attention_wins_for_latent_attention_at_a_large_batch():
 
 
 @pytest.mark.parametrize("call, err, words", [
-    (lambda: expert_parallel.ep_decode_breakdown("llama-2-7b", "H100 SXM", 8), ValueError, "dense"),
-    (lambda: expert_parallel.ep_decode_breakdown("mixtral-8x7b", "H100 SXM", 3), ValueError,
+    (lambda: expert_parallel.ep_decode_breakdown("llama-2-7b", "H100 SXM", 8, achievable=False), ValueError, "dense"),
+    (lambda: expert_parallel.ep_decode_breakdown("mixtral-8x7b", "H100 SXM", 3, achievable=False), ValueError,
      "n_devices"),
-    (lambda: expert_parallel.ep_decode_breakdown("mixtral-8x7b", "H100 SXM", 8, attention="pp"),
+    (lambda: expert_parallel.ep_decode_breakdown("mixtral-8x7b", "H100 SXM", 8, attention="pp", achievable=False),
      ValueError, "attention"),
-    (lambda: expert_parallel.ep_decode_breakdown("mixtral-8x7b", "H100 SXM", 8, imbalance=0.5),
+    (lambda: expert_parallel.ep_decode_breakdown("mixtral-8x7b", "H100 SXM", 8, imbalance=0.5, achievable=False),
      ValueError, "imbalance"),
     (lambda: expert_parallel.moe_all_to_all_bytes("mixtral-8x7b", -1, 8), ValueError, "tokens"),
 ])
@@ -298,12 +298,12 @@ def _scan(ok, top):
 
 def test_moe_max_batch_within_dp_attention_matches_a_linear_scan_of_ep_decode_breakdown():
     def ok(b):
-        r = expert_parallel.ep_decode_breakdown(Q3, H100, 8, b, CTX, attention="dp")
+        r = expert_parallel.ep_decode_breakdown(Q3, H100, 8, b, CTX, attention="dp", achievable=False)
         return r["fits"] and r["total_s"] <= TPOT
     want = _scan(ok, 200)
     assert 1 < want < 200
     assert expert_parallel.moe_max_batch_within(Q3, H100, 8, CTX, TPOT,
-                                                layout="EP + DP attention") == want
+                                                layout="EP + DP attention", achievable=False) == want
 
 
 def test_moe_max_batch_within_tp_layout_matches_a_linear_scan_of_the_tp_step():
@@ -316,7 +316,7 @@ def test_moe_max_batch_within_tp_layout_matches_a_linear_scan_of_the_tp_step():
                 and r["total_s"] <= TPOT)
     want = _scan(ok, 100)
     assert 1 < want < 100
-    assert expert_parallel.moe_max_batch_within(Q3, H100, 8, CTX, TPOT, layout="TP") == want
+    assert expert_parallel.moe_max_batch_within(Q3, H100, 8, CTX, TPOT, layout="TP", achievable=False) == want
 
 
 def test_moe_max_batch_for_memory_alone_by_hand():
@@ -332,9 +332,9 @@ def test_moe_max_batch_for_memory_alone_by_hand():
     per_gpu = int(free // (CTX * 98_304))                         # 22.86 -> 22
     assert per_gpu == 22
     assert expert_parallel.moe_max_batch_within(Q3, H100, 8, CTX, None,
-                                                layout="EP + DP attention") == 8 * per_gpu
+                                                layout="EP + DP attention", achievable=False) == 8 * per_gpu
     # TP: the memory check is the closed form of parallel.tp_max_batch.
-    assert expert_parallel.moe_max_batch_within(Q3, H100, 8, CTX, None, layout="TP") \
+    assert expert_parallel.moe_max_batch_within(Q3, H100, 8, CTX, None, layout="TP", achievable=False) \
         == parallel.tp_max_batch(Q3, H100, 8, CTX)
 
 
@@ -343,8 +343,9 @@ def test_moe_options_cost_each_layout_by_the_formula():
     # tokens/s = batch / step, the step priced directly by ep_decode_breakdown on the
     # achievable model (the decision's default), the ceiling's step beside it.
     price = 39.33 / 8
-    t = expert_parallel.moe_options(Q3, {H100: price}, CTX, TPOT, 8,
-                                    layouts=("EP + DP attention", "EP + TP attention"))
+    t = expert_parallel.moe_options(Q3, options=("EP + DP attention", "EP + TP attention"),
+                                    prices={H100: price}, context=CTX, tpot_s=TPOT,
+                                    n_devices=8)
     assert len(t) == 2 and list(t.usd_per_million) == sorted(t.usd_per_million)
     for _, row in t.iterrows():
         mode = "dp" if row.layout == "EP + DP attention" else "tp"
@@ -358,8 +359,9 @@ def test_moe_options_cost_each_layout_by_the_formula():
             8 * price / (3600 * row.batch / step(True)) * 1e6, rel=1e-9)
         assert row.batch <= row.memory_batch and row.GPU == "H100 SXM"
     # On the ceiling the same search allows at least as large a batch.
-    c = expert_parallel.moe_options(Q3, {H100: price}, CTX, TPOT, 8, achievable=False,
-                                    layouts=("EP + DP attention", "EP + TP attention"))
+    c = expert_parallel.moe_options(Q3, options=("EP + DP attention", "EP + TP attention"),
+                                    prices={H100: price}, context=CTX, tpot_s=TPOT,
+                                    n_devices=8, achievable=False)
     assert (c.sort_values("layout").batch.to_numpy()
             >= t.sort_values("layout").batch.to_numpy()).all()
 
@@ -368,7 +370,7 @@ def test_ep_step_on_the_achievable_model_derates_each_row_and_adds_the_overheads
     # The achievable step is achievable.table_s over the busiest GPU's rows, plus
     # achievable.overheads for Qwen3's 48 layers, plus the same all-to-alls as the ceiling.
     from gpuinfer.predict import achievable
-    ceil = expert_parallel.ep_decode_breakdown(Q3, H100, 8, 64, CTX)
+    ceil = expert_parallel.ep_decode_breakdown(Q3, H100, 8, 64, CTX, achievable=False)
     ach = expert_parallel.ep_decode_breakdown(Q3, H100, 8, 64, CTX, achievable=True)
     rows = achievable.table_s(ceil["ops"], H100, achievable.FITTED, "fp16")
     device_s = float(achievable.overheads(rows.sum(), 48, achievable.FITTED))
@@ -379,26 +381,31 @@ def test_ep_step_on_the_achievable_model_derates_each_row_and_adds_the_overheads
 
 def test_moe_options_leave_nan_where_no_batch_meets_the_objective():
     # 1 microsecond a step: no batch meets it, so no cost.
-    t = expert_parallel.moe_options(Q3, {H100: 1.0}, CTX, 1e-6, 8, layouts=("TP",))
+    t = expert_parallel.moe_options(Q3, options=("TP",), prices={H100: 1.0}, context=CTX,
+                                    tpot_s=1e-6, n_devices=8)
     assert t.batch.iloc[0] == 0 and np.isnan(t.usd_per_million.iloc[0])
     assert t.memory_batch.iloc[0] == parallel.tp_max_batch(Q3, H100, 8, CTX)
 
 
 @pytest.mark.parametrize("call, err, words", [
-    (lambda: expert_parallel.moe_max_batch_within(Q3, H100, 8, CTX, 0.0), ValueError, "tpot_s"),
-    (lambda: expert_parallel.moe_max_batch_within(Q3, H100, 8, CTX, 0.01, layout="DP"),
+    (lambda: expert_parallel.moe_max_batch_within(Q3, H100, 8, CTX, 0.0, achievable=False), ValueError, "tpot_s"),
+    (lambda: expert_parallel.moe_max_batch_within(Q3, H100, 8, CTX, 0.01, layout="DP", achievable=False),
      ValueError, "layout"),
-    (lambda: expert_parallel.moe_max_batch_within("llama-2-7b", H100, 8, CTX, 0.01),
+    (lambda: expert_parallel.moe_max_batch_within("llama-2-7b", H100, 8, CTX, 0.01, achievable=False),
      ValueError, "dense"),
-    (lambda: expert_parallel.moe_max_batch_within(Q3, H100, 8, -1, 0.01), ValueError,
+    (lambda: expert_parallel.moe_max_batch_within(Q3, H100, 8, -1, 0.01, achievable=False), ValueError,
      "context"),
-    (lambda: expert_parallel.moe_options(Q3, {}, CTX, 0.01, 8), TypeError, "prices"),
-    (lambda: expert_parallel.moe_options(Q3, {H100: -2.0}, CTX, 0.01, 8), ValueError,
+    (lambda: expert_parallel.moe_options(Q3, prices={}, context=CTX, tpot_s=0.01,
+                                         n_devices=8), TypeError, "prices"),
+    (lambda: expert_parallel.moe_options(Q3, prices={H100: -2.0}, context=CTX, tpot_s=0.01,
+                                         n_devices=8), ValueError,
      "prices"),
-    (lambda: expert_parallel.moe_options(Q3, {H100: 1.0}, CTX, 0.01, 8, formats="fp16"),
+    (lambda: expert_parallel.moe_options(Q3, prices={H100: 1.0}, context=CTX, tpot_s=0.01,
+                                         n_devices=8, formats="fp16"),
      TypeError, "formats must be a non-empty list"),   # a bare string is not a list of formats
-    (lambda: expert_parallel.moe_options(Q3, {H100: 1.0}, CTX, 0.01, 8, layouts=()),
-     ValueError, "layouts"),
+    (lambda: expert_parallel.moe_options(Q3, options=(), prices={H100: 1.0}, context=CTX,
+                                         tpot_s=0.01, n_devices=8),
+     ValueError, "options"),
 ])
 def test_moe_decision_bad_inputs(call, err, words):
     with pytest.raises(err, match=words):

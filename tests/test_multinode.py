@@ -42,9 +42,9 @@ def test_nvls_tree_loses_to_ncclss_tree_at_decode_sizes_and_wins_large():
     (lambda: multinode.nvls_tree_allreduce(1e6, 16, "NVLink 3"), ValueError, "NVSwitch"),
     (lambda: multinode.nvls_tree_allreduce(-1, 16), ValueError, "n_bytes"),
     (lambda: multinode.nvls_tree_allreduce(1e6, 0), ValueError, "n_devices"),
-    (lambda: multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 8, 3), ValueError, "divide"),
-    (lambda: multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 16, 2), ValueError, "domain"),
-    (lambda: multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 8, 2, batch=0), ValueError,
+    (lambda: multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 8, 3, achievable=False), ValueError, "divide"),
+    (lambda: multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 16, 2, achievable=False), ValueError, "domain"),
+    (lambda: multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 8, 2, batch=0, achievable=False), ValueError,
      "batch"),
 ])
 def test_bad_input_is_named(call, error, words):
@@ -56,7 +56,7 @@ def test_tp8_pp2_is_tp8s_step_split_in_two_plus_one_send():
     # tp_pp_decode's default (achievable=False): a stage is half TP8's ceiling.
     tp8 = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, 8, 4096, achievable=False,
                              parts=True)
-    r = multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 8, 2, batch=8, context=4096)
+    r = multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 8, 2, batch=8, context=4096, achievable=False)
     # One hand-off over InfiniBand NDR, NCCL's Simple protocol through one NIC:
     # 8.4 us + 14 us + [8, 8192] fp16 = 131,072 B at 400 GB/s / 8 = 50 GB/s (2.62 us).
     send = 8.4e-6 + 14e-6 + 131072 / 50e9
@@ -68,14 +68,14 @@ def test_tp8_pp2_is_tp8s_step_split_in_two_plus_one_send():
     assert r["tokens_per_s"] == pytest.approx(16 / (tp8["total_s"] + 2 * send))
     # One micro-batch: the stages take turns, tokens/s = batch / latency.
     one = multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 8, 2, batch=8, context=4096,
-                                 micro_batches=1)
+                                 micro_batches=1, achievable=False)
     assert one["tokens_per_s"] == pytest.approx(8 / one["latency_s"])
 
 
 def test_tp_pp_on_the_achievable_model():
     # The stage is 1/pp of the TP group's achievable step; the send is priced as before.
     tp8 = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, 8, 4096, achievable=True, parts=True)
-    roof = multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 8, 2, batch=8, context=4096)
+    roof = multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 8, 2, batch=8, context=4096, achievable=False)
     r = multinode.tp_pp_decode("llama-2-70b", "H100 SXM", 8, 2, batch=8, context=4096,
                                achievable=True)
     assert r["stage_s"] == pytest.approx(tp8["total_s"] / 2)

@@ -149,7 +149,7 @@ def test_repeated_keeps_the_median_run_of_each_point_with_its_spread():
 def test_time_repeated_returns_the_median_run_and_its_spread():
     from gpuinfer.measure.lab_measurements import time_repeated
 
-    row = time_repeated(lambda: sum(range(100)), 3, device="cpu", min_run_time=0.001)
+    row = time_repeated(lambda: sum(range(100)), 3, device="cpu", min_run_s=0.001)
     assert row["seconds"] > 0 and row["iqr_s"] >= 0
     assert row["iqr_s"] / row["seconds"] <= row["spread"] < math.inf
     with pytest.raises(ValueError, match="repeats"):

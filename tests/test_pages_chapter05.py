@@ -152,7 +152,7 @@ def test_mig_block_by_hand_and_within_its_intervals():
 def test_fit_block_interval_brackets_the_step():
     from gpuinfer.predict import mig_sizing
 
-    fit = mig_sizing.mig_options("llama-3-8b", "H100 SXM", batch=8, context=4096)
+    fit = mig_sizing.mig_options("llama-3-8b", accelerator="H100 SXM", batch=8, context=4096)
     values = page.fit_block(fit)
     assert values["fit_3g40_tpot_lo"] < values["fit_3g40_tpot"] < values["fit_3g40_tpot_hi"]
     assert values["fit_3g40_ceil"] < values["fit_3g40_tpot"]      # the ceiling is faster

@@ -82,14 +82,14 @@ def test_the_overlap_model_is_the_achievable_models_rows():
     # Each kernel of the MLP on the derated T4 is its row of the achievable model, and the
     # eager overlap model is achievable.overheads without CUDA graphs or a step cost.
     ops = tabular.mlp_ops(4096, hidden=HIDDEN, dtype="fp16")
-    assert np.allclose(roofline.evaluate(ops, achievable.accelerator("T4", EFF))["seconds"],
+    assert np.allclose(roofline.evaluate(ops, achievable.derated_accelerator("T4", EFF))["seconds"],
                        achievable.table_s(ops, "T4", EFF))
     dev = np.maximum(achievable.table_s(tabular.mlp_ops(1, hidden=HIDDEN, dtype="fp16"),
                                         "T4", EFF), page.MIN_KERNEL_S).sum()
     eager = page.dataclasses.replace(EFF, step_s=0.0, kernel_gap_s=0.0, cuda_graphs=False,
                                      launch_s=DISPATCH, kernels_per_layer=7)
     assert np.isclose(achievable.overheads(dev, 1, eager), tabular.predicted_latency_s(
-        1, achievable.accelerator("T4", EFF), DISPATCH, hidden=HIDDEN, dtype="fp16",
+        1, achievable.derated_accelerator("T4", EFF), DISPATCH, hidden=HIDDEN, dtype="fp16",
         min_kernel_s=page.MIN_KERNEL_S))
 
 
@@ -112,7 +112,7 @@ def _batch1_table():
     ops = tabular.mlp_ops(1, hidden=HIDDEN, dtype="fp16")
     rows = {}
     for name in page.BATCH1_GPUS:
-        acc, link = achievable.accelerator(name, EFF), device_links.host_link(name)
+        acc, link = achievable.derated_accelerator(name, EFF), device_links.host_link(name)
         roof = roofline.evaluate(ops, acc)["seconds"]
         rows[name] = {"copies": (tabular.host_copy_s(64 * fp16, link)
                                  + tabular.host_copy_s(1 * fp16, link)),
@@ -218,7 +218,7 @@ def test_problem_values_agree_with_the_problems_model():
     assert v["ex_host_us"] == pytest.approx(7 * c.KERNEL_S * 1e6)
     assert v["ex_cpu_cores"] == 4.0 and v["ex_cpu_eager_us"] == pytest.approx(480.0)
     # The eager machine count is what one core's capacity under the SLO gives, four cores.
-    core = batching.capacity(c.DECISION_CPU_EAGER_S, 1, slo=c.DECISION_SLO_S)
+    core = batching.capacity(c.DECISION_CPU_EAGER_S, 1, slo_s=c.DECISION_SLO_S)
     assert cost.machines_needed(c.DECISION_DEMAND_PER_S, c.DECISION_CPU_CORES * core) \
         == v["ex_cpu_machines_eager"]
     # Rented by the machine: the cheapest option is the same on the T4's ceiling, where it

@@ -346,7 +346,7 @@ def test_launch_floor():
 
 def test_pipeline_latency_is_the_whole_model_and_throughput_scales():
     whole = llm.decode_step_s("llama-2-70b", "H100 SXM", 1, 0)
-    pp = parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 4)
+    pp = parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 4, achievable=False)
     send = 8.4e-6 + 3.4e-6 + 16384 / 370.8e9   # NCCL's Simple protocol on NVLink 4 (topology bandwidth)
     assert pp["stage_s"] == pytest.approx(whole / 4)
     assert pp["send_s"] == pytest.approx(send)
@@ -354,12 +354,12 @@ def test_pipeline_latency_is_the_whole_model_and_throughput_scales():
     assert pp["tokens_per_s"] == pytest.approx(1 / (whole / 4 + send))
     # 16 stages on two servers: 14 hand-offs over NVLink, one over InfiniBand NDR
     # (Simple: 8.4 us + 14 us + 16384 B / 50 GB/s).
-    pp16 = parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 16)
+    pp16 = parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 16, achievable=False)
     across = 8.4e-6 + 14e-6 + 16384 / 50e9
     assert pp16["sends_s"] == pytest.approx(14 * send + across)
     assert pp16["send_s"] == pytest.approx(across)
     with pytest.raises(ValueError, match="layers"):
-        parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 3)
+        parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 3, achievable=False)
 
 
 def test_tp_step_on_the_achievable_model_and_its_ceiling_by_hand():
@@ -393,7 +393,7 @@ def test_fp8_all_reduces_in_16_bits_on_the_achievable_model_as_in_the_simulator(
     # and so the all-reduced activations, are bf16 in the engines: 1 x 8,192 x 2 B =
     # 16,384 B a message on the achievable model; the ceiling keeps the compute format's
     # 1 x 8,192 x 1 B = 8,192 B (the smallest message: a bound stays a bound).
-    assert parallel.tp_message_bytes_per_value("fp8") == 1
+    assert parallel.tp_message_bytes_per_value("fp8", achievable=False) == 1
     assert parallel.tp_message_bytes_per_value("fp8", True) == 2
     assert parallel.tp_message_bytes_per_value("fp32", True) == 4
     kw = dict(dtype="fp8", compute_dtype="fp8")
@@ -416,7 +416,7 @@ def test_fp8_all_reduces_in_16_bits_on_the_achievable_model_as_in_the_simulator(
     from gpuinfer.predict import achievable
 
     for eff, want in ((achievable.FITTED, ach["comm_s"]), (achievable.CEILING, floor)):
-        timer = engine_step.EngineStep("llama-3-70b", "H100 SXM", tp=2, efficiency=eff, **kw)
+        timer = engine_step.EngineStep("llama-3-70b", "H100 SXM", n_devices=2, achievable=eff, **kw)
         assert timer.comm_s([1])[0] == pytest.approx(want, rel=1e-12)
 
 
@@ -446,7 +446,7 @@ def test_pp_stage_is_its_share_of_the_achievable_step():
     # the roofline by default, on the achievable model (overheads included) with it.
     whole = llm.decode_step_s("llama-2-70b", "H100 SXM", 8, 1024)
     ach = achievable.decode_step_s("llama-2-70b", "H100 SXM", 8, 1024)
-    roof = parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 4, 8, 1024)
+    roof = parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 4, 8, 1024, achievable=False)
     fit = parallel.pp_decode_breakdown("llama-2-70b", "H100 SXM", 4, 8, 1024, achievable=True)
     assert roof["stage_s"] == pytest.approx(whole / 4)
     assert fit["stage_s"] == pytest.approx(ach / 4)
@@ -560,8 +560,9 @@ def test_tp_options_cost_by_the_formula_and_sort_cheapest_first():
     # by-hand step in test_exercises_ch06_08), 4 x 5.4075 / (3600 x 113 / 0.02493) x 1e6
     # = 1.326 USD a million tokens.
     price = 43.26 / 8
-    t = parallel.tp_options("llama-2-70b", {"H200": price, "H100 SXM": 39.33 / 8}, 4096,
-                            0.025, degrees=(2, 4))
+    t = parallel.tp_options("llama-2-70b", options=(2, 4),
+                            prices={"H200": price, "H100 SXM": 39.33 / 8}, context=4096,
+                            tpot_s=0.025)
     assert list(t.columns) == ["GPU", "N", "batch", "step_ms", "usd_per_million",
                                "memory_batch", "memory_usd_per_million"]
     best = t.iloc[0]
@@ -605,16 +606,20 @@ def test_tp_options_cost_by_the_formula_and_sort_cheapest_first():
      "tpot_s"),
     (lambda: parallel.tp_max_batch_within("llama-2-70b", "H200", 4, -5, 0.02), ValueError,
      "context"),
-    (lambda: parallel.tp_options("llama-2-70b", {}, 4096, 0.025), TypeError, "prices"),
-    (lambda: parallel.tp_options("llama-2-70b", "H200", 4096, 0.025), TypeError, "prices"),
-    (lambda: parallel.tp_options("llama-2-70b", {"H200": -1.0}, 4096, 0.025), ValueError,
+    (lambda: parallel.tp_options("llama-2-70b", prices={}, context=4096, tpot_s=0.025), TypeError, "prices"),
+    (lambda: parallel.tp_options("llama-2-70b", prices="H200", context=4096, tpot_s=0.025), TypeError, "prices"),
+    (lambda: parallel.tp_options("llama-2-70b", prices={"H200": -1.0}, context=4096,
+                                 tpot_s=0.025), ValueError,
      "prices"),
-    (lambda: parallel.tp_options("llama-2-70b", {"Z9000": 1.0}, 4096, 0.025), ValueError,
+    (lambda: parallel.tp_options("llama-2-70b", prices={"Z9000": 1.0}, context=4096,
+                                 tpot_s=0.025), ValueError,
      "Z9000"),
-    (lambda: parallel.tp_options("llama-2-70b", {"H200": 1.0}, 4096, 0.025, degrees=(3,)),
+    (lambda: parallel.tp_options("llama-2-70b", options=(3,), prices={"H200": 1.0},
+                                 context=4096, tpot_s=0.025),
      ValueError, "3 devices"),
-    (lambda: parallel.tp_options("llama-2-70b", {"H200": 1.0}, 4096, 0.025, degrees=()),
-     ValueError, "degrees"),
+    (lambda: parallel.tp_options("llama-2-70b", options=(), prices={"H200": 1.0},
+                                 context=4096, tpot_s=0.025),
+     ValueError, "options"),
 ])
 def test_tp_decision_bad_inputs(call, err, words):
     with pytest.raises(err, match=words):
@@ -721,8 +726,8 @@ def test_fp8_w8a8_needs_compute_dtype_and_reaches_the_decision():
     w8a8 = parallel.tp_step_s("llama-2-70b", "H200", 8, 195, 4096, dtype="fp8_e4m3",
                               compute_dtype="fp8_e4m3", **kw)
     assert w8a8 < wo
-    t = parallel.tp_options("llama-2-70b", {"H200": 4.0}, 4096, 0.025, degrees=(8,),
-                            dtype="fp8_e4m3", compute_dtype="fp8_e4m3")
+    t = parallel.tp_options("llama-2-70b", options=(8,), prices={"H200": 4.0}, context=4096,
+                            tpot_s=0.025, dtype="fp8_e4m3", compute_dtype="fp8_e4m3")
     assert t.loc[0, "batch"] == parallel.tp_max_batch_within(
         "llama-2-70b", "H200", 8, 4096, 0.025, dtype="fp8_e4m3", compute_dtype="fp8_e4m3")
 

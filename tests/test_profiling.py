@@ -73,7 +73,7 @@ def _run(mm_us, view_us=100.0):
 
 
 def test_operations_are_per_step_and_priced_and_kernels_are_not_counted_twice():
-    t = profiling.operations(_run(100.0), element_bytes=2, steps=2, device_time=True)
+    t = profiling.operations(_run(100.0), element_bytes=2, steps=2, on_device=True)
     assert list(t["op"]) == ["aten::mm", "aten::view"]            # the kernel row skipped
     mm = t.iloc[0]
     # per step: 2 calls in 100 us; FLOPs 2 x (2 x 4096^2) = 67,108,864;
@@ -129,15 +129,15 @@ def test_the_verdict_branches_on_the_data():
 
 def test_the_curve_is_one_over_the_step_and_the_batch_over_the_step_and_gpus():
     # step (10 + 0.2 B) ms on 4 GPUs. B = 50: 20 ms, 50 tokens/s a user, 50 / 0.02 / 4 = 625.
-    c = profiling.curve(lambda b: (10 + b / 5) * 1e-3, [1, 50, 150], n_gpus=4)
+    c = profiling.curve(lambda b: (10 + b / 5) * 1e-3, [1, 50, 150], n_devices=4)
     assert c.loc[50, "tokens_per_s_per_user"] == pytest.approx(50.0)
     assert c.loc[50, "tokens_per_s_per_gpu"] == pytest.approx(625.0)
     # Within 40 ms the largest batch is 150 (exactly 40 ms): 150 / 0.04 / 4 = 937.5.
     assert profiling.best_within(c, 0.040).name == 150
     with pytest.raises(KeyError, match="no batch meets"):
         profiling.best_within(c, 0.005)
-    with pytest.raises(ValueError, match="n_gpus"):
-        profiling.curve(lambda b: 1.0, [1], n_gpus=0)
+    with pytest.raises(ValueError, match="n_devices"):
+        profiling.curve(lambda b: 1.0, [1], n_devices=0)
 
 
 def test_the_interactivity_curve_is_the_achievable_model_with_the_ceiling_beside():

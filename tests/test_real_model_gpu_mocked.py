@@ -69,14 +69,14 @@ def test_a_gpu_decode_step_is_captured_once_and_replayed(monkeypatch, tiny):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: synced.append(device))
-    timing = rm.time_decode(m, 1, cuda_graph=True, min_run_time=0.001, warmup=1)
+    timing = rm.time_decode(m, 1, cuda_graph=True, min_run_s=0.001, warmup=1)
     assert len(captured) == 1 and captured[0][1] == torch.device("cuda")
     assert timing.median_s > 0 and timing.blocks >= 5
     assert synced and all(d == torch.device("cuda") for d in synced)   # the clock waited
-    eager = rm.time_decode(m, 1, min_run_time=0.001, warmup=1)
+    eager = rm.time_decode(m, 1, min_run_s=0.001, warmup=1)
     assert len(captured) == 1 and eager.median_s > 0                  # eager: no capture
-    assert rm.time_prefill(m, [1, 2, 3], min_run_time=0.001, warmup=1).median_s > 0
+    assert rm.time_prefill(m, [1, 2, 3], min_run_s=0.001, warmup=1).median_s > 0
     before = [c.clone() for c in m.cache()[0]]
-    assert rm.time_verify(m, 4, min_run_time=0.001, warmup=1).median_s > 0
+    assert rm.time_verify(m, 4, min_run_s=0.001, warmup=1).median_s > 0
     # the verify step writes beyond row 0's length only: the cached prompt is untouched
     assert all(torch.equal(a[0, :, :3], b[0, :, :3]) for a, b in zip(before, m.cache()[0]))

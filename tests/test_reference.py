@@ -32,13 +32,13 @@ def test_tidy_weight_reads_by_hand():
 
 
 def test_tidy_matmul_and_decode_rows_from_bench():
-    mm = bench.matmul_tflops([(4, 64, 64)], device="cpu", min_run_time=0.01, progress=False)
+    mm = bench.matmul_tflops([(4, 64, 64)], device="cpu", min_run_s=0.01, progress=False)
     env = environment.environment("cpu")
     t = reference.tidy(mm, "matmul", env).iloc[0]
     assert t["value"] == pytest.approx(mm.iloc[0]["achieved_tflops"] * 1e12)
     assert t["ceiling"] == pytest.approx(mm.iloc[0]["roofline_tflops"] * 1e12)
     spec = decoding.lab_model("mistral-7b", "cpu", width_divisor=8, weight_budget_bytes=1e6)
-    row = decoding.DecodeStack(spec, device="cpu").measure(2, 8, min_run_time=0.01)
+    row = decoding.DecodeStack(spec, device="cpu").measure(2, 8, min_run_s=0.01)
     d = reference.tidy([row], "decode", env).iloc[0]
     assert d["value"] == pytest.approx(2 / row["seconds"])
     assert d["ceiling"] == pytest.approx(llm.decode_ceiling(spec, detection.cpu(), 2, 8, "fp32"))

@@ -118,30 +118,3 @@ def test_ridge_rows_by_hand():
     assert roofline.matmul_intensity(158, 8192, 8192) < ridge <= roofline.matmul_intensity(159, 8192, 8192)
     with pytest.raises(ValueError, match="no m"):
         roofline.ridge_rows(64, 64, "A100 80GB")   # at most 64 FLOP/byte: below the ridge
-
-
-def test_a_time_is_named_in_seconds_once():
-    # Issue 32: one name per thing. Every public function of the package that returns a
-    # time ends in `_s`; none ends in `_time` or `_seconds`, and no module keeps the old
-    # names as aliases (one function bound under two names).
-    import importlib
-    import inspect
-    import pkgutil
-
-    import gpuinfer
-
-    bad = []
-    for info in pkgutil.walk_packages(gpuinfer.__path__, "gpuinfer."):
-        if info.name.endswith("__main__") or info.name.endswith("triton_server"):
-            continue
-        module = importlib.import_module(info.name)
-        for name, obj in vars(module).items():
-            if name.startswith("_") or not inspect.isfunction(obj):
-                continue
-            if name.endswith(("_time", "_seconds")):
-                bad.append(f"{info.name}.{name}")
-            elif obj.__name__ != name and getattr(module, obj.__name__, None) is obj:
-                bad.append(f"{info.name}.{name} is an alias of {obj.__name__}")
-    assert not bad, bad
-
-

@@ -70,7 +70,7 @@ def test_autotune_ranks_equivalent_candidates_fastest_first():
     x = torch.randn(64, 64)
     w = torch.randn(64, 64)
     df = tuning.autotune({"matmul": lambda: x @ w, "linear": lambda: torch.nn.functional.linear(x, w.t())},
-                          min_run_time=0.01)
+                          min_run_s=0.01)
     assert set(df["candidate"]) == {"matmul", "linear"}
     assert df["seconds"].is_monotonic_increasing and (df["seconds"] > 0).all()
     assert df["speedup_vs_slowest"].iloc[-1] == 1.0
@@ -79,7 +79,7 @@ def test_autotune_ranks_equivalent_candidates_fastest_first():
 def test_autotune_refuses_a_candidate_that_computes_something_else():
     x = torch.randn(16)
     with pytest.raises(ValueError, match="'wrong' does not compute"):
-        tuning.autotune({"right": lambda: x * 2, "wrong": lambda: x * 3}, min_run_time=0.01)
+        tuning.autotune({"right": lambda: x * 2, "wrong": lambda: x * 3}, min_run_s=0.01)
     with pytest.raises(ValueError, match="empty"):
         tuning.autotune({})
 
@@ -170,7 +170,8 @@ def test_bad_input_gets_a_clear_error(call, error, words):
 def test_mig_options_and_the_smallest_profile():
     # Llama-3-8B fp16, 8 sequences of 4,096 tokens on an H100: weights 16.06 GB + 8 x
     # 4096 x 131,072 B of KV = 4.3 GB do not fit a 1g.10gb or 1g.20gb slice.
-    table = mig_sizing.mig_options("llama-3-8b", "H100 SXM", batch=8, context=4096)
+    table = mig_sizing.mig_options("llama-3-8b", accelerator="H100 SXM", batch=8,
+                                   context=4096)
     assert list(table.index[:2]) == ["1g.10gb", "1g.20gb"]
     assert (table["max_batch"].diff().dropna() >= -1e9).all()
     small = mig_sizing.smallest_mig_profile("llama-3-8b", "H100 SXM", 8, 4096, tpot_s=1.0)
@@ -191,14 +192,16 @@ def test_mig_options_decide_on_the_achievable_step_with_the_ceiling_beside():
     from gpuinfer.predict import achievable, mig_sizing
 
     step_bytes = 2 * 7_504_658_432 + 8 * 4096 * 131_072
-    table = mig_sizing.mig_options("llama-3-8b", "H100 SXM", batch=8, context=4096)
+    table = mig_sizing.mig_options("llama-3-8b", accelerator="H100 SXM", batch=8,
+                                   context=4096)
     row = table.loc["3g.40gb"]
     assert row["tpot_ceiling_s"] == pytest.approx(step_bytes / 1.675e12, rel=0.005)
     fit = achievable.FITTED      # bandwidth 0.85, 13 kernels x 0.5 us a layer, 1.6 ms
     assert row["tpot_s"] == pytest.approx(
         step_bytes / (fit.bandwidth * 1.675e12)
         + 32 * fit.kernels_per_layer * fit.kernel_gap_s + fit.step_s, rel=0.005)
-    ceiling = mig_sizing.mig_options("llama-3-8b", "H100 SXM", 8, 4096, achievable=False)
+    ceiling = mig_sizing.mig_options("llama-3-8b", accelerator="H100 SXM", batch=8,
+                                     context=4096, achievable=False)
     assert ceiling.loc["3g.40gb", "tpot_s"] == row["tpot_ceiling_s"]
     # A 12 ms TPOT: 3g.40gb meets it on the ceiling (11.5 ms), not on the achievable model
     # (15.4 ms); the whole GPU does (8.6 ms achievable).
@@ -206,7 +209,8 @@ def test_mig_options_decide_on_the_achievable_step_with_the_ceiling_beside():
                                            achievable=False) == "3g.40gb"
     assert mig_sizing.smallest_mig_profile("llama-3-8b", "H100 SXM", 8, 4096, 0.012) == "7g.80gb"
     with pytest.raises(TypeError, match="achievable"):
-        mig_sizing.mig_options("llama-3-8b", "H100 SXM", 8, 4096, achievable="yes")
+        mig_sizing.mig_options("llama-3-8b", accelerator="H100 SXM", batch=8, context=4096,
+                               achievable="yes")
 
 
 def test_memory_plan_refuses_a_bad_reserve():

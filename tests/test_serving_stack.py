@@ -39,11 +39,11 @@ def _made_up_server(limit):
 def test_goodput_bracket_holds_the_answer_and_is_as_narrow_as_asked():
     unit = batching.poisson_arrivals(1.0, 300, seed=0)
     expected = 37.0 * unit[-1] / 299          # the nominal rate at which load reaches 37/s
-    lo, hi = llm_slo.goodput_bracket(_made_up_server(37.0), 300, ttft_slo=0.05,
-                                     tpot_slo=1.0, rel_tol=0.05, rate=8.0)
+    lo, hi = llm_slo.goodput_bracket(_made_up_server(37.0), 300, ttft_slo_s=0.05,
+                                     tpot_slo_s=1.0, rel_tol=0.05, rate=8.0)
     assert lo <= expected < hi
     assert hi / lo <= 1.05
-    assert llm_slo.goodput(_made_up_server(37.0), 300, ttft_slo=0.05, tpot_slo=1.0,
+    assert llm_slo.goodput(_made_up_server(37.0), 300, ttft_slo_s=0.05, tpot_slo_s=1.0,
                            rel_tol=0.05, rate=8.0) == lo
 
 
@@ -52,8 +52,8 @@ def test_goodputs_from_one_start_lie_on_a_grid_of_4_to_the_1_32():
     # logarithm 5 times (4^(1/32) = 1.0443 < 1.05): every answer is 8 x 4^(j/32).
     step = 4 ** (1 / 32)
     for limit in (23.0, 37.0, 61.0):
-        lo, hi = llm_slo.goodput_bracket(_made_up_server(limit), 300, ttft_slo=0.05,
-                                         tpot_slo=1.0, rel_tol=0.05, rate=8.0)
+        lo, hi = llm_slo.goodput_bracket(_made_up_server(limit), 300, ttft_slo_s=0.05,
+                                         tpot_slo_s=1.0, rel_tol=0.05, rate=8.0)
         j = math.log(lo / 8.0, step)
         assert j == pytest.approx(round(j), abs=1e-9)
         assert hi / lo == pytest.approx(step)
@@ -62,7 +62,7 @@ def test_goodputs_from_one_start_lie_on_a_grid_of_4_to_the_1_32():
 
 
 def test_goodput_bracket_when_even_a_light_load_fails():
-    lo, hi = llm_slo.goodput_bracket(_made_up_server(37.0), 300, ttft_slo=1e-9, tpot_slo=1.0)
+    lo, hi = llm_slo.goodput_bracket(_made_up_server(37.0), 300, ttft_slo_s=1e-9, tpot_slo_s=1.0)
     assert lo == 0.0 and hi > 0
 
 
@@ -81,24 +81,24 @@ def test_tree_nodes_and_expected_tokens_by_hand():
 
 def test_a_tree_verifies_its_nodes_and_stops_paying_at_a_smaller_batch():
     d = speculative.LLAMA_3_2_1B
-    chain = speculative.round_breakdown(MODEL, d, GPU, acceptance=0.8, k=4, batch=1, context=256)
+    chain = speculative.round_breakdown(MODEL, d, GPU, acceptance=0.8, k=4, batch=1, context=256, achievable=False)
     tree = speculative.round_breakdown(MODEL, d, GPU, acceptance=0.8, k=4, batch=1, context=256,
-                                       tree=(4, 2, 2, 1))
+                                       tree=(4, 2, 2, 1), achievable=False)
     assert (chain["verified_tokens"], tree["verified_tokens"]) == (5, 45)
     # At batch 1 the verify step is a weight read either way: the tree's extra tokens
     # accepted make it faster.
     assert tree["speedup"] > chain["speedup"]
     # The verify step of 45 tokens a sequence turns compute-bound 9 times sooner.
-    cut = {t: speculative.cutoff_batch(MODEL, d, GPU, acceptance=0.8, k=4, context=256, tree=t)
+    cut = {t: speculative.cutoff_batch(MODEL, d, GPU, acceptance=0.8, k=4, context=256, tree=t, achievable=False)
            for t in (None, (4, 2, 2, 1))}
     assert cut[(4, 2, 2, 1)] < cut[None] / 4
     # A chain passed as a tree is the chain.
     same = speculative.round_breakdown(MODEL, d, GPU, acceptance=0.8, k=4, batch=8, context=256,
-                                       tree=(1, 1, 1, 1))
+                                       tree=(1, 1, 1, 1), achievable=False)
     assert same["speedup"] == pytest.approx(speculative.decode_speedup(
-        MODEL, d, GPU, acceptance=0.8, k=4, batch=8, context=256))
+        MODEL, d, GPU, acceptance=0.8, k=4, batch=8, context=256, achievable=False))
     with pytest.raises(ValueError, match="k=3 must equal len"):
-        speculative.round_breakdown(MODEL, d, GPU, acceptance=0.8, k=3, tree=(2, 2))
+        speculative.round_breakdown(MODEL, d, GPU, acceptance=0.8, k=3, tree=(2, 2), achievable=False)
     with pytest.raises(ValueError, match=r"tree\[1\]"):
         speculative.tree_expected_tokens(0.8, (2, 0))
 
@@ -107,32 +107,32 @@ def test_speculation_schedule_switches_off_where_it_stops_paying():
     d = speculative.LLAMA_3_2_1B
     grid = [1, 16, 128, 512]
     kw = dict(acceptance=0.8, context=256, max_k=4)
-    sched = speculative.speculation_schedule(MODEL, d, GPU, batches=grid, **kw)
+    sched = speculative.speculation_schedule(MODEL, d, GPU, batches=grid, **kw, achievable=False)
     # Each range's k is best_k at its first batch; the ranges tile 1..512.
     assert sched[0][0] == 1 and sched[-1][1] == 512
     for (_, b, _), (c, _, _) in zip(sched, sched[1:]):
         assert c == b + 1
     for first, _, k in sched:
-        assert k == speculative.best_k(MODEL, d, GPU, batch=first, **kw)
+        assert k == speculative.best_k(MODEL, d, GPU, batch=first, **kw, achievable=False)
     # Past the cut-off of every k the schedule is off: at batch 512 (the ceiling's
     # chain k=1 stops paying below it) k = 0, and the speed-up is exactly 1.
     assert sched[-1][2] == 0
     assert speculative.scheduled_speedup(MODEL, d, GPU, acceptance=0.8, schedule=sched,
-                                         batch=512, context=256) == 1.0
+                                         batch=512, context=256, achievable=False) == 1.0
     # TensorRT-LLM's max_concurrency by hand: k = 4 up to 8 requests, off above.
     hand = [[1, 8, 4], [9, 1024, 0]]
     assert speculative.scheduled_speedup(MODEL, d, GPU, acceptance=0.8, schedule=hand,
-                                         batch=4, context=256) == pytest.approx(
-        speculative.decode_speedup(MODEL, d, GPU, acceptance=0.8, k=4, batch=4, context=256))
+                                         batch=4, context=256, achievable=False) == pytest.approx(
+        speculative.decode_speedup(MODEL, d, GPU, acceptance=0.8, k=4, batch=4, context=256, achievable=False))
     assert speculative.scheduled_speedup(MODEL, d, GPU, acceptance=0.8, schedule=hand,
-                                         batch=9, context=256) == 1.0
+                                         batch=9, context=256, achievable=False) == 1.0
     with pytest.raises(ValueError, match="no range"):
-        speculative.scheduled_speedup(MODEL, d, GPU, acceptance=0.8, schedule=hand, batch=2000)
+        speculative.scheduled_speedup(MODEL, d, GPU, acceptance=0.8, schedule=hand, batch=2000, achievable=False)
     # Nothing accepted: never speculate.
     assert speculative.speculation_schedule(MODEL, d, GPU, acceptance=0.0, batches=[1, 64],
-                                            max_k=2) == [[1, 64, 0]]
+                                            max_k=2, achievable=False) == [[1, 64, 0]]
     with pytest.raises(ValueError, match="ascending"):
-        speculative.speculation_schedule(MODEL, d, GPU, acceptance=0.8, batches=[4, 2])
+        speculative.speculation_schedule(MODEL, d, GPU, acceptance=0.8, batches=[4, 2], achievable=False)
 
 
 # --- prefix caching and routing -----------------------------------------------------------
@@ -176,19 +176,19 @@ def test_conversation_prefix_hits_by_hand():
 
 def test_prefix_ttft_is_the_uncached_tokens_on_top_of_the_cached():
     # The ceiling: llm.forward_step_s of 1,000 new tokens on 19,000 cached.
-    assert paged_kv.prefix_ttft_s(MODEL, GPU, 20000, 19000) == pytest.approx(
+    assert paged_kv.prefix_ttft_s(MODEL, GPU, 20000, 19000, achievable=False) == pytest.approx(
         llm.forward_step_s(MODEL, GPU, [1000], [19000]))
-    assert paged_kv.prefix_ttft_s(MODEL, GPU, 20000, 0) == pytest.approx(
+    assert paged_kv.prefix_ttft_s(MODEL, GPU, 20000, 0, achievable=False) == pytest.approx(
         llm.prefill_s(MODEL, GPU, 20000))
     with pytest.raises(ValueError, match="cached_tokens"):
-        paged_kv.prefix_ttft_s(MODEL, GPU, 100, 100)
+        paged_kv.prefix_ttft_s(MODEL, GPU, 100, 100, achievable=False)
 
 
 # --- KV offload and transfer ----------------------------------------------------------------
 
 def test_kv_reload_or_recompute_by_hand():
     # 32,768 tokens x 131,072 B = 4,294,967,296 B; over 7e9 B/s: 0.6136 s.
-    r = paged_kv.kv_reload_or_recompute(MODEL, GPU, 32768, bandwidth_bytes_per_s=7e9)
+    r = paged_kv.kv_reload_or_recompute(MODEL, GPU, 32768, bandwidth_bytes_per_s=7e9, achievable=False)
     assert r["kv_bytes"] == 32768 * KV_8B == 4_294_967_296
     assert r["reload_s"] == pytest.approx(4_294_967_296 / 7e9)
     # The ceiling's recompute: a prefill of the 32,768 tokens with no LM head.
@@ -197,7 +197,7 @@ def test_kv_reload_or_recompute_by_hand():
     assert r["breakeven_bytes_per_s"] == pytest.approx(r["kv_bytes"] / r["recompute_s"])
     assert r["reload_wins"] == (7e9 > r["breakeven_bytes_per_s"])
     with pytest.raises(ValueError, match="bandwidth_bytes_per_s"):
-        paged_kv.kv_reload_or_recompute(MODEL, GPU, 10, bandwidth_bytes_per_s=0)
+        paged_kv.kv_reload_or_recompute(MODEL, GPU, 10, bandwidth_bytes_per_s=0, achievable=False)
 
 
 def test_kv_transfer_by_hand():
@@ -246,7 +246,8 @@ def test_mig_decision_in_fp8_by_hand():
                         + 32 * f.kernels_per_layer * f.kernel_gap_s + f.step_s)
         assert (tpot[slices] <= 0.015) == ok
     assert (matmul + cache) / (3.35e12 * 2 / 8) < 0.015        # the ceiling's slip
-    opts = mig_sizing.mig_options("llama-3-8b", GPU, 8, 4096, "fp8", compute_dtype="fp8")
+    opts = mig_sizing.mig_options("llama-3-8b", accelerator=GPU, batch=8, context=4096,
+                                  dtype="fp8", compute_dtype="fp8")
     assert opts.loc["1g.20gb", "tpot_s"] == pytest.approx(tpot[2], rel=0.01)     # 18.38 ms
     assert opts.loc["3g.40gb", "tpot_s"] == pytest.approx(tpot[4], rel=0.01)     # 10.10 ms
     assert mig_slices.mig_profiles(GPU).loc["3g.40gb", "max_instances"] == 2

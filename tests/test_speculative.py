@@ -53,7 +53,7 @@ def test_draft_config_matches_the_published_parameter_count():
 
 def test_round_breakdown_adds_up_the_package_tables():
     b, c, k = 4, 512, 3
-    r = spec.round_breakdown(TARGET, DRAFT, GPU, acceptance=0.7, k=k, batch=b, context=c)
+    r = spec.round_breakdown(TARGET, DRAFT, GPU, acceptance=0.7, k=k, batch=b, context=c, achievable=False)
     # Plain step: one target decode step.
     assert r["plain_step_s"] == pytest.approx(llm.decode_step_s(TARGET, GPU, b, c))
     # Verify: matmuls, embedding and LM head over b (k + 1) = 16 tokens, attention of
@@ -71,7 +71,7 @@ def test_round_breakdown_adds_up_the_package_tables():
 
 def test_at_batch_1_verifying_k_plus_1_tokens_costs_about_one_step():
     # Memory-bound: 5 tokens read the same 16 GB of weights as 1 token.
-    r = spec.round_breakdown(TARGET, DRAFT, GPU, acceptance=0.8, k=4, batch=1, context=256)
+    r = spec.round_breakdown(TARGET, DRAFT, GPU, acceptance=0.8, k=4, batch=1, context=256, achievable=False)
     assert r["verify_s"] == pytest.approx(r["plain_step_s"], rel=0.02)
     # Then the roofline agrees with Leviathan et al.'s formula at the measured c.
     assert r["speedup"] == pytest.approx(spec.speedup(0.8, 4, r["cost_ratio"]), rel=0.02)
@@ -79,7 +79,7 @@ def test_at_batch_1_verifying_k_plus_1_tokens_costs_about_one_step():
 
 def test_the_gain_shrinks_with_the_batch_and_vanishes_when_compute_bound():
     gains = [spec.decode_speedup(TARGET, DRAFT, GPU, acceptance=0.8, k=4, batch=b,
-                                 context=256) for b in (1, 16, 64, 256, 1024)]
+                                 context=256, achievable=False) for b in (1, 16, 64, 256, 1024)]
     assert all(x > y for x, y in zip(gains, gains[1:]))
     assert gains[0] > 2
     # Past the compute-bound batch (about 326 on an H100 for fp16 Llama-3-8B), verifying
@@ -90,12 +90,12 @@ def test_the_gain_shrinks_with_the_batch_and_vanishes_when_compute_bound():
 
 def test_no_acceptance_never_pays():
     for b in (1, 64):
-        assert spec.decode_speedup(TARGET, DRAFT, GPU, acceptance=0.0, k=3, batch=b) < 1
+        assert spec.decode_speedup(TARGET, DRAFT, GPU, acceptance=0.0, k=3, batch=b, achievable=False) < 1
 
 
 def test_best_k_is_zero_when_speculation_cannot_pay():
-    assert spec.best_k(TARGET, DRAFT, GPU, acceptance=0.0, max_k=4) == 0
-    assert spec.best_k(TARGET, DRAFT, GPU, acceptance=0.9, max_k=8) > 1
+    assert spec.best_k(TARGET, DRAFT, GPU, acceptance=0.0, max_k=4, achievable=False) == 0
+    assert spec.best_k(TARGET, DRAFT, GPU, acceptance=0.9, max_k=8, achievable=False) > 1
 
 
 # --- bad input ---------------------------------------------------------------------------
@@ -113,22 +113,22 @@ def test_best_k_is_zero_when_speculation_cannot_pay():
     (lambda: spec.speedup(0.5, 3, -0.1), ValueError, "cost_ratio"),
     (lambda: spec.speedup(0.5, 3, math.inf), ValueError, "cost_ratio"),
     (lambda: spec.speedup(0.5, 3, None), TypeError, "cost_ratio"),
-    (lambda: spec.decode_speedup("llama-9", DRAFT, GPU, acceptance=0.5, k=2), KeyError,
+    (lambda: spec.decode_speedup("llama-9", DRAFT, GPU, acceptance=0.5, k=2, achievable=False), KeyError,
      "llama-9"),
-    (lambda: spec.decode_speedup(TARGET, DRAFT, "H900", acceptance=0.5, k=2), KeyError, "H900"),
-    (lambda: spec.decode_speedup(TARGET, DRAFT, GPU, acceptance=0.5, k=2, batch=0),
+    (lambda: spec.decode_speedup(TARGET, DRAFT, "H900", acceptance=0.5, k=2, achievable=False), KeyError, "H900"),
+    (lambda: spec.decode_speedup(TARGET, DRAFT, GPU, acceptance=0.5, k=2, batch=0, achievable=False),
      ValueError, "batch"),
-    (lambda: spec.decode_speedup(TARGET, DRAFT, GPU, acceptance=0.5, k=2, batch=1.5),
+    (lambda: spec.decode_speedup(TARGET, DRAFT, GPU, acceptance=0.5, k=2, batch=1.5, achievable=False),
      ValueError, "batch"),
-    (lambda: spec.decode_speedup(TARGET, DRAFT, GPU, acceptance=0.5, k=2, context=-1),
+    (lambda: spec.decode_speedup(TARGET, DRAFT, GPU, acceptance=0.5, k=2, context=-1, achievable=False),
      ValueError, "context"),
-    (lambda: spec.decode_speedup(TARGET, DRAFT, GPU, acceptance=[0.5, 0.6], k=2),
+    (lambda: spec.decode_speedup(TARGET, DRAFT, GPU, acceptance=[0.5, 0.6], k=2, achievable=False),
      TypeError, "acceptance"),
-    (lambda: spec.decode_speedup(TARGET, DRAFT, GPU, acceptance=0.5, k=2, dtype="fp7"),
+    (lambda: spec.decode_speedup(TARGET, DRAFT, GPU, acceptance=0.5, k=2, dtype="fp7", achievable=False),
      KeyError, "fp7"),
-    (lambda: spec.decode_speedup(TARGET, DRAFT, "T4", acceptance=0.5, k=2, dtype="bf16"),
+    (lambda: spec.decode_speedup(TARGET, DRAFT, "T4", acceptance=0.5, k=2, dtype="bf16", achievable=False),
      ValueError, "peak"),
-    (lambda: spec.best_k(TARGET, DRAFT, GPU, acceptance=0.5, max_k=-1), ValueError, "max_k"),
+    (lambda: spec.best_k(TARGET, DRAFT, GPU, acceptance=0.5, max_k=-1, achievable=False), ValueError, "max_k"),
 ])
 def test_bad_input_gets_a_clear_error(call, error, words):
     with pytest.raises(error, match=words):
@@ -154,7 +154,7 @@ def test_round_breakdown_says_whether_both_models_and_caches_fit():
     fits = (hardware.get(GPU).memory_bytes - fixed) // per_seq
     assert fits == 48
     for batch, want in [(int(fits), True), (int(fits) + 1, False)]:
-        r = spec.round_breakdown(TARGET, DRAFT, GPU, acceptance=0.8, k=4, batch=batch, context=8192)
+        r = spec.round_breakdown(TARGET, DRAFT, GPU, acceptance=0.8, k=4, batch=batch, context=8192, achievable=False)
         assert r["memory_bytes"] == pytest.approx(fixed + batch * per_seq)
         assert r["fits"] is want
 
@@ -167,7 +167,7 @@ def test_the_achievable_round_reduces_to_the_ceiling_and_is_slower_otherwise():
     ones = A.Efficiency(matmul=1.0, bandwidth=1.0, attention=1.0, step_s=0.0,
                         kernel_gap_s=0.0, attention_dtype=None)
     kw = dict(acceptance=0.8, k=4, batch=8, context=512)
-    ceiling = speculative.round_breakdown("llama-3-8b", "llama-3.2-1b", "H100 SXM", **kw)
+    ceiling = speculative.round_breakdown("llama-3-8b", "llama-3.2-1b", "H100 SXM", **kw, achievable=False)
     same = speculative.round_breakdown("llama-3-8b", "llama-3.2-1b", "H100 SXM",
                                        achievable=ones, **kw)
     for key in ("plain_step_s", "verify_s", "draft_s", "speedup"):
@@ -205,20 +205,20 @@ def test_a_draft_step_pays_its_kernel_gaps_and_without_graphs_its_launches():
 
 def test_cutoff_batch_is_where_speculation_stops_paying():
     kw = dict(acceptance=0.8, k=4, context=512)
-    b = speculative.cutoff_batch("llama-3-8b", "llama-3.2-1b", "H100 SXM", **kw)
+    b = speculative.cutoff_batch("llama-3-8b", "llama-3.2-1b", "H100 SXM", **kw, achievable=False)
     assert 1 < b < 4096
     gain = functools.partial(speculative.decode_speedup, "llama-3-8b", "llama-3.2-1b",
-                             "H100 SXM", **kw)
+                             "H100 SXM", achievable=False, **kw)
     assert gain(batch=b - 1) > 1 >= gain(batch=b)
     assert speculative.cutoff_batch("llama-3-8b", "llama-3.2-1b", "H100 SXM",
-                                    acceptance=0.0, k=4) == 1
+                                    acceptance=0.0, k=4, achievable=False) == 1
     # A bound it still pays at: math.inf; the bound itself, where it stops: that batch.
     assert speculative.cutoff_batch("llama-3-8b", "llama-3.2-1b", "H100 SXM", max_batch=b - 1,
-                                    **kw) == math.inf
+                                    **kw, achievable=False) == math.inf
     assert speculative.cutoff_batch("llama-3-8b", "llama-3.2-1b", "H100 SXM", max_batch=b,
-                                    **kw) == b
+                                    **kw, achievable=False) == b
     with pytest.raises(ValueError, match="max_batch"):
-        speculative.cutoff_batch("llama-3-8b", "llama-3.2-1b", "H100 SXM", max_batch=0, **kw)
+        speculative.cutoff_batch("llama-3-8b", "llama-3.2-1b", "H100 SXM", max_batch=0, **kw, achievable=False)
 
 
 def test_variants_cite_their_sources():

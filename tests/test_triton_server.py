@@ -124,7 +124,7 @@ def test_simulate_like_uses_each_models_policy_and_the_real_arrivals():
 
 
 def test_service_times_are_positive_per_batch():
-    table = ts.service_times(tabular_model.mlp(hidden=(32,)), [1, 4], 64, min_run_time=0.01)
+    table = ts.service_times(tabular_model.mlp(hidden=(32,)), [1, 4], 64, min_run_s=0.01)
     assert list(table["batch"]) == [1, 4] and (table["seconds"] > 0).all()
 
 

@@ -265,8 +265,8 @@ def test_expert_parallel_with_dp_attention_by_hand():
     from gpuinfer.predict import step_model
 
     m, n, i, o = architectures.get("qwen3-235b-a22b"), 8, 1000, 1000
-    kw = dict(dtype="fp8", compute_dtype="fp8", kv_dtype="fp8", tp=n, ep=n, attention_dp=True)
-    r = llm_serving.offline_throughput(m, "H200", i, o, **kw)  # the ceiling
+    kw = dict(dtype="fp8", compute_dtype="fp8", kv_dtype="fp8", n_devices=n, ep=n, attention_dp=True)
+    r = llm_serving.offline_throughput(m, "H200", i, o, **kw, achievable=False)  # the ceiling
     # Memory: each GPU holds the whole model less 7/8 of its routed experts; its own
     # sequences hold the whole model's KV bytes a token, I + (O - 1)/2 tokens each.
     routed = m.n_moe_layers * m.n_experts * m.expert_params * 1.0  # fp8: 1 byte a weight
@@ -281,7 +281,7 @@ def test_expert_parallel_with_dp_attention_by_hand():
                   b / o * i * (i + 1) / 2 + b * (o - 1) / o * (i + (o - 2) / 2 + 1),
                   b * (o - 1) / o * (i + (o - 2) / 2),
                   b / o * i * i + b * (o - 1) / o * (i + (o - 2) / 2 + 1)])
-    timer = engine_step.EngineStep(m, "H200", "fp8", "fp8", "fp8")
+    timer = engine_step.EngineStep(m, "H200", "fp8", "fp8", "fp8", achievable=False)
     f, y = (a[:, 0] for a in timer.flops_bytes(z[:, None]))
     whole = z * n
     whole[0] = 1.0
@@ -299,16 +299,16 @@ def test_expert_parallel_with_dp_attention_by_hand():
 
 
 @pytest.mark.parametrize("model, kw, words", [
-    ("llama-3-70b", dict(tp=8, ep=8, attention_dp=True), "dense"),
-    ("qwen3-235b-a22b", dict(tp=8, ep=4, attention_dp=True), "ep=4"),
-    ("qwen3-235b-a22b", dict(tp=8, ep=8), "attention_dp=False"),
+    ("llama-3-70b", dict(n_devices=8, ep=8, attention_dp=True), "dense"),
+    ("qwen3-235b-a22b", dict(n_devices=8, ep=4, attention_dp=True), "ep=4"),
+    ("qwen3-235b-a22b", dict(n_devices=8, ep=8), "attention_dp=False"),
 ])
 def test_expert_parallel_layouts_the_model_does_not_express(model, kw, words):
     with pytest.raises(ValueError, match=words):
-        llm_serving.offline_throughput(model, "H200", 128, 128, dtype="fp8", **kw)
+        llm_serving.offline_throughput(model, "H200", 128, 128, dtype="fp8", **kw, achievable=False)
     with pytest.raises(TypeError, match="attention_dp"):
-        llm_serving.offline_throughput("qwen3-235b-a22b", "H200", 128, 128, tp=8, ep=8,
-                                       attention_dp="yes")
+        llm_serving.offline_throughput("qwen3-235b-a22b", "H200", 128, 128, n_devices=8, ep=8,
+                                       attention_dp="yes", achievable=False)
 
 
 def test_the_ep_layout_decomposition_is_offline_throughputs():
@@ -318,7 +318,7 @@ def test_the_ep_layout_decomposition_is_offline_throughputs():
     d = V.decompose(rows, ep_layout=True)
     for k, r in rows.iterrows():
         kw = dict(dtype=r["weight_format"], compute_dtype=r["compute_dtype"],
-                  kv_dtype=r["kv_dtype"], tp=int(r["tp"]), ep=int(r["ep"]), attention_dp=True)
+                  kv_dtype=r["kv_dtype"], n_devices=int(r["tp"]), ep=int(r["ep"]), attention_dp=True)
         for eff in (A.FITTED, A.REFIT, False):
             want = llm_serving.offline_throughput(r["model"], r["accelerator"],
                                                   int(r["input_tokens"]),

@@ -88,14 +88,14 @@ def plan_estimate(plan, accelerator) -> dict:
 
     def decode(batches, weight_format):
         return _decoding.sweep_estimate_s(model, acc, batches, ctx, weight_format, dtype,
-                                          min_run_time=mrt)
+                                          min_run_s=mrt)
 
     graph_extra = decode([1], dtype) if kind == "cuda" else 0.0  # eager batch 1 too
     return {
         "weight reads": _bench.read_estimate_s(plan["read_sizes"], dtype, acc,
-                                               cache=plan["cache"], min_run_time=mrt),
+                                               cache=plan["cache"], min_run_s=mrt),
         "matmul sweep": _bench.matmul_estimate_s(plan["matmul_shapes"], dtype, acc,
-                                                 min_run_time=mrt),
+                                                 min_run_s=mrt),
         "decode step": decode(plan["batches"], dtype) + graph_extra,
         "quantised weights": sum(decode([1], f) for f in (dtype, "int8", "int8", "int4")),
     }
@@ -147,17 +147,17 @@ def measure_plan(plan, device, progress=True) -> dict:
     stages = {}
     stages["weight_read"] = _stage(device, lambda: _bench.weight_read_bandwidth(
         plan["read_sizes"], device=device, flush_cache=plan["flush_cache"],
-        min_run_time=mrt, progress=progress))
+        min_run_s=mrt, progress=progress))
     stages["matmul"] = _stage(device, lambda: _bench.matmul_tflops(
         plan["matmul_shapes"], device=device, flush_cache=plan["flush_cache"],
-        min_run_time=mrt, progress=progress))
+        min_run_s=mrt, progress=progress))
     stack = _decoding.DecodeStack(plan["model"], device=device)
 
     def decode():
-        rows = stack.sweep(plan["batches"], ctx, cuda_graph=on_gpu, min_run_time=mrt,
+        rows = stack.sweep(plan["batches"], ctx, cuda_graph=on_gpu, min_run_s=mrt,
                            progress=progress)
         if on_gpu:  # the same batch-1 step without CUDA graphs: launch overhead
-            rows = pd.concat([rows, pd.DataFrame([stack.measure(1, ctx, min_run_time=mrt)])],
+            rows = pd.concat([rows, pd.DataFrame([stack.measure(1, ctx, min_run_s=mrt)])],
                              ignore_index=True)
         return rows
 
@@ -172,7 +172,7 @@ def measure_plan(plan, device, progress=True) -> dict:
             failed = None
             try:  # one kernel failing (a capture it breaks, a missing op) stops only itself
                 q = stack if kernel == "dense" else stack.quantised(kernel)
-                rows.append(q.measure(1, ctx, cuda_graph=on_gpu, min_run_time=mrt))
+                rows.append(q.measure(1, ctx, cuda_graph=on_gpu, min_run_s=mrt))
             except Exception as exc:
                 failed = _decoding.kernel_failure(kernel, exc)  # lab 4 says the same
             q = None

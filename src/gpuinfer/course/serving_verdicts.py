@@ -104,14 +104,14 @@ def batching_gain(one: Spread, top: Spread, batch, *, serving=False) -> str:
     return f"{text}\n{then}" if serving else text
 
 
-def gpu_at_batch_one(cpu: Spread, gpu, *, predicted) -> str:
-    """Lab 5: the GPU's batch-1 pass (`gpu`: one measured Spread, or the ends of a
+def gpu_at_batch_one(cpu: Spread, accelerator, *, predicted) -> str:
+    """Lab 5: the GPU's batch-1 pass (`accelerator`: one measured Spread, or the ends of a
     predicted range, s) against one CPU core's (`cpu`, s). A range is stated only where
     both ends fall on the same side of the CPU beyond its noise."""
-    gpu = sorted(gpu, key=lambda s: s.median)
-    _v.ensure(len(gpu) >= 1, "gpu must hold at least one time")
-    orders = {compare(cpu, g) for g in gpu}
-    ratios = [cpu.median / g.median for g in gpu]
+    accelerator = sorted(accelerator, key=lambda s: s.median)
+    _v.ensure(len(accelerator) >= 1, "gpu must hold at least one time")
+    orders = {compare(cpu, g) for g in accelerator}
+    ratios = [cpu.median / g.median for g in accelerator]
     what = "predicted for a T4" if predicted else "measured"
     if orders == {"larger"}:
         shown = " to ".join(f"{r:,.1f}x" for r in sorted(ratios))
@@ -123,7 +123,7 @@ def gpu_at_batch_one(cpu: Spread, gpu, *, predicted) -> str:
         return ("At batch 1 the GPU's predicted range straddles one CPU core: faster when "
                 "launches overlap\nthe GPU's work, slower when the host waits for each.")
     return inconclusive("the GPU at batch 1 against one CPU core", cpu.spread,
-                        *(g.spread for g in gpu))
+                        *(g.spread for g in accelerator))
 
 
 def threads_speedup(one: Spread, together: Spread, n_threads) -> str:

@@ -55,7 +55,7 @@ from gpuinfer.measure.environment import (clock_scaled_peak, sample_clocks)
 #: Each flushed read is of a slice of a pool at least this many times the cache.
 CACHE_FLUSH_FACTOR = 4
 #: Fewest timing blocks per measurement: enough for a median and an interquartile range
-#: that is a spread, also for a step so long that `min_run_time` holds only one or two.
+#: that is a spread, also for a step so long that `min_run_s` holds only one or two.
 MIN_BLOCKS = 5
 #: Seconds of timing per measurement by default. A GPU gets longer: its clock boosts and
 #: settles, and each block ends in a synchronisation that costs microseconds.
@@ -95,13 +95,13 @@ def _clock(device):
     return clock
 
 
-def _block_plan(call_s, min_run_time, min_blocks):
+def _block_plan(call_s, min_run_s, min_blocks):
     """(calls per block, blocks) for a function of `call_s` seconds a call: blocks of
-    about min_run_time / min_blocks seconds (at least one call), and as many as make
-    min_run_time, at least `min_blocks`. The one rule `time_fn` and its estimate share."""
-    target = min_run_time / min_blocks
+    about min_run_s / min_blocks seconds (at least one call), and as many as make
+    min_run_s, at least `min_blocks`. The one rule `time_fn` and its estimate share."""
+    target = min_run_s / min_blocks
     number = max(1, min(MAX_CALLS_PER_BLOCK, math.ceil(target / max(call_s, 1e-9))))
-    blocks = max(min_blocks, math.ceil(min_run_time / (number * max(call_s, 1e-9))))
+    blocks = max(min_blocks, math.ceil(min_run_s / (number * max(call_s, 1e-9))))
     return number, min(blocks, MAX_BLOCKS)
 
 
@@ -117,7 +117,7 @@ _TIME_FN_ARGS = dict(
     fn=_validate.callable_,
     warmup=_validate.rule(_validate.count, minimum=0, maximum=MAX_WARMUP,
                           why_maximum="more warm-up calls than any measurement needs"),
-    min_run_time=_validate.optional(_validate.rule(
+    min_run_s=_validate.optional(_validate.rule(
         _validate.number, lo=0, lo_open=True, hi=MAX_RUN_TIME_S,
         expected=f"seconds > 0 and <= {MAX_RUN_TIME_S:g}")),
     device=lambda name, value: _dev.resolve(value, name),
@@ -126,11 +126,11 @@ _TIME_FN_ARGS = dict(
 
 
 @_validate.checked(**_TIME_FN_ARGS)
-def time_fn(fn, *, warmup=3, min_run_time=None, device=None, num_threads=None,
+def time_fn(fn, *, warmup=3, min_run_s=None, device=None, num_threads=None,
             min_blocks=MIN_BLOCKS, pin_core=None) -> Timing:
     """Time `fn()` with `torch.utils.benchmark.Timer`: `warmup` untimed calls, one timed
     call that sizes the blocks, then blocks of the same number of calls, each about
-    `min_run_time / min_blocks` seconds (at least one call), until `min_run_time` seconds
+    `min_run_s / min_blocks` seconds (at least one call), until `min_run_s` seconds
     (0.2 on a GPU, 0.05 on a CPU) and at least `min_blocks` blocks are timed; returns the
     median seconds per call and the interquartile range. A step slower than a block's
     share is timed `min_blocks` times, once a block. `timing_estimate_s` uses this rule.
@@ -157,21 +157,21 @@ def time_fn(fn, *, warmup=3, min_run_time=None, device=None, num_threads=None,
     if pin_core is not None:
         pin_core = _validate.count("pin_core", pin_core, minimum=0, maximum=1 << 16)
         with pinned_to_core(pin_core):
-            return time_fn(fn, warmup=warmup, min_run_time=min_run_time, device=device,
+            return time_fn(fn, warmup=warmup, min_run_s=min_run_s, device=device,
                            num_threads=num_threads, min_blocks=min_blocks)
 
-    if min_run_time is None:
-        min_run_time = GPU_MIN_RUN_TIME_S if device.type == "cuda" else CPU_MIN_RUN_TIME_S
+    if min_run_s is None:
+        min_run_s = GPU_MIN_RUN_TIME_S if device.type == "cuda" else CPU_MIN_RUN_TIME_S
     timer = tbench.Timer(stmt="fn()", globals={"fn": fn}, num_threads=num_threads,
                          timer=_clock(device))
     for _ in range(warmup):
         fn()
     with _torch_threads(num_threads):
         call_s = _timed_block(timer, 1)  # the sizing call
-        number, blocks = _block_plan(call_s, min_run_time, min_blocks)
+        number, blocks = _block_plan(call_s, min_run_s, min_blocks)
         first = _timed_block(timer, number)
         if first < 0.5 * number * call_s and number < MAX_CALLS_PER_BLOCK:
-            number, blocks = _block_plan(first / number, min_run_time, min_blocks)
+            number, blocks = _block_plan(first / number, min_run_s, min_blocks)
             first = None  # resized: that block was a second sizing
         per_call = [] if first is None else [first / number]
         while len(per_call) < blocks:
@@ -326,18 +326,18 @@ def sweep(items, measure, desc, progress=True, estimate_s=None):
     return pd.DataFrame(rows)
 
 
-def timing_estimate_s(call_s, min_run_time, *, warmup=3, min_blocks=MIN_BLOCKS) -> float:
+def timing_estimate_s(call_s, min_run_s, *, warmup=3, min_blocks=MIN_BLOCKS) -> float:
     """Seconds `time_fn` spends on a function that takes `call_s` a call, by its own rule
     (`_block_plan`): `warmup` calls, the sizing call, then the blocks, which last
-    max(min_run_time, min_blocks calls). Set-up (allocation, capture) not included.
+    max(min_run_s, min_blocks calls). Set-up (allocation, capture) not included.
     A NaN `call_s` (no roofline time for a device without catalogue peaks) gives NaN."""
     if _validate.is_number(call_s) and math.isnan(call_s):
         return math.nan
     call_s = _validate.non_negative("call_s", call_s)
-    min_run_time = _validate.positive("min_run_time", min_run_time)
+    min_run_s = _validate.positive("min_run_s", min_run_s)
     warmup = _validate.count("warmup", warmup, minimum=0, maximum=MAX_WARMUP)
     min_blocks = _validate.count("min_blocks", min_blocks, maximum=MAX_BLOCKS)
-    number, blocks = _block_plan(call_s, min_run_time, min_blocks)
+    number, blocks = _block_plan(call_s, min_run_s, min_blocks)
     return (warmup + 1) * call_s + blocks * number * call_s
 
 
@@ -407,7 +407,7 @@ def read_sizes_for(cache, memory, device_type="cuda") -> list[int]:
     return sorted({max(4096, int(s) // 4096 * 4096) for s in sizes})
 
 
-def read_estimate_s(sizes_bytes, dtype, accelerator, *, min_run_time, cache=None) -> float:
+def read_estimate_s(sizes_bytes, dtype, accelerator, *, min_run_s, cache=None) -> float:
     """Seconds of timing a `weight_read_bandwidth` sweep of `sizes_bytes` takes on
     `accelerator` at its datasheet bandwidth (NaN if unknown). Set-up not included."""
     acc = _hardware.get(accelerator)
@@ -418,7 +418,7 @@ def read_estimate_s(sizes_bytes, dtype, accelerator, *, min_run_time, cache=None
         elems = max(1, int(size // bpe))
         reads = _pool_slices(elems, cache, bpe, True) if acc.kind != "cpu" else 1
         total += timing_estimate_s(reads * elems * bpe / _roofline.bandwidth_or_nan(acc),
-                                   min_run_time)
+                                   min_run_s)
     return total
 
 
@@ -433,7 +433,7 @@ def _sizes(name, values):
 
 
 def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_cache=True,
-                          min_run_time=None, progress=True, accelerator=None):
+                          min_run_s=None, progress=True, accelerator=None):
     """Time reading weight tensors of each size once (a sum over the tensor: the fewest
     bytes a kernel can move for it) and return one row per size with achieved GB/s and
     the fraction of the datasheet bandwidth (of `accelerator`, default the device's
@@ -450,7 +450,7 @@ def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_ca
     sizes = default_read_sizes(device) if sizes_bytes is None else _sizes("sizes_bytes",
                                                                          sizes_bytes)
     sizes = [_validate.positive("sizes_bytes", s) for s in sizes]
-    _TIME_FN_ARGS["min_run_time"]("min_run_time", min_run_time)  # refused before any work
+    _TIME_FN_ARGS["min_run_s"]("min_run_s", min_run_s)  # refused before any work
     if not isinstance(flush_cache, bool):
         raise TypeError(f"flush_cache must be True or False, got {flush_cache!r}")
     on_gpu = device.type == "cuda"
@@ -496,7 +496,7 @@ def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_ca
             torch.sum(pool[state["i"]], dim=0, out=out[0])
 
         fn = _dev.graphed(read_pass, device) if on_gpu else read_next
-        t = time_fn(fn, min_run_time=min_run_time, device=device)
+        t = time_fn(fn, min_run_s=min_run_s, device=device)
         nbytes = elems * bpe
         pool = out = fn = None  # free the pool before the next size's (closures are done)
         seconds = t.median_s / reads
@@ -509,7 +509,7 @@ def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_ca
                 "fraction_of_peak": fraction(achieved, acc.bandwidth)}
 
     estimate = read_estimate_s(sizes, dtype, acc, cache=cache,
-                               min_run_time=default_min_run_s(device, min_run_time))
+                               min_run_s=default_min_run_s(device, min_run_s))
     try:
         return sweep(sizes, measure, "weight reads", progress,
                       estimate if math.isfinite(estimate) else None)
@@ -517,10 +517,10 @@ def weight_read_bandwidth(sizes_bytes=None, dtype=None, device=None, *, flush_ca
         flat.clear()
 
 
-def default_min_run_s(device, min_run_time):
-    """`min_run_time`, or `time_fn`'s default for `device`'s kind when it is None."""
-    if min_run_time is not None:
-        return min_run_time
+def default_min_run_s(device, min_run_s):
+    """`min_run_s`, or `time_fn`'s default for `device`'s kind when it is None."""
+    if min_run_s is not None:
+        return min_run_s
     return GPU_MIN_RUN_TIME_S if _dev.kind(device) == "cuda" else CPU_MIN_RUN_TIME_S
 
 
@@ -564,7 +564,7 @@ def sustain(fn, seconds, device, call_s):
 
 
 def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
-                  min_run_time=None, progress=True, accelerator=None, sustain_s=None):
+                  min_run_s=None, progress=True, accelerator=None, sustain_s=None):
     """Time [m, k] @ [k, n] for each (m, n, k) and return one row per shape: seconds,
     achieved TFLOP/s, arithmetic intensity, and the fraction of the dense datasheet peak
     (of `accelerator`, default the device's catalogue entry). Operands rotate through a
@@ -589,7 +589,7 @@ def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
     peak = _peak(acc, dtype)
     shapes = (default_matmul_shapes(device) if shapes is None
               else [_shape(s) for s in _sizes("shapes", shapes)])
-    _TIME_FN_ARGS["min_run_time"]("min_run_time", min_run_time)  # refused before any work
+    _TIME_FN_ARGS["min_run_s"]("min_run_s", min_run_s)  # refused before any work
     if not isinstance(flush_cache, bool):
         raise TypeError(f"flush_cache must be True or False, got {flush_cache!r}")
 
@@ -618,12 +618,12 @@ def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
             return torch.mm(x, w, out=out)
 
         with sample_clocks(device) as burst_clk:   # the clock this shape ran at (GPU)
-            t = time_fn(mm, min_run_time=min_run_time, device=device)
+            t = time_fn(mm, min_run_s=min_run_s, device=device)
         held, held_clk = math.nan, {}
         if sustain_s > 0:
             sustain(mm, sustain_s, device, t.median_s)
             with sample_clocks(device) as clk:
-                held = time_fn(mm, warmup=0, min_run_time=min_run_time, device=device).median_s
+                held = time_fn(mm, warmup=0, min_run_s=min_run_s, device=device).median_s
             held_clk = clk.summary()
         a = b = c = views = None  # free this shape's operands before the next shape's
         burst_clk = burst_clk.summary()
@@ -645,14 +645,14 @@ def matmul_tflops(shapes=None, dtype=None, device=None, *, flush_cache=True,
                 "fraction_of_roofline": fraction(achieved, roof)}
 
     estimate = matmul_estimate_s(shapes, dtype, acc,
-                                 min_run_time=default_min_run_s(device, min_run_time),
+                                 min_run_s=default_min_run_s(device, min_run_s),
                                  sustain_s=sustain_s)
     with _dev.fp32_matmul_mode(dtype):
         return sweep(shapes, measure, "matmuls", progress,
                       estimate if math.isfinite(estimate) else None)
 
 
-def matmul_estimate_s(shapes, dtype, accelerator, *, min_run_time, sustain_s=None) -> float:
+def matmul_estimate_s(shapes, dtype, accelerator, *, min_run_s, sustain_s=None) -> float:
     """Seconds of timing a `matmul_tflops` sweep of `shapes` takes on `accelerator`, each
     shape at its roofline time (NaN if a peak is unknown), with its sustained run and
     second timing (`sustain_s`, default `GPU_SUSTAIN_S` for a GPU). Set-up not included."""
@@ -664,9 +664,9 @@ def matmul_estimate_s(shapes, dtype, accelerator, *, min_run_time, sustain_s=Non
         call_s = _roofline.op_time_s(_roofline.matmul_flops(*s),
                                      _roofline.matmul_bytes(*s, dtype), _peak(acc, dtype),
                                      _roofline.bandwidth_or_nan(acc))
-        total += timing_estimate_s(call_s, min_run_time)
+        total += timing_estimate_s(call_s, min_run_s)
         if sustain_s > 0:
-            total += sustain_s + timing_estimate_s(call_s, min_run_time, warmup=0)
+            total += sustain_s + timing_estimate_s(call_s, min_run_s, warmup=0)
     return total
 
 

@@ -409,7 +409,7 @@ class DecodeStack:
 
     # -- timing ------------------------------------------------------------------------
     def measure(self, batch=1, context=0, *, cuda_graph=False, compile=False,
-                min_run_time=None) -> dict:
+                min_run_s=None) -> dict:
         """Time one step and put it beside its ceilings (`lab_measurements.step_row`): `llm.decode_ceiling`
         (weights + KV cache + FLOPs on the roofline) and the weight-read ceiling (the
         stored weight bytes, scales included). `cuda_graph` / `compile` (GPU only)
@@ -423,7 +423,7 @@ class DecodeStack:
             fn = _compiled(fn)
         if cuda_graph and on_gpu:
             fn = _device.graphed(fn, self.device)
-        t = _bench.time_fn(fn, min_run_time=min_run_time, device=self.device)
+        t = _bench.time_fn(fn, min_run_s=min_run_s, device=self.device)
         return self.row(batch, context, t, cuda_graph=cuda_graph and on_gpu, compiled=compile)
 
     def row(self, batch, context, timing, *, cuda_graph=False, compiled=False) -> dict:
@@ -445,30 +445,30 @@ class DecodeStack:
                         weight_read_ceiling_tokens_per_s=weight_read)
 
     def sweep(self, batches, context=0, *, cuda_graph=False, compile=False,
-              min_run_time=None, progress=True):
+              min_run_s=None, progress=True):
         """`measure` at each batch; out of memory stops the sweep and keeps what was
         measured (a KV cache grows with batch x context)."""
         batches = [_validate.count("batch", b) for b in batches]
         estimate = sweep_estimate_s(self.spec, self.accelerator, batches, context,
-                                    self.weight_format, self.dtype, min_run_time=
-                                    _bench.default_min_run_s(self.device, min_run_time))
+                                    self.weight_format, self.dtype, min_run_s=
+                                    _bench.default_min_run_s(self.device, min_run_s))
         return _bench.sweep(batches, lambda b: self.measure(
-            b, context, cuda_graph=cuda_graph, compile=compile, min_run_time=min_run_time),
+            b, context, cuda_graph=cuda_graph, compile=compile, min_run_s=min_run_s),
             f"decode {self.kernel} context {context}", progress,
             estimate if math.isfinite(estimate) else None)
 
 
 def sweep_estimate_s(model, accelerator, batches, context, weight_format, dtype, *,
-                     min_run_time) -> float:
+                     min_run_s) -> float:
     """Seconds of timing `DecodeStack.sweep` takes on `accelerator`, each step at the
     roofline's time (`llm.decode_step_s`; NaN if a peak is unknown). Set-up (building
     the KV cache, capturing graphs) not included."""
-    min_run_time = _validate.positive("min_run_time", min_run_time)
+    min_run_s = _validate.positive("min_run_s", min_run_s)
     for b in batches:  # bad sizes or formats are errors; only an unknown peak is NaN
         _llm.decode_step_bytes(model, b, context, weight_format, dtype)
     return sum(_bench.timing_estimate_s(_bench.call_or_nan(
         _llm.decode_step_s, model, accelerator, b, context, weight_format,
-        kv_dtype=dtype, compute_dtype=dtype), min_run_time) for b in batches)
+        kv_dtype=dtype, compute_dtype=dtype), min_run_s) for b in batches)
 
 
 def _batch_context(batch, context):

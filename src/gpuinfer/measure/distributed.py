@@ -27,9 +27,9 @@ from gpuinfer import validate as _validate
 #: sizes: from the latency floor to far past every link's ridge). On CPU processes (gloo):
 #: a 512-wide MLP at batch 8, fp32, and 4 KiB to 8 MiB (7 sizes), seconds in all.
 GPU_LAB = {"d_model": 8192, "batch": 16, "top_message_bytes": 256 * 2**20, "n_sizes": 9,
-           "min_run_time": 0.1, "dtype": "fp16"}
+           "min_run_s": 0.1, "dtype": "fp16"}
 CPU_LAB = {"d_model": 512, "batch": 8, "top_message_bytes": 8 * 2**20, "n_sizes": 7,
-           "min_run_time": 0.05, "dtype": "fp32"}
+           "min_run_s": 0.05, "dtype": "fp32"}
 SMALLEST_MESSAGE_BYTES = 4096
 #: Seconds a rank waits for the others before torch.distributed gives up.
 DEFAULT_TIMEOUT_S = 120
@@ -94,7 +94,7 @@ def tp_mlp_forward(x, w_in_shard, w_out_shard, group=None):
     return y
 
 
-def _lockstep_s(call, group, leader, device, min_run_time, chunk=32):
+def _lockstep_s(call, group, leader, device, min_run_s, chunk=32):
     """Time a collective `call()` with `bench.time_fn` on the leader rank while the other
     ranks keep joining it.
 
@@ -130,7 +130,7 @@ def _lockstep_s(call, group, leader, device, min_run_time, chunk=32):
         if calls[0] % chunk == 0:
             exchange_flag()  # zero: the followers go on
 
-    timing = bench.time_fn(counted, device=device, min_run_time=min_run_time)
+    timing = bench.time_fn(counted, device=device, min_run_s=min_run_s)
     flag.fill_(1)
     for _ in range(chunk - calls[0] % chunk):
         call()
@@ -139,17 +139,17 @@ def _lockstep_s(call, group, leader, device, min_run_time, chunk=32):
     return timing
 
 
-def _timed_allreduce(n_elems, group, leader, device, tdtype, min_run_time):
+def _timed_allreduce(n_elems, group, leader, device, tdtype, min_run_s):
 
     buf = torch.zeros(n_elems, device=device, dtype=tdtype)
 
     def call():
         dist.all_reduce(buf, group=group)
 
-    return _lockstep_s(call, group, leader, device, min_run_time)
+    return _lockstep_s(call, group, leader, device, min_run_s)
 
 
-def _timed_tp_step(x, w_in, w_out, group, leader, device, min_run_time):
+def _timed_tp_step(x, w_in, w_out, group, leader, device, min_run_s):
 
     batch, d_model = x.shape[0], w_out.shape[1]
     out = torch.zeros(batch, d_model, device=device, dtype=x.dtype)  # written in place
@@ -158,7 +158,7 @@ def _timed_tp_step(x, w_in, w_out, group, leader, device, min_run_time):
         tp_mlp_partial(x, w_in, w_out, out=out)
         dist.all_reduce(out, group=group)
 
-    return _lockstep_s(call, group, leader, device, min_run_time)
+    return _lockstep_s(call, group, leader, device, min_run_s)
 
 
 def _join_group(backend, rank, world_size, device, timeout_s):
@@ -206,7 +206,7 @@ def _worker(rank, world_size, port, config, results):
         w_out = torch.randn(d_ff, d_model, generator=gen, device=device) * d_ff ** -0.5
         ref = mlp_reference(x, w_in, w_out)  # [batch, d_model], unsharded, fp32
         x_dev = x.to(tdtype)
-        min_t = config["min_run_time"]
+        min_t = config["min_run_s"]
 
         for n in [1, *sizes]:
             member = rank < n
@@ -223,7 +223,7 @@ def _worker(rank, world_size, port, config, results):
                 # Compute only: the rank's shard without the all-reduce.
                 compute = bench.time_fn(lambda w_in_s=w_in_s, w_out_s=w_out_s:
                                         tp_mlp_partial(x_dev, w_in_s, w_out_s),
-                                        device=device, min_run_time=min_t)
+                                        device=device, min_run_s=min_t)
                 step = _timed_tp_step(x_dev, w_in_s, w_out_s, group, rank == 0, device,
                                       min_t) if n > 1 else compute
                 if rank == 0:
@@ -342,7 +342,7 @@ def _free_port() -> int:
 
 
 def _lab_config(world_size, backend, d_model, d_ff, batch, message_bytes, dtype,
-                min_run_time, seed, timeout_s, gpus_visible) -> dict:
+                min_run_s, seed, timeout_s, gpus_visible) -> dict:
     """Check the lab's settings and fill in the defaults for a CPU (gloo) or GPU (nccl) run."""
     import os
 
@@ -367,8 +367,8 @@ def _lab_config(world_size, backend, d_model, d_ff, batch, message_bytes, dtype,
     message_bytes = [_validate.positive("message_bytes", v) for v in message_bytes]
     seed = _validate.count("seed", seed, minimum=0)
     timeout_s = _validate.positive("timeout_s", timeout_s)
-    if min_run_time is not None:
-        min_run_time = _validate.positive("min_run_time", min_run_time)
+    if min_run_s is not None:
+        min_run_s = _validate.positive("min_run_s", min_run_s)
     group_sizes = [n for n in (2 ** k for k in range(world_size.bit_length()))
                    if n <= world_size]
     for n in group_sizes:
@@ -377,7 +377,7 @@ def _lab_config(world_size, backend, d_model, d_ff, batch, message_bytes, dtype,
     return {"backend": backend, "dtype": dtype, "d_model": int(d_model), "d_ff": int(d_ff),
             "batch": int(batch), "message_bytes": [int(v) for v in message_bytes],
             "group_sizes": group_sizes, "seed": int(seed), "timeout_s": timeout_s,
-            "min_run_time": min_run_time or lab["min_run_time"],
+            "min_run_s": min_run_s or lab["min_run_s"],
             "threads_per_rank": max(1, (os.cpu_count() or 2) // world_size)}
 
 
@@ -410,7 +410,7 @@ def _spawn_and_collect(worker, nprocs, args, results, poll_s=0.1):
 
 
 def run_tp_lab(world_size=None, *, backend=None, d_model=None, d_ff=None, batch=None,
-               message_bytes=None, dtype=None, min_run_time=None, seed=0,
+               message_bytes=None, dtype=None, min_run_s=None, seed=0,
                timeout_s=DEFAULT_TIMEOUT_S):
     """Start `world_size` ranks once (torch.multiprocessing spawn) and, in that one start,
     for each group size N = 1, 2, 4, ... up to world_size:
@@ -433,7 +433,7 @@ def run_tp_lab(world_size=None, *, backend=None, d_model=None, d_ff=None, batch=
     if backend == "nccl" and collectives.check_devices(world_size, "world_size") > gpus:
         raise ValueError(f"world_size {world_size} exceeds the {gpus} visible GPUs")
     config = _lab_config(world_size, backend, d_model, d_ff, batch, message_bytes, dtype,
-                         min_run_time, seed, timeout_s, gpus)
+                         min_run_s, seed, timeout_s, gpus)
     results = mp.get_context("spawn").SimpleQueue()
     rows = _spawn_and_collect(_worker, int(world_size),
                               (int(world_size), _free_port(), config, results), results)

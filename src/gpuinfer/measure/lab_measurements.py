@@ -78,7 +78,7 @@ def step_row(*, device, model, kernel, dtype, weight_format, n_layers, d_model, 
 
 
 def decode_step(d_model, n_matrices, batch=1, dtype=None, device=None, *,
-                cuda_graph=False, min_run_time=None, accelerator=None) -> dict:
+                cuda_graph=False, min_run_s=None, accelerator=None) -> dict:
     """Lab *Weight reads*: time x = x @ W through `n_matrices` weights [d_model, d_model]
     (x: [batch, d_model]) and return one `step_row`: its ceiling is the roofline's for the
     chain's bytes and FLOPs, its weight-read ceiling the bandwidth over the weight bytes.
@@ -103,7 +103,7 @@ def decode_step(d_model, n_matrices, batch=1, dtype=None, device=None, *,
 
     graphed = bool(cuda_graph and device.type == "cuda")
     t = _bench.time_fn(_dev.graphed(step, device) if graphed else step,
-                       min_run_time=min_run_time, device=device)
+                       min_run_s=min_run_s, device=device)
     weight_bytes, flops = n_params * bpe, 2.0 * n_params * batch
     on_roof = _roofline.evaluate({"chain": {"flops": flops, "bytes": weight_bytes,
                                             "dtype": dtype}}, acc,

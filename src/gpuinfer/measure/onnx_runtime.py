@@ -211,22 +211,22 @@ def fusions_applied(path, level="extended", candidates: Mapping[str, str] = FUSI
     return pd.DataFrame(rows, columns=["fusion", "what", "change"])
 
 
-def time_session(sess, feed, *, min_run_time=None):
+def time_session(sess, feed, *, min_run_s=None):
     """`bench.time_fn` of one `sess.run` on `feed` ({input name: array}): a Timing."""
     from gpuinfer.measure import bench as _bench
 
     return _bench.time_fn(lambda: sess.run(None, feed), device="cpu",
-                          min_run_time=min_run_time)
+                          min_run_s=min_run_s)
 
 
-def level_table(path, feed, *, levels=LEVELS, min_run_time=None):
+def level_table(path, feed, *, levels=LEVELS, min_run_s=None):
     """Per optimisation level: operators in the graph ORT runs and the median seconds of
     one run (with its interquartile range). A DataFrame indexed by level."""
     import pandas as pd
 
     rows = []
     for level in levels:
-        t = time_session(session(path, level), feed, min_run_time=min_run_time)
+        t = time_session(session(path, level), feed, min_run_s=min_run_s)
         ops = optimised_ops(path, level) if level != "off" else op_counts(path)
         rows.append({"level": level, "operators": sum(ops.values()),
                      "seconds": t.median_s, "iqr_s": t.iqr_s})
@@ -236,17 +236,17 @@ def level_table(path, feed, *, levels=LEVELS, min_run_time=None):
 
 
 def fusion_savings(path, feed, fusions: Sequence[str], *, level="extended",
-                   min_run_time=None):
+                   min_run_s=None):
     """The time each fusion saved: one run with everything on against one run with only
     that fusion off (negative: the fusion cost time here). The IQR says how much of the
     difference is noise. A DataFrame, one row per fusion."""
     import pandas as pd
 
-    base = time_session(session(path, level), feed, min_run_time=min_run_time)
+    base = time_session(session(path, level), feed, min_run_s=min_run_s)
     rows = []
     for name in fusions:
         t = time_session(session(path, level, disabled=[name]), feed,
-                         min_run_time=min_run_time)
+                         min_run_s=min_run_s)
         rows.append({"fusion": name, "without_s": t.median_s, "with_s": base.median_s,
                      "saved_s": t.median_s - base.median_s,
                      "noise_s": max(t.iqr_s, base.iqr_s)})
@@ -440,7 +440,7 @@ def build_engine(path, batch, n_features):
     return engine, context
 
 
-def time_engine(engine, context, x, *, min_run_time=None):
+def time_engine(engine, context, x, *, min_run_s=None):
     """Median seconds of one engine run on the CUDA tensor `x` (`bench.time_fn`, which
     synchronises), and the output tensor."""
     import tensorrt as trt
@@ -455,11 +455,11 @@ def time_engine(engine, context, x, *, min_run_time=None):
     context.set_tensor_address("y", y.data_ptr())
     stream = torch.cuda.current_stream().cuda_stream
     t = _bench.time_fn(lambda: context.execute_async_v3(stream), device="cuda",
-                       min_run_time=min_run_time)
+                       min_run_s=min_run_s)
     return t.median_s, y
 
 
-def tensorrt_comparison(module, batch, n_features, calibration, workdir, *, min_run_time=None):
+def tensorrt_comparison(module, batch, n_features, calibration, workdir, *, min_run_s=None):
     """On a CUDA GPU with TensorRT: eager PyTorch fp32 and fp16 against strongly typed
     TensorRT engines built from an fp16 export and from the int8 QDQ model (calibrated
     with MinMax on `calibration`), all at [batch, n_features]. A DataFrame: `engine`,
@@ -478,7 +478,7 @@ def tensorrt_comparison(module, batch, n_features, calibration, workdir, *, min_
     rows = []
     with torch.inference_mode():
         for name, (m, xx) in eager.items():
-            t = _bench.time_fn(lambda m=m, xx=xx: m(xx), device="cuda", min_run_time=min_run_time)
+            t = _bench.time_fn(lambda m=m, xx=xx: m(xx), device="cuda", min_run_s=min_run_s)
             rows.append({"engine": name, "seconds": t.median_s})
     fp16 = export(eager["eager PyTorch fp16"][0], x.half(), workdir / "trt_fp16.onnx")
     fp32 = export(copy.deepcopy(module).cpu().float().eval(), x.cpu(), workdir / "trt_fp32.onnx")
@@ -487,7 +487,7 @@ def tensorrt_comparison(module, batch, n_features, calibration, workdir, *, min_
                        ("TensorRT int8 Q/DQ, strongly typed", int8)):
         engine, context = build_engine(path, batch, n_features)
         rows.append({"engine": name, "seconds": time_engine(engine, context, x,
-                                                            min_run_time=min_run_time)[0]})
+                                                            min_run_s=min_run_s)[0]})
     df = pd.DataFrame(rows)
     df["speedup_vs_eager_fp32"] = df["seconds"].iloc[0] / df["seconds"]
     return df

@@ -89,20 +89,20 @@ def op_cost(name, shapes, element_bytes):
     return math.nan, math.nan
 
 
-def operations(averages, *, element_bytes, steps=1, device_time=False):
+def operations(averages, *, element_bytes, steps=1, on_device=False):
     """The rows of a `torch.profiler` run as a DataFrame, one per (operation, input
     shapes): `averages` is `prof.key_averages(group_by_input_shape=True)` (anything
     whose items have `key`, `input_shapes`, `count` and `self_cpu_time_total` or
     `self_device_time_total`, in microseconds) over `steps` identical steps. Columns:
     `op`, `shapes`, `calls` and `seconds` (self time: a parent's time less its
     children's, so no time counts twice) per step, and `flops`, `bytes` per step
-    (`op_cost`; NaN where unpriced). `device_time`: the kernels' time on the GPU
+    (`op_cost`; NaN where unpriced). `on_device`: the kernels' time on the GPU
     instead of the host's, each kernel counted in the operation that launched it (the
     kernels' own rows are skipped). Sorted by seconds, largest first."""
     import pandas as pd
 
     n = _v.count("steps", steps)
-    attr = "self_device_time_total" if device_time else "self_cpu_time_total"
+    attr = "self_device_time_total" if on_device else "self_cpu_time_total"
     rows = []
     for ev in averages:
         if not str(getattr(ev, "device_type", "CPU")).endswith("CPU"):
@@ -187,7 +187,7 @@ def profile_steps(step, n, *, element_bytes, on_gpu):
             if on_gpu:
                 torch.cuda.synchronize()
         runs.append(operations(prof.key_averages(group_by_input_shape=True),
-                               element_bytes=element_bytes, device_time=on_gpu))
+                               element_bytes=element_bytes, on_device=on_gpu))
     return pooled(runs)
 
 
@@ -257,14 +257,14 @@ def verdict(table, *, on_gpu) -> str:
 
 # --- throughput against interactivity -------------------------------------------------------
 
-def curve(step_s, batches, n_gpus=1):
+def curve(step_s, batches, n_devices=1):
     """The throughput-vs-interactivity curve of a decode step that takes `step_s(B)`
-    seconds at batch B (a function) on `n_gpus` GPUs: a DataFrame indexed by batch with
+    seconds at batch B (a function) on `n_devices` GPUs: a DataFrame indexed by batch with
     `step_s` (each user's time per output token), `tokens_per_s_per_user` =
     1 / step_s and `tokens_per_s_per_gpu` = B / step_s / n_gpus."""
     import pandas as pd
 
-    g = _v.count("n_gpus", n_gpus, maximum=1 << 20)
+    g = _v.count("n_devices", n_devices, maximum=1 << 20)
     b = [_v.count("batches", x, maximum=1 << 24) for x in np.atleast_1d(batches)]
     s = np.array([_v.positive("step_s(batch)", step_s(x)) for x in b], dtype=float)
     return pd.DataFrame({"step_s": s, "tokens_per_s_per_user": 1 / s,

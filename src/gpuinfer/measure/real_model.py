@@ -439,7 +439,7 @@ def greedy_reference(source, prompt, new_tokens) -> dict:
 def time_prefill(model, prompt, **timing):
     """`bench.Timing` of a prefill of `prompt` (row 0) up to the first token's logits:
     the time to first token, less sampling one token. `timing`: `bench.time_fn`'s
-    keywords (min_run_time, warmup, min_blocks)."""
+    keywords (min_run_s, warmup, min_blocks)."""
     return _bench.time_fn(lambda: model.prefill([prompt]), device=model.device, **timing)
 
 

@@ -400,17 +400,17 @@ def summarize(requests, batches, model=None) -> dict:
             "busy_fraction": float(inside["seconds"].sum() / span) if span > 0 else math.nan}
 
 
-def simulate_like(requests, service_time, server_models: Mapping[str, ServedModel]) -> dict:
+def simulate_like(requests, service_s, server_models: Mapping[str, ServedModel]) -> dict:
     """`batching.simulate` (one model) or `batching.simulate_shared` (several) fed the
     arrivals the client really scheduled, each model with its own `max_batch`,
-    `max_queue_delay_s` and preferred sizes, and `service_time` (seconds, a callable or a
+    `max_queue_delay_s` and preferred sizes, and `service_s` (seconds, a callable or a
     {batch: seconds} table, the same for every model); `batching.summarize` of the result."""
     names = list(dict.fromkeys(requests["model"]))
     kwargs = {}
     for name in names:
         m = server_models[_v.choice("model", name, list(server_models))]
         kwargs[name] = dict(arrivals=requests.loc[requests["model"] == name, "arrival"].to_numpy(),
-                            service_time=service_time, max_batch=m.max_batch,
+                            service_s=service_s, max_batch=m.max_batch,
                             max_queue_delay=m.max_queue_delay_s,
                             preferred_batch_sizes=list(m.preferred_batch_sizes) or None)
     if len(names) == 1:
@@ -418,7 +418,7 @@ def simulate_like(requests, service_time, server_models: Mapping[str, ServedMode
     return _batching.summarize(_batching.simulate_shared(kwargs))
 
 
-def service_times(module, batches: Sequence[int], n_features: int, *, min_run_time=None):
+def service_times(module, batches: Sequence[int], n_features: int, *, min_run_s=None):
     """Seconds the torch `module` takes per batch size, timed with `bench.time_fn` on the
     module's device (what the inference function runs, without the copies in and out):
     a DataFrame `batch`, `seconds` (the median), `iqr_s` (their interquartile range),
@@ -434,7 +434,7 @@ def service_times(module, batches: Sequence[int], n_features: int, *, min_run_ti
         b = _v.count("batch", b, maximum=65536)
         x = torch.randn(b, _v.count("n_features", n_features), device=device)  # [batch, n_features]
         with torch.inference_mode():
-            t = _bench.time_fn(lambda x=x: module(x), device=device, min_run_time=min_run_time)
+            t = _bench.time_fn(lambda x=x: module(x), device=device, min_run_s=min_run_s)
         rows.append({"batch": b, "seconds": t.median_s, "iqr_s": t.iqr_s})
     return pd.DataFrame(rows)
 

@@ -16,7 +16,7 @@ import torch
 from gpuinfer import validate as _v
 
 
-def autotune(candidates: Mapping[str, Callable], *, device=None, min_run_time=None,
+def autotune(candidates: Mapping[str, Callable], *, device=None, min_run_s=None,
              rtol=1e-3, atol=1e-4, num_threads=None):
     """Time each equivalent implementation (`{name: fn}`, each called with no arguments)
     with `bench.time_fn` and return a DataFrame, fastest first: `candidate`,
@@ -46,7 +46,7 @@ def autotune(candidates: Mapping[str, Callable], *, device=None, min_run_time=No
                              f"computes (rtol={rtol}, atol={atol}): not an equivalent kernel")
     rows = []
     for name in names:
-        t = _bench.time_fn(candidates[name], device=device, min_run_time=min_run_time,
+        t = _bench.time_fn(candidates[name], device=device, min_run_s=min_run_s,
                            num_threads=num_threads)
         rows.append({"candidate": name, "seconds": t.median_s, "iqr_s": t.iqr_s})
     df = pd.DataFrame(rows).sort_values("seconds", kind="stable").reset_index(drop=True)

@@ -96,6 +96,10 @@ def model(name) -> architectures.ModelSpec:
     return architectures.get(name)
 
 
+#: `model` under a private name, for the functions below whose parameter `model` shadows it.
+_spec = model
+
+
 #: How `Efficiency.all_to_all` prices an expert-parallel all-to-all.
 ALL_TO_ALL = ("ceiling", "measured")
 
@@ -287,7 +291,7 @@ def _derate(acc, eff, weight_format):
                                bandwidth=bw)
 
 
-def accelerator(name, efficiency=FITTED, *, weight_format="fp16"):
+def derated_accelerator(name, achievable=True, *, weight_format="fp16"):
     """The device at the achievable model's rates for a weight matmul, as an
     `hardware.Accelerator` the roofline functions take: each peak x `matmul_scale` x
     the fraction a tuned matmul reaches in that format (`matmul_fraction`, or the
@@ -296,18 +300,18 @@ def accelerator(name, efficiency=FITTED, *, weight_format="fp16"):
     (achievable)". Attention's rate (`attention`) and the step's overheads are not in
     it: the function `step_s` times a whole step. With `CEILING` the device is the
     datasheet's."""
-    return _derate(_hardware.get(name), as_efficiency(efficiency), weight_format)
+    return _derate(_hardware.get(name), as_efficiency(achievable), weight_format)
 
 
-def compute_bound_batch(model_, accelerator_, dtype="fp16", *, kv_dtype=None,
-                        compute_dtype=None, efficiency=FITTED) -> float:
+def compute_bound_batch(model, accelerator, dtype="fp16", *, kv_dtype=None,
+                        compute_dtype=None, achievable=True) -> float:
     """`llm.compute_bound_batch` on the derated device (`accelerator`): the smallest batch
     at which a decode step's weight matmuls turn compute-bound at the rates a real
     matmul reaches. Sooner than the datasheet's ridge wherever the matmul fraction is
     below the bandwidth fraction x the weight-only factor (peak falls more than
     bandwidth)."""
-    acc = _derate(_hardware.get(accelerator_), as_efficiency(efficiency), dtype)
-    return _llm.compute_bound_batch(model(model_), acc, dtype, kv_dtype=kv_dtype,
+    acc = _derate(_hardware.get(accelerator), as_efficiency(achievable), dtype)
+    return _llm.compute_bound_batch(_spec(model), acc, dtype, kv_dtype=kv_dtype,
                                     compute_dtype=compute_dtype)
 
 
@@ -389,13 +393,13 @@ def as_efficiency(achievable) -> Efficiency:
                     f"an achievable.Efficiency, got {achievable!r}")
 
 
-def step_breakdown(model_, accelerator, new_tokens, context=0, dtype="fp16", *,
+def step_breakdown(model, accelerator, new_tokens, context=0, dtype="fp16", *,
                    logits=None, kv_dtype=None, compute_dtype=None, achievable=True):
     """`llm.forward_step_breakdown`'s table with each row timed on the achievable model:
     columns `ceiling_s` (the roofline's) and `seconds` (derated rates). The step's
     overheads are added by the function `step_s`, not in the rows."""
     eff = as_efficiency(achievable)
-    m = model(model_)
+    m = _spec(model)
     t = _llm.forward_step_breakdown(m, accelerator, new_tokens, context, dtype, logits=logits,
                                     kv_dtype=kv_dtype, compute_dtype=compute_dtype)
     weight, _, _ = _dtypes.formats(dtype, kv_dtype, compute_dtype)
@@ -408,44 +412,44 @@ def step_breakdown(model_, accelerator, new_tokens, context=0, dtype="fp16", *,
     return out
 
 
-def step_s(model_, accelerator, new_tokens, context=0, dtype="fp16", *, logits=None,
+def step_s(model, accelerator, new_tokens, context=0, dtype="fp16", *, logits=None,
            kv_dtype=None, compute_dtype=None, achievable=True) -> float:
     """Seconds of one forward step on the achievable model (`achievable=False`: the
     ceiling, `llm.forward_step_s`): the rows of `step_breakdown` plus `overheads`."""
     eff = as_efficiency(achievable)
-    t = step_breakdown(model_, accelerator, new_tokens, context, dtype, logits=logits,
+    t = step_breakdown(model, accelerator, new_tokens, context, dtype, logits=logits,
                        kv_dtype=kv_dtype, compute_dtype=compute_dtype, achievable=eff)
-    return float(overheads(t["seconds"].sum(), model(model_).n_layers, eff,
+    return float(overheads(t["seconds"].sum(), _spec(model).n_layers, eff,
                            np.size(new_tokens)))
 
 
-def decode_step_s(model_, accelerator, batch=1, context=0, dtype="fp16", *,
+def decode_step_s(model, accelerator, batch=1, context=0, dtype="fp16", *,
                   kv_dtype=None, compute_dtype=None, achievable=True) -> float:
     """Seconds of one decode step: `batch` sequences at `context` cached tokens each."""
     b = _v.count("batch", batch, maximum=1 << 24)
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
-    return step_s(model_, accelerator, np.ones(b, dtype=int), np.full(b, c), dtype,
+    return step_s(model, accelerator, np.ones(b, dtype=int), np.full(b, c), dtype,
                   kv_dtype=kv_dtype, compute_dtype=compute_dtype, achievable=achievable)
 
 
-def decode_tokens_per_s(model_, accelerator, batch=1, context=0, dtype="fp16", *,
+def decode_tokens_per_s(model, accelerator, batch=1, context=0, dtype="fp16", *,
                         kv_dtype=None, compute_dtype=None, achievable=True) -> float:
     """Decode tokens/s across the batch: batch / `decode_step_s`. With
     `achievable=False` this is `llm.decode_ceiling`."""
-    return batch / decode_step_s(model_, accelerator, batch, context, dtype,
+    return batch / decode_step_s(model, accelerator, batch, context, dtype,
                                  kv_dtype=kv_dtype, compute_dtype=compute_dtype,
                                  achievable=achievable)
 
 
-def fraction_of_ceiling(model_, accelerator, batch=1, context=0, dtype="fp16", *,
-                        kv_dtype=None, compute_dtype=None, efficiency=None) -> float:
+def fraction_of_ceiling(model, accelerator, batch=1, context=0, dtype="fp16", *,
+                        kv_dtype=None, compute_dtype=None, achievable=True) -> float:
     """Achievable decode tokens/s over the ceiling's, for a format and device: the
     fraction to apply in place of one number for every format (gpt-fast's 0.68 is bf16's
     on an A100; int8's is lower)."""
-    eff = FITTED if efficiency is None else as_efficiency(efficiency)
+    eff = as_efficiency(achievable)
     kw = dict(kv_dtype=kv_dtype, compute_dtype=compute_dtype)
-    return (decode_tokens_per_s(model_, accelerator, batch, context, dtype, achievable=eff, **kw)
-            / decode_tokens_per_s(model_, accelerator, batch, context, dtype, achievable=False,
+    return (decode_tokens_per_s(model, accelerator, batch, context, dtype, achievable=eff, **kw)
+            / decode_tokens_per_s(model, accelerator, batch, context, dtype, achievable=False,
                                   **kw))
 
 
@@ -456,7 +460,7 @@ def fraction_of_ceiling(model_, accelerator, batch=1, context=0, dtype="fp16", *
 OPTION_KEYS = ("accelerator", "batch", "context", "dtype", "kv_dtype", "compute_dtype")
 
 
-def decode_options(model_, options, *, accelerator=None, batch=1, context=0, dtype="fp16",
+def decode_options(model, options, *, accelerator=None, batch=1, context=0, dtype="fp16",
                    kv_dtype=None, compute_dtype=None, baseline=None, achievable=True):
     """The decode speed of several configurations of one model, on the achievable model
     with the ceiling beside: a pandas DataFrame, one row per option, indexed by its label
@@ -500,10 +504,10 @@ def decode_options(model_, options, *, accelerator=None, batch=1, context=0, dty
         _v.ensure(o["accelerator"] is not None, f"options[{label!r}] has no accelerator: "
                   f"give it in the option or as accelerator=")
         kw = dict(kv_dtype=o["kv_dtype"], compute_dtype=o["compute_dtype"])
-        args = (model_, o["accelerator"], o["batch"], o["context"], o["dtype"])
+        args = (model, o["accelerator"], o["batch"], o["context"], o["dtype"])
         step = decode_step_s(*args, achievable=eff, **kw)
         ceiling = decode_tokens_per_s(*args, achievable=CEILING, **kw)
-        rows.append({**o, "weight_bytes": step_model.weight_bytes(model(model_), o["dtype"]),
+        rows.append({**o, "weight_bytes": step_model.weight_bytes(_spec(model), o["dtype"]),
                      "step_s": step, "tokens_per_s": o["batch"] / step,
                      "ceiling_tokens_per_s": ceiling,
                      "fraction_of_ceiling": o["batch"] / step / ceiling})
@@ -516,7 +520,7 @@ def decode_options(model_, options, *, accelerator=None, batch=1, context=0, dty
     return table
 
 
-def max_batch_within(model_, accelerator, context, tpot_s, dtype="fp16", *, kv_dtype=None,
+def max_batch_within(model, accelerator, context, tpot_s, dtype="fp16", *, kv_dtype=None,
                      compute_dtype=None, reserve_bytes=None, achievable=True) -> int:
     """The largest batch whose decode step (every sequence at `context` cached tokens)
     takes at most `tpot_s` seconds on the achievable model (`decode_step_s`: the time per
@@ -528,13 +532,13 @@ def max_batch_within(model_, accelerator, context, tpot_s, dtype="fp16", *, kv_d
     eff = as_efficiency(achievable)
     limit = _v.positive("tpot_s", tpot_s)
     kw = dict(kv_dtype=kv_dtype, compute_dtype=compute_dtype)
-    fits = _llm.max_batch(model(model_), accelerator, context, dtype, kv_dtype=kv_dtype,
+    fits = _llm.max_batch(_spec(model), accelerator, context, dtype, kv_dtype=kv_dtype,
                           reserve_bytes=reserve_bytes)
     if fits < 1:
         return 0
 
     def meets(b):
-        return decode_step_s(model_, accelerator, b, context, dtype, achievable=eff, **kw) <= limit
+        return decode_step_s(model, accelerator, b, context, dtype, achievable=eff, **kw) <= limit
 
     return _search.largest_meeting(meets, 1, min(fits, 1 << 24))
 

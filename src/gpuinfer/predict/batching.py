@@ -219,31 +219,31 @@ def roofline_service_s(model, accelerator, context=0, dtype="fp16", *,
                               overhead_s=overhead_s, achievable=False)
 
 
-def _service_array(service_time, max_batch) -> np.ndarray:
+def _service_array(service_s, max_batch) -> np.ndarray:
     """Seconds for batches 0..max_batch (index = batch size; index 0 unused)."""
     sizes = np.arange(1, max_batch + 1)
-    if isinstance(service_time, Mapping):
-        table = dict(service_time)
-        service_time = service_table(list(table), list(table.values()))
-    elif hasattr(service_time, "to_dict") and not callable(service_time):
-        return _service_array(service_time.to_dict(), max_batch)  # a pandas Series
-    if callable(service_time):
+    if isinstance(service_s, Mapping):
+        table = dict(service_s)
+        service_s = service_table(list(table), list(table.values()))
+    elif hasattr(service_s, "to_dict") and not callable(service_s):
+        return _service_array(service_s.to_dict(), max_batch)  # a pandas Series
+    if callable(service_s):
         try:
-            s = np.asarray(service_time(sizes), dtype=float)
+            s = np.asarray(service_s(sizes), dtype=float)
             if s.shape != sizes.shape:
                 raise TypeError
         except (TypeError, AttributeError):
-            s = np.array([float(service_time(int(b))) for b in sizes])
-    elif _v.is_number(service_time):
-        s = np.full(max_batch, _v.positive("service_time", service_time))
+            s = np.array([float(service_s(int(b))) for b in sizes])
+    elif _v.is_number(service_s):
+        s = np.full(max_batch, _v.positive("service_s", service_s))
     else:
-        raise TypeError("service_time must be seconds (a number), a callable batch -> "
+        raise TypeError("service_s must be seconds (a number), a callable batch -> "
                         f"seconds, or a table {{batch: seconds}}; got "
-                        f"{type(service_time).__name__}")
+                        f"{type(service_s).__name__}")
     bad = ~(np.isfinite(s) & (s > 0))
     if np.any(bad):
         first = int(sizes[bad][0])
-        raise ValueError(f"service times must be positive seconds; service_time({first}) "
+        raise ValueError(f"service times must be positive seconds; service_s({first}) "
                          f"gave {s[bad][0]!r}")
     return np.concatenate([[np.nan], s])
 
@@ -345,12 +345,12 @@ def _serve(batchers, after=None):
         live = [q for q in batchers if q.pending()]
 
 
-def simulate(arrivals, service_time, max_batch, max_queue_delay=0.0, *,
+def simulate(arrivals, service_s, max_batch, max_queue_delay=0.0, *,
              preferred_batch_sizes=None):
     """Simulate Triton's dynamic batcher on one GPU. Returns a DataFrame, one row per
     request: `arrival`, `start`, `finish`, `latency` (s), `batch_size`, `batch_id`.
 
-    `service_time`: seconds (a number), a callable batch -> seconds, or a table
+    `service_s`: seconds (a number), a callable batch -> seconds, or a table
     {batch: seconds} (interpolated). `max_queue_delay` (s) is Triton's
     `max_queue_delay_microseconds` / 1e6; `math.inf` is static batching (wait for a
     full batch; the last, partial one goes when the trace ends).
@@ -359,7 +359,7 @@ def simulate(arrivals, service_time, max_batch, max_queue_delay=0.0, *,
     """
     a = check_arrivals(arrivals)
     max_batch, delay, pref = _policy(max_batch, max_queue_delay, preferred_batch_sizes)
-    q = _Batcher(a, _service_array(service_time, max_batch), max_batch, delay, pref)
+    q = _Batcher(a, _service_array(service_s, max_batch), max_batch, delay, pref)
     _serve([q])
     return q.frame()
 
@@ -367,10 +367,10 @@ def simulate(arrivals, service_time, max_batch, max_queue_delay=0.0, *,
 def simulate_shared(models: Mapping[str, dict]):
     """Several models, each with its own queue and dynamic batcher, sharing one GPU that
     runs one batch at a time. `models` maps a name to the keyword arguments of
-    `simulate` (`arrivals`, `service_time`, `max_batch`, optional `max_queue_delay`,
+    `simulate` (`arrivals`, `service_s`, `max_batch`, optional `max_queue_delay`,
     `preferred_batch_sizes`). Returns one DataFrame with a `model` column, by arrival."""
     if not isinstance(models, Mapping):
-        raise TypeError(f"models must be a dict {{name: {{arrivals, service_time, "
+        raise TypeError(f"models must be a dict {{name: {{arrivals, service_s, "
                         f"max_batch}}}}, got {type(models).__name__}")
     if not models:
         raise ValueError("models is empty: give at least one {name: {arrivals, ...}}")
@@ -378,16 +378,16 @@ def simulate_shared(models: Mapping[str, dict]):
     for name, kw in models.items():
         if not isinstance(kw, Mapping):
             raise TypeError(f"model {name!r} needs a dict of settings, got {kw!r}")
-        unknown = set(kw) - {"arrivals", "service_time", "max_batch", "max_queue_delay",
+        unknown = set(kw) - {"arrivals", "service_s", "max_batch", "max_queue_delay",
                              "preferred_batch_sizes"}
-        if unknown or not {"arrivals", "service_time", "max_batch"} <= set(kw):
-            raise ValueError(f"model {name!r} needs arrivals, service_time and max_batch "
+        if unknown or not {"arrivals", "service_s", "max_batch"} <= set(kw):
+            raise ValueError(f"model {name!r} needs arrivals, service_s and max_batch "
                              f"(optional max_queue_delay, preferred_batch_sizes); got "
                              f"{sorted(kw)}")
         mb, delay, pref = _policy(kw["max_batch"], kw.get("max_queue_delay", 0.0),
                                   kw.get("preferred_batch_sizes"))
         queues[name] = _Batcher(check_arrivals(kw["arrivals"], f"arrivals of {name!r}"),
-                                _service_array(kw["service_time"], mb), mb, delay, pref)
+                                _service_array(kw["service_s"], mb), mb, delay, pref)
     _serve(list(queues.values()))
     import pandas as pd
 
@@ -395,11 +395,11 @@ def simulate_shared(models: Mapping[str, dict]):
     return df.sort_values(["arrival", "model"], kind="stable").reset_index(drop=True)
 
 
-def simulate_closed_loop(n_clients, service_time, max_batch, *, think_time=0.0,
+def simulate_closed_loop(n_clients, service_s, max_batch, *, think_s=0.0,
                          max_queue_delay=0.0, n=10_000, seed=0):
     """A closed-loop load generator against the same server as `simulate`: `n_clients`
     clients each send a request, wait for its answer, think for an exponentially
-    distributed time of mean `think_time` s (0: none, as perf_analyzer's concurrency
+    distributed time of mean `think_s` s (0: none, as perf_analyzer's concurrency
     mode), and send the next, until `n` requests have been sent. Every client sends its
     first request at 0. Returns `simulate`'s frame plus a `client` column.
 
@@ -407,10 +407,10 @@ def simulate_closed_loop(n_clients, service_time, max_batch, *, think_time=0.0,
     late answer sends nothing), so its latencies miss the queueing an open-loop
     (Poisson) stream of the same throughput would meet: coordinated omission."""
     clients = _v.count("n_clients", n_clients, maximum=MAX_REQUESTS)
-    think = _v.non_negative("think_time", think_time)
+    think = _v.non_negative("think_s", think_s)
     total = check_trace_length("n", n)
     max_batch, delay, pref = _policy(max_batch, max_queue_delay, None)
-    service = _service_array(service_time, max_batch)
+    service = _service_array(service_s, max_batch)
     rng = np.random.default_rng(_seed(seed))
     first = min(clients, total)
     q = _Batcher([0.0] * first, service, max_batch, delay, pref, tags=range(first))
@@ -461,9 +461,9 @@ def _times_in_order(df):
                              f"{int(late.sum())} request(s) do")
 
 
-def summarize(df, slo=None) -> dict:
+def summarize(df, slo_s=None) -> dict:
     """Latency percentiles (s), throughput (requests/s), mean batch size, the GPU's busy
-    fraction, and, with an `slo` (s), the fraction of requests within it
+    fraction, and, with an `slo_s` (s), the fraction of requests within it
     (`slo_met_fraction`) and their rate (`slo_met_per_s`). Rates are over the span from
     the first arrival to the last finish. (Goodput in DistServe's sense is not this
     rate: it is the highest arrival rate at which the SLO is still met, `capacity`.)"""
@@ -485,10 +485,10 @@ def summarize(df, slo=None) -> dict:
         busy = float((batches["finish"] - batches["start"]).sum())
         out.update({"mean_batch_per_batch": float(batches["batch_size"].mean()),
                     "busy_fraction": busy / span})
-    if slo is not None:
-        slo = _v.positive("slo", slo)
-        met = int(np.count_nonzero(lat <= slo))
-        out.update({"slo_s": float(slo), "slo_met_fraction": met / len(df),
+    if slo_s is not None:
+        slo_s = _v.positive("slo_s", slo_s)
+        met = int(np.count_nonzero(lat <= slo_s))
+        out.update({"slo_s": float(slo_s), "slo_met_fraction": met / len(df),
                     "slo_met_per_s": met / span})
     return {k: (float(v) if isinstance(v, (np.floating, float)) else v) for k, v in out.items()}
 
@@ -506,10 +506,10 @@ def md1_mean_wait(rate, service_s) -> float:
     return rho / (2 * (1 / service_s) * (1 - rho))
 
 
-def saturation_throughput(service_time, max_batch) -> float:
+def saturation_throughput(service_s, max_batch) -> float:
     """Requests/s the GPU serves when every batch is full: max_batch / service(max_batch)."""
     max_batch = _v.count("max_batch", max_batch, maximum=MAX_BATCH)
-    s = _service_array(service_time, max_batch)
+    s = _service_array(service_s, max_batch)
     return float(max_batch / s[max_batch])
 
 
@@ -540,10 +540,10 @@ def bisect_rate(ok, lo, hi, rel_tol):
     return lo
 
 
-def capacity(service_time, max_batch, max_queue_delay=0.0, *, slo, quantile=99.0,
+def capacity(service_s, max_batch, max_queue_delay=0.0, *, slo_s, quantile=99.0,
              n=4000, seed=0, preferred_batch_sizes=None, rel_tol=0.01) -> float:
     """Goodput in DistServe's sense for one request-level server: the highest Poisson
-    arrival rate (requests/s) at which the `quantile` latency stays within `slo` (s)
+    arrival rate (requests/s) at which the `quantile` latency stays within `slo_s` (s)
     under this policy. A bisection over the rate below the saturation throughput (where
     the queue stops being stable), the same random gaps rescaled at every rate, stopped
     when the bracket is narrower than `rel_tol` (a fraction) of the rate. 0.0 if even a
@@ -556,7 +556,7 @@ def capacity(service_time, max_batch, max_queue_delay=0.0, *, slo, quantile=99.0
     `seed` to the next (up to 5% for chapter 6's fleet server); pass tens of thousands (chapter 6 uses 40,000) where a decision rests on
     the last few percent, and about ten times more for a p99.9.
     """
-    slo = _v.positive("slo", slo)
+    slo_s = _v.positive("slo_s", slo_s)
     quantile = _v.number("quantile", quantile, lo=0, hi=100, lo_open=True, hi_open=True,
                          expected="a percentile in (0, 100)")
     rel_tol = check_rel_tol(rel_tol)
@@ -566,12 +566,12 @@ def capacity(service_time, max_batch, max_queue_delay=0.0, *, slo, quantile=99.0
              why_maximum=f"capacity simulates at least 200 full batches at each of ~10 "
                          f"rates ({200 * CAPACITY_MAX_BATCH:,} requests at the largest): "
                          f"a larger batch would run for many minutes")
-    service = _service_array(service_time, max_batch)
+    service = _service_array(service_s, max_batch)
     unit = poisson_arrivals(1.0, min(max(n, 200 * max_batch), MAX_REQUESTS), seed)
 
     def ok(rate):
         lat = _latencies(unit / rate, service, max_batch, delay, pref)
-        return np.percentile(lat, quantile) <= slo
+        return np.percentile(lat, quantile) <= slo_s
 
     hi = max_batch / service[max_batch]
     lo = hi * 1e-3
@@ -580,8 +580,8 @@ def capacity(service_time, max_batch, max_queue_delay=0.0, *, slo, quantile=99.0
     return bisect_rate(ok, lo, hi, rel_tol)
 
 
-def sweep(service_time, max_batches: Sequence[int], max_queue_delays: Sequence[float], *,
-          slo, quantile=99.0, n=4000, seed=0):
+def sweep(service_s, max_batches: Sequence[int], max_queue_delays: Sequence[float], *,
+          slo_s, quantile=99.0, n=4000, seed=0):
     """Every (max_batch, max_queue_delay) policy, a DataFrame row each: max_batch,
     max_queue_delay_s, capacity_per_s (requests/s within the SLO, `capacity`),
     saturation_per_s (every batch full) and capacity_fraction_of_saturation; highest
@@ -593,9 +593,9 @@ def sweep(service_time, max_batches: Sequence[int], max_queue_delays: Sequence[f
     delays = np.atleast_1d(_v.number("max_queue_delays", max_queue_delays, lo=0,
                                      allow_inf=True, array=True)).ravel()
     rows = [{"max_batch": int(b), "max_queue_delay_s": float(d),
-             "capacity_per_s": capacity(service_time, int(b), float(d), slo=slo,
+             "capacity_per_s": capacity(service_s, int(b), float(d), slo_s=slo_s,
                                         quantile=quantile, n=n, seed=seed),
-             "saturation_per_s": saturation_throughput(service_time, int(b))}
+             "saturation_per_s": saturation_throughput(service_s, int(b))}
             for b in batches for d in delays]
     df = pd.DataFrame(rows)
     df["capacity_fraction_of_saturation"] = df["capacity_per_s"] / df["saturation_per_s"]
@@ -618,8 +618,8 @@ def best_policy(table, within=0.02):
     return ok.sort_values(["max_batch", "max_queue_delay_s"], kind="stable").iloc[0]
 
 
-def load_curve(arrival_rates, service_time, max_batch, max_queue_delay=0.0, *, n=4000,
-               seed=0, slo=None):
+def load_curve(arrival_rates, service_s, max_batch, max_queue_delay=0.0, *, n=4000,
+               seed=0, slo_s=None):
     """`summarize` at each arrival rate (requests/s), one row per rate: the
     latency-throughput curve of one policy."""
     import pandas as pd
@@ -628,14 +628,14 @@ def load_curve(arrival_rates, service_time, max_batch, max_queue_delay=0.0, *, n
     unit = poisson_arrivals(1.0, n, seed)
     rows = []
     for rate in rates:
-        s = summarize(simulate(unit / rate, service_time, max_batch, max_queue_delay), slo)
+        s = summarize(simulate(unit / rate, service_s, max_batch, max_queue_delay), slo_s)
         rows.append({"arrival_rate_per_s": float(rate), **s})
     return pd.DataFrame(rows)
 
 
 # --- token-level generation: static vs continuous batching -----------------------------
 
-def simulate_generation(arrivals, output_tokens, step_time, max_batch, policy="continuous"):
+def simulate_generation(arrivals, output_tokens, step_s, max_batch, policy="continuous"):
     """Text generation, one decode step at a time, for requests that each need
     `output_tokens[i]` steps (prefill counted as one step: `llm_serving.simulate_llm` times it).
     Returns a DataFrame per request: `arrival`, `start`, `finish`, `latency` (s),
@@ -646,7 +646,7 @@ def simulate_generation(arrivals, output_tokens, step_time, max_batch, policy="c
     longest sequence finishes and returns together; finished sequences keep their slot
     (padding) and nobody joins.
     `policy="continuous"`: after every step finished sequences leave and waiting ones
-    join (token-level, "in-flight" batching). `step_time`: seconds per step for a batch
+    join (token-level, "in-flight" batching). `step_s`: seconds per step for a batch
     of b sequences (number, callable or table, as in `simulate`).
     """
     import pandas as pd
@@ -655,7 +655,7 @@ def simulate_generation(arrivals, output_tokens, step_time, max_batch, policy="c
     tokens = check_per_request("output_tokens", output_tokens, a.size)
     policy = _v.choice("policy", policy, ("static", "continuous"))
     max_batch, _, _ = _policy(max_batch, 0.0, None)
-    s = _service_array(step_time, max_batch).tolist()
+    s = _service_array(step_s, max_batch).tolist()
     n = a.size
     alist = a.tolist()
     start, finish = np.full(n, np.nan), np.full(n, np.nan)

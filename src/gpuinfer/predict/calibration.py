@@ -66,18 +66,18 @@ def predict(row, achievable=True) -> float:
                                                **kw)
     return _serving.offline_throughput(
         m, row["accelerator"], int(row["input_tokens"]), int(row["output_tokens"]),
-        tp=int(row["tp"]), achievable=eff, **kw)["tokens_per_s_per_gpu"]
+        n_devices=int(row["tp"]), achievable=eff, **kw)["tokens_per_s_per_gpu"]
 
 
-def errors(efficiency=None, split=None):
-    """Predicted against measured for every row of `measurements(split)` on `efficiency`
+def errors(achievable=True, split=None):
+    """Predicted against measured for every row of `measurements(split)` on `achievable`
     (None: `achievable.FITTED`): columns `matmul_source` (`achievable.matmul_source` of
     the row's GPU and compute format: "measured", "fp8 stand-in" or "catalogue median"),
     `measured`, `ceiling`, `achievable` (tokens/s per GPU), `error_pct` (achievable over
     measured, minus 1, in %), `measured_over_ceiling`. `df.attrs` holds the median and
     worst absolute % error (`median_abs_error_pct`, `worst_abs_error_pct`) of the rows
     shown."""
-    eff = _achievable.FITTED if efficiency is None else _achievable.as_efficiency(efficiency)
+    eff = _achievable.as_efficiency(achievable)
     df = measurements(split)
     out = df[["id", "split", "source", "engine", "model", "accelerator", "tp",
               "weight_format", "scenario", "input_tokens", "output_tokens"]].copy()

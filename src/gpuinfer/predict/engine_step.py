@@ -6,7 +6,7 @@ Chapters: *Serving LLMs: prefill, decode and the KV cache*; *Beyond one GPU*. Se
 `EngineStep` is `llm.StepCost` (the per-operation roofline of a step's rows, summed in
 closed form from its aggregates, `llm.step_aggregates`) in the configuration an engine
 runs: a compute format (`compute_dtype`: W8A8 fp8/int8, W4A4 fp4 at that format's peak),
-tensor parallelism (`tp`: one device's shard, `parallel.shard`, plus the step's
+tensor parallelism (`n_devices`: one device's shard, `parallel.shard`, plus the step's
 all-reduces), and either the ceiling (the roofline, a lower bound on a step's time) or
 the calibrated achievable model (`gpuinfer.predict.achievable`: derated rates, kernel gaps, a
 fixed cost a step). One step of it, with its parts, is `parallel.tp_step_s` (the same
@@ -30,31 +30,32 @@ from gpuinfer.predict import parallel as _parallel
 from gpuinfer.predict import collectives
 
 
-def tp_shard(model, tp):
-    """What one GPU of a tensor-parallel group of `tp` holds: `parallel.shard(model, tp)`,
-    or the whole model for `tp=1` (a `tp` the model's heads do not divide: ValueError)."""
+def tp_shard(model, n_devices):
+    """What one GPU of a tensor-parallel group of `n_devices` holds: `parallel.shard(model, tp)`,
+    or the whole model for `n_devices=1` (a `n_devices` the model's heads do not divide: ValueError)."""
     m = architectures.get(model)
-    n = _parallel.check_tp_degree(m, tp, "tp")
+    n = _parallel.check_tp_degree(m, n_devices, "n_devices")
     return _parallel.shard(m, n) if n > 1 else m
 
 
 class EngineStep(step_cost.StepCost):
     """`llm.StepCost` as an engine runs the step: `compute_dtype` (W8A8: "fp8"/"int8";
-    W4A4: "fp4") sets the peak the matmuls run at; `tp` > 1 times one device's shard
+    W4A4: "fp4") sets the peak the matmuls run at; `n_devices` > 1 times one device's shard
     (`parallel.shard`: an MoE model's experts split 1/N in width) and adds its 2 x layers
     + 1 all-reduces of [tokens, d_model] (the ceiling, a lower bound on time:
     `collectives.allreduce_floor_s`, each GPU sending and receiving the message once at
     NCCL's bus bandwidth for the link, no latency; the achievable model: NCCL's fastest
-    ring or tree and protocol with its latency, `collectives.interconnect_allreduce_s`). `efficiency` (an
-    `achievable.Efficiency`; default the ceiling) derates each row's peak and bandwidth
+    ring or tree and protocol with its latency, `collectives.interconnect_allreduce_s`).
+    `achievable` (True: `achievable.FITTED`, the default; False: the ceiling; or an
+    `achievable.Efficiency`) derates each row's peak and bandwidth
     (`achievable.row_rates`) and adds the step's overheads (`achievable.overheads`)."""
 
     def __init__(self, model, accelerator, dtype="fp16", kv_dtype=None, compute_dtype=None,
-                 tp=1, efficiency=None, interconnect=None):
+                 n_devices=1, achievable=True, interconnect=None):
         m = architectures.get(model)
         acc = _hardware.get(accelerator)
-        self.tp = _parallel.check_tp_degree(m, tp, "tp")
-        self.eff = eff = _achievable.CEILING if efficiency is None else efficiency
+        self.tp = _parallel.check_tp_degree(m, n_devices, "n_devices")
+        self.eff = eff = _achievable.as_efficiency(achievable)
         weight, _, compute = _dtypes.formats(dtype, kv_dtype, compute_dtype)
         super().__init__(_parallel.shard(m, self.tp) if self.tp > 1 else m, acc, dtype,
                          kv_dtype=kv_dtype, compute_dtype=compute_dtype,

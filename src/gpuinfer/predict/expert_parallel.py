@@ -239,7 +239,7 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
                         dispatch_dtype=DEFAULT_DISPATCH_DTYPE,
                         combine_dtype=DEFAULT_COMBINE_DTYPE, imbalance=None,
                         redundant_experts=0, new_tokens=1, overlap=False,
-                        achievable=False, compute_dtype=None) -> dict:
+                        achievable=True, compute_dtype=None) -> dict:
     """One decode step of an MoE model on N devices with its routed experts spread whole,
     E/N per device (expert parallelism), `batch` sequences in all, at `context` cached
     tokens each. The step takes its slowest device: the busiest one.
@@ -268,8 +268,8 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     held in memory; their balancing effect goes into `imbalance`. `new_tokens`: tokens
     each sequence brings (1 to decode; a prompt's length for a prefill step, whose
     routed tokens and all-to-all bytes scale with it).
-    `achievable`: False (default) times the busiest device's rows on the roofline; True
-    (or an `achievable.Efficiency`) on the achievable model, its step overheads counted in
+    `achievable`: False times the busiest device's rows on the roofline; True
+    (the default, or an `achievable.Efficiency`) on the achievable model, its step overheads counted in
     `attention_s` and the ceiling's row times kept in `ops["ceiling_s"]`; the all-to-alls
     at their ceiling, or, where the Efficiency's `all_to_all` is "measured", at that
     ceiling over `deepep_fraction(n_devices)`; the all-reduces are priced as
@@ -379,7 +379,7 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
 
 def moe_layouts(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
                 interconnect=None, *, network=None, kv_dtype=None, imbalance=None,
-                dispatch_dtype=DEFAULT_DISPATCH_DTYPE, achievable=False):
+                dispatch_dtype=DEFAULT_DISPATCH_DTYPE, achievable=True):
     """Chapter *Mixtures of experts*: the three ways engines lay an MoE model over
     `n_devices` GPUs, side by side for one decode step of `batch` sequences in all:
     "TP" (every expert split 1/N, `tp_step_s`), "EP + TP attention" and
@@ -387,7 +387,7 @@ def moe_layouts(model, accelerator, n_devices, batch=1, context=0, dtype="fp16",
     time per output token), tokens/s in all and per GPU, the step's parts (non-expert,
     experts, communication, ms), GB of weights and KV cache per GPU and whether they fit.
     A layout the model's shapes do not allow is left out (its reason in `attrs`).
-    `achievable`: False (default) the ceilings; True (or an `achievable.Efficiency`) each
+    `achievable`: False the ceilings; True (the default, or an `achievable.Efficiency`) each
     layout's step on the achievable model (`ep_decode_breakdown`, `tp_step_s`)."""
     import pandas as pd
 
@@ -448,14 +448,14 @@ def _layout_row(m, acc, n, batch, context, dtype, layout, achievable=False):
 
 
 def moe_max_batch_within(model, accelerator, n_devices, context, tpot_s, *, dtype="fp16",
-                         layout="EP + DP attention", achievable=False) -> int:
+                         layout="EP + DP attention", achievable=True) -> int:
     """The largest batch (sequences, all `n_devices` together, each at `context` cached
     tokens) whose decode step in `layout` (one of `LAYOUTS`, as `moe_layouts` prices it)
     fits in every device's memory (less `llm.DEFAULT_RESERVE_BYTES`) and takes at most
     `tpot_s` seconds; `tpot_s=None` asks for memory alone. 0 if batch 1 already fails, or
     the layout does not apply to the model's shapes. The step grows with the batch and
     memory fills, so the question is monotone: `search.largest_meeting` doubles, then
-    bisects. `achievable`: False (default) the ceiling's step; True (or an
+    bisects. `achievable`: False the ceiling's step; True (the default, or an
     `achievable.Efficiency`) the achievable model's, the step an engine would take."""
     m = _moe(model)
     n = check_devices(n_devices)
@@ -483,8 +483,8 @@ def _weight_format(name, dtype):
     return dtype
 
 
-def moe_options(model, prices, context, tpot_s, n_devices, *, formats=("fp16",),
-                layouts=LAYOUTS, achievable=True):
+def moe_options(model, options=LAYOUTS, *, tpot_s, context, prices, n_devices,
+                formats=("fp16",), achievable=True):
     """Every (GPU, weight format, layout) for serving an MoE `model` on `n_devices` GPUs,
     every sequence at `context` cached tokens, each decode step within `tpot_s` seconds,
     cheapest first: a DataFrame with `GPU`, `format`, `layout`, `batch` (the largest that
@@ -499,14 +499,15 @@ def moe_options(model, prices, context, tpot_s, n_devices, *, formats=("fp16",),
 
     `prices` maps each accelerator to compare to its price in USD (or any currency) per
     GPU-hour, e.g. {"H200": cost.price_per_gpu_hour("AWS p5e.48xlarge (Capacity Block)")}.
-    `formats`: weight formats (`dtypes`), `layouts`: some of `LAYOUTS`."""
+    `options`: the layouts to compare, some of `LAYOUTS`; `formats`: weight formats
+    (`dtypes`)."""
     import pandas as pd
 
     m = _moe(model)
     n = check_devices(n_devices)
     prices = check_gpu_prices(prices)
     formats = _v.each("formats", formats, _weight_format)
-    layouts = _v.each("layouts", layouts, lambda name, x: _v.choice(name, x, LAYOUTS))
+    layouts = _v.each("options", options, lambda name, x: _v.choice(name, x, LAYOUTS))
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
     eff = _achievable.as_efficiency(achievable)
     rows = []
@@ -517,7 +518,7 @@ def moe_options(model, prices, context, tpot_s, n_devices, *, formats=("fp16",),
                                          layout=layout, achievable=eff)
                 # memory alone: at least one cached token a sequence (as tp_options counts)
                 mem = moe_max_batch_within(m, acc, n, max(c, 1), None, dtype=dtype,
-                                           layout=layout)
+                                           layout=layout, achievable=False)
                 r = _layout_row(m, acc, n, b, c, dtype, layout, eff) if b else None
                 top = _layout_row(m, acc, n, b, c, dtype, layout) if b else None
                 tps = float(r["tokens_per_s"]) if b else float("nan")

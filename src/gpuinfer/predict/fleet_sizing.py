@@ -59,16 +59,18 @@ def _machines(machines) -> list[Machine]:
         if not isinstance(m, Machine):
             raise TypeError(f"{name} must be a fleet_sizing.Machine, got {m!r}")
         return m
-    machines = _v.each("machines", machines, machine, of="fleet_sizing.Machine")
+    machines = _v.each("options", machines, machine, of="fleet_sizing.Machine")
     names = [m.name for m in machines]
     if len(set(names)) != len(names):
-        raise ValueError(f"machines must have distinct names, got {names!r}")
+        raise ValueError(f"options must have distinct machine names, got {names!r}")
     return machines
 
 
-def fleet_options(machines: Sequence[Machine], demand_per_s, slo_s, *, quantile=99.0,
+# Unlike the other `*_options`, no `model` comes first: each Machine carries its own model
+# of service (its `service_time`), so the machines themselves are the options.
+def fleet_options(options: Sequence[Machine], *, demand_per_s, slo_s, quantile=99.0,
                   n=4000, seed=0, closed_loop=False):
-    """For each of `machines`, a row (indexed by name): `price_per_hour`,
+    """For each of the machines `options`, a row (indexed by name): `price_per_hour`,
     `capacity_per_s` (the Poisson rate one machine sustains within a `quantile`
     latency of `slo_s` seconds: `queues` x `batching.capacity` of one queue on a trace
     of at least `n` requests from `seed`), `machines` (`cost.machines_needed` for
@@ -82,14 +84,14 @@ def fleet_options(machines: Sequence[Machine], demand_per_s, slo_s, *, quantile=
     the queues. Order: as given."""
     import pandas as pd
 
-    machines = _machines(machines)
+    machines = _machines(options)
     demand = _v.positive("demand_per_s", demand_per_s)
     slo = _v.positive("slo_s", slo_s)
     if not isinstance(closed_loop, bool):
         raise TypeError(f"closed_loop must be True or False, got {closed_loop!r}")
     rows = []
     for m in machines:
-        per_queue = _batching.capacity(m.service_time, m.max_batch, slo=slo,
+        per_queue = _batching.capacity(m.service_time, m.max_batch, slo_s=slo,
                                        quantile=quantile, n=n, seed=seed)
         capacity = m.queues * per_queue
         row = {"machine": m.name, "price_per_hour": float(m.price_per_hour),

@@ -51,14 +51,14 @@ from gpuinfer.predict.paged_kv import (ACHIEVABLE_GPU_MEMORY_UTILIZATION, DEFAUL
 
 
 def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype="fp16",
-                       kv_dtype=None, compute_dtype=None, tp=1, ep=1, attention_dp=False,
-                       achievable=False, max_num_seqs=None, max_num_batched_tokens=None,
+                       kv_dtype=None, compute_dtype=None, n_devices=1, ep=1, attention_dp=False,
+                       achievable=True, max_num_seqs=None, max_num_batched_tokens=None,
                        gpu_memory_utilization=None, block_size=DEFAULT_BLOCK_SIZE,
                        interconnect=None) -> dict:
     """What `trtllm-bench throughput` and `vllm bench throughput` report: output tokens/s
     under maximum load (every request queued at once, all of `input_tokens` prompt and
     `output_tokens` output tokens), in total and per GPU, for one tensor-parallel group
-    of `tp` GPUs (`tp=1`: one GPU).
+    of `n_devices` GPUs (`n_devices=1`: one GPU).
 
     The steady state of a continuous-batching server that mixes prefill and decode in
     its steps: B sequences run; each occupies the batch for `output_tokens` steps (its
@@ -84,12 +84,12 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
 
     `compute_dtype`: W8A8 ("fp8", "int8") or W4A4 ("fp4") runs the matmuls at that
     format's peak. A mixture-of-experts model runs too (its average step reads the
-    experts its routed tokens touch, `llm.experts_touched`; under `tp` each expert is
+    experts its routed tokens touch, `llm.experts_touched`; under `n_devices` each expert is
     split 1/tp in width, vLLM's default); as that count is concave in the step's tokens,
     the averaged step's experts are an upper bound on the mean step's, by at most what
     a few more touched experts read once the batch touches most of them.
 
-    `ep` = `tp` with `attention_dp=True`: the engines' own MoE layout (TensorRT-LLM's
+    `ep` = `n_devices` with `attention_dp=True`: the engines' own MoE layout (TensorRT-LLM's
     `--tp N --ep N` with `enable_attention_dp`, SGLang's `--enable-dp-attention`): each
     of the N GPUs holds the whole non-expert part and E/N whole experts, runs attention,
     the dense parts and the LM head for its own B/N sequences, the experts for the tokens
@@ -97,7 +97,7 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
     GPU's KV budget holds (the full model's KV bytes a token, the budget left beside the
     replicated non-expert weights); `max_num_seqs` and `max_num_batched_tokens` cap each
     GPU's own batch, as TensorRT-LLM's per-rank `max_batch_size` does. Expert parallelism
-    with TP attention prices as `tp` here (each device's expert FLOPs and bytes are the
+    with TP attention prices as `n_devices` here (each device's expert FLOPs and bytes are the
     same to first order): ValueError. Returns a dict:
     `batch`, `step_s`, `tokens_per_s` (the group's output tokens/s), `tokens_per_s_per_gpu`,
     `requests_per_s`, `limited_by` ("memory", "max_num_seqs" or
@@ -107,11 +107,11 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
     i = _v.count("input_tokens", input_tokens, maximum=MAX_TOKENS)
     o = _v.count("output_tokens", output_tokens, maximum=MAX_TOKENS)
     e = _v.count("ep", ep, maximum=1 << 16)
-    n = _v.count("tp", tp, maximum=1 << 16)
+    n = _v.count("n_devices", n_devices, maximum=1 << 16)
     _check_ep_layout(m, e, n, attention_dp)
     eff = _achievable.as_efficiency(achievable)
     dp = attention_dp
-    part = m if dp else tp_shard(m, tp)
+    part = m if dp else tp_shard(m, n_devices)
     block = _v.count("block_size", block_size, maximum=MAX_TOKENS)
     _, kv, _ = _dtypes.formats(dtype, kv_dtype, compute_dtype)
     kv_token = step_model.kv_cache_bytes_per_token(part, kv)
@@ -148,7 +148,7 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
                 "prefill_tokens_per_step": prefills * i * n,
                 "decode_tokens_per_step": decodes * n, "comm_s": comm,
                 "kv_budget_bytes": budget}
-    timer = EngineStep(m, acc, dtype, kv_dtype, compute_dtype, tp=n, efficiency=eff,
+    timer = EngineStep(m, acc, dtype, kv_dtype, compute_dtype, n_devices=n, achievable=eff,
                         interconnect=interconnect)
     # The host's per-sequence cost (`achievable.Efficiency.sequence_s`; 0 in FITTED and
     # the ceiling) for the B sequences of the step.
@@ -210,7 +210,7 @@ def _routed_expert_weight_bytes(m, dtype) -> float:
 
 
 def ep_dp_step(model, accelerator, n_devices, z, *, dtype="fp16", kv_dtype=None,
-               compute_dtype=None, achievable=False, interconnect=None) -> dict:
+               compute_dtype=None, achievable=True, interconnect=None) -> dict:
     """One GPU's step in expert parallelism with data-parallel attention (ep = N GPUs),
     for one GPU's share of a step whose per-GPU aggregates are `z`
     (`llm.step_aggregates` of that GPU's own sequences): every row of the whole model's
@@ -229,7 +229,7 @@ def ep_dp_step(model, accelerator, n_devices, z, *, dtype="fp16", kv_dtype=None,
     n = _v.count("n_devices", n_devices, maximum=1 << 16)
     eff = _achievable.as_efficiency(achievable)
     z = np.asarray(z, dtype=float)
-    timer = EngineStep(m, acc, dtype, kv_dtype, compute_dtype, tp=1, efficiency=eff)
+    timer = EngineStep(m, acc, dtype, kv_dtype, compute_dtype, n_devices=1, achievable=eff)
     whole = z * n
     whole[0] = 1.0
     f, y = (a[:, 0] for a in timer.flops_bytes(z[:, None]))
@@ -259,7 +259,7 @@ def ep_dp_step(model, accelerator, n_devices, z, *, dtype="fp16", kv_dtype=None,
 
 
 def chunk_step_s(model, accelerator, budget, *, decodes, decode_context, prompt_tokens,
-                 dtype="fp16", kv_dtype=None, compute_dtype=None, tp=1,
+                 dtype="fp16", kv_dtype=None, compute_dtype=None, n_devices=1,
                  achievable=True) -> float:
     """Seconds of the worst step of chunked prefill under a token `budget` a step
     (Sarathi-Serve; vLLM's `max_num_batched_tokens`): `decodes` running sequences'
@@ -277,14 +277,14 @@ def chunk_step_s(model, accelerator, budget, *, decodes, decode_context, prompt_
     if not 1 <= chunk <= p:
         raise ValueError(f"budget={b:,} must leave a chunk of 1 to prompt_tokens={p:,} "
                          f"tokens beside decodes={d:,}: a budget from {d + 1:,} to {d + p:,}")
-    return _parallel.tp_step_s(model, accelerator, tp, d + 1, [c] * d + [p - chunk],
+    return _parallel.tp_step_s(model, accelerator, n_devices, d + 1, [c] * d + [p - chunk],
                                new_tokens=[1] * d + [chunk], dtype=dtype, kv_dtype=kv_dtype,
                                compute_dtype=compute_dtype, achievable=achievable)
 
 
 def largest_chunk_budget(model, accelerator, *, decodes, decode_context, prompt_tokens,
                          step_slo_s, granularity=64, dtype="fp16", kv_dtype=None,
-                         compute_dtype=None, tp=1, achievable=True) -> int:
+                         compute_dtype=None, n_devices=1, achievable=True) -> int:
     """The largest chunked-prefill token budget, a multiple of `granularity`, whose worst
     step (`chunk_step_s`: the decodes and a chunk of budget - decodes tokens ending the
     prompt) takes at most `step_slo_s` seconds (a time-per-output-token objective every
@@ -310,6 +310,6 @@ def largest_chunk_budget(model, accelerator, *, decodes, decode_context, prompt_
     def meets(n):
         return chunk_step_s(model, accelerator, n * g, decodes=d, decode_context=decode_context,
                             prompt_tokens=p, dtype=dtype, kv_dtype=kv_dtype,
-                            compute_dtype=compute_dtype, tp=tp, achievable=achievable) <= slo
+                            compute_dtype=compute_dtype, n_devices=n_devices, achievable=achievable) <= slo
     n = _search.largest_meeting(meets, lo, hi)
     return n * g if n >= lo else 0

@@ -381,8 +381,8 @@ def _llm_setup(arrivals, prompt_tokens, output_tokens, model, accelerator, max_b
             f"{need[worst] + shared:,} KV blocks of {block} tokens, more than the "
             f"{blocks_total:,} the cache holds ({budget / 1e9:.3g} GB): it could never "
             f"run. Shorten it, or give the cache more memory")
-    timer = EngineStep(m, acc, dtype, kv_dtype, compute_dtype, tp=tp,
-                        efficiency=_achievable.as_efficiency(achievable),
+    timer = EngineStep(m, acc, dtype, kv_dtype, compute_dtype, n_devices=tp,
+                        achievable=_achievable.as_efficiency(achievable),
                         interconnect=interconnect)
     if not math.isfinite(timer([1], [0], [1])):
         fmt = dtype if compute_dtype is None else f"{dtype} (computing in {compute_dtype})"
@@ -393,8 +393,8 @@ def _llm_setup(arrivals, prompt_tokens, output_tokens, model, accelerator, max_b
 
 
 def simulate_llm(arrivals, prompt_tokens, output_tokens, model, accelerator, *, max_batch,
-                 prefill_chunk=None, dtype="fp16", kv_dtype=None, compute_dtype=None, tp=1,
-                 achievable=False, interconnect=None,
+                 prefill_chunk=None, dtype="fp16", kv_dtype=None, compute_dtype=None, n_devices=1,
+                 achievable=True, interconnect=None,
                  block_size=DEFAULT_BLOCK_SIZE, kv_cache_bytes=None, prefix_tokens=0,
                  max_prefill_tokens=None, return_steps=False):
     """Chapter *Serving LLMs*: a continuous-batching server for one model on one GPU.
@@ -437,7 +437,7 @@ def simulate_llm(arrivals, prompt_tokens, output_tokens, model, accelerator, *, 
 
     The configuration engines run: `compute_dtype` runs the matmuls in that format
     (W8A8 "fp8" or "int8", W4A4 "fp4": its catalogue peak; the default is weight-only,
-    `dtypes.formats`); `tp` > 1 is one tensor-parallel group of `tp` GPUs (each holds
+    `dtypes.formats`); `n_devices` > 1 is one tensor-parallel group of `n_devices` GPUs (each holds
     `parallel.shard` and its part of the KV cache; every step adds its all-reduces over
     `interconnect`, default the GPU's NVLink: on the ceiling at NCCL's bus bandwidth with
     no latency, on the achievable model at NCCL's cost with its latency, as
@@ -449,7 +449,7 @@ def simulate_llm(arrivals, prompt_tokens, output_tokens, model, accelerator, *, 
     a, P, O, timer, kw = _llm_setup(arrivals, prompt_tokens, output_tokens, model,
                                     accelerator, max_batch, prefill_chunk, dtype, kv_dtype,
                                     block_size, kv_cache_bytes, prefix_tokens,
-                                    max_prefill_tokens, compute_dtype, tp, achievable,
+                                    max_prefill_tokens, compute_dtype, n_devices, achievable,
                                     interconnect)
     server = _LLMServer(a, P, O, timer, log=bool(return_steps), **kw).run()
     df = server.frame()
@@ -461,7 +461,7 @@ def simulate_disaggregated(arrivals, prompt_tokens, output_tokens, model, accele
                            max_batch, prefill_gpus=1, decode_gpus=1, decode_accelerator=None,
                            dtype="fp16", kv_dtype=None, transfer_bytes_per_s=None,
                            block_size=DEFAULT_BLOCK_SIZE, max_prefill_tokens=None,
-                           achievable=False):
+                           achievable=True):
     """Chapter *Serving LLMs*: prefill and decode on separate GPUs (DistServe, Splitwise).
     `prefill_gpus` GPUs (`accelerator`) only prefill: each is a `simulate_llm` server
     whose requests end at their first token (whole prefills, up to `max_prefill_tokens`

@@ -25,9 +25,9 @@ from gpuinfer.predict.batching import (MAX_SEARCH_STEPS, check_frame, check_rel_
 from gpuinfer.predict.llm_simulator import LLM_COLUMNS
 
 
-def slo_attainment(df, *, ttft_slo, tpot_slo, itl_slo=None) -> float:
-    """The fraction of requests that met both SLOs: TTFT <= `ttft_slo` and TPOT <=
-    `tpot_slo` (s; a one-token reply has no TPOT and meets that one). DistServe's
+def slo_attainment(df, *, ttft_slo_s, tpot_slo_s, itl_slo=None) -> float:
+    """The fraction of requests that met both SLOs: TTFT <= `ttft_slo_s` and TPOT <=
+    `tpot_slo_s` (s; a one-token reply has no TPOT and meets that one). DistServe's
     "SLO attainment". With `itl_slo` (s), an inter-token objective as well: the
     request's longest gap between two tokens (`max_gap`) must not exceed it, which a
     mean TPOT lets through (a prefill that stalls a decode for 300 ms in a 500-token
@@ -35,8 +35,8 @@ def slo_attainment(df, *, ttft_slo, tpot_slo, itl_slo=None) -> float:
     fails the request."""
     cols = {"ttft", "tpot"} | ({"max_gap"} if itl_slo is not None else set())
     check_frame(df, cols, "simulate_llm")
-    ttft = _v.positive("ttft_slo", ttft_slo)
-    tpot = _v.positive("tpot_slo", tpot_slo)
+    ttft = _v.positive("ttft_slo_s", ttft_slo_s)
+    tpot = _v.positive("tpot_slo_s", tpot_slo_s)
     t = df["ttft"].to_numpy(dtype=float)
     p = df["tpot"].to_numpy(dtype=float)
     ok = (t <= ttft) & (np.isnan(p) | (p <= tpot))
@@ -46,15 +46,15 @@ def slo_attainment(df, *, ttft_slo, tpot_slo, itl_slo=None) -> float:
     return float(np.count_nonzero(ok) / len(df))
 
 
-def summarize_llm(df, *, ttft_slo=None, tpot_slo=None, itl_slo=None) -> dict:
+def summarize_llm(df, *, ttft_slo_s=None, tpot_slo_s=None, itl_slo=None) -> dict:
     """p50/p99 of TTFT, TPOT and the worst inter-token gap (s), throughput (requests/s
     and output tokens/s, over the span from the first arrival to the last finish), the
     requests preempted, and with both SLOs the attainment (`slo_attainment`; with
     `itl_slo` too, the inter-token objective on each request's `max_gap`)."""
     check_frame(df, set(LLM_COLUMNS), "simulate_llm")
-    if (ttft_slo is None) != (tpot_slo is None):
+    if (ttft_slo_s is None) != (tpot_slo_s is None):
         raise ValueError("give both ttft_slo and tpot_slo (s), or neither")
-    if itl_slo is not None and ttft_slo is None:
+    if itl_slo is not None and ttft_slo_s is None:
         raise ValueError("itl_slo is checked beside ttft_slo and tpot_slo: give all three")
     span = float(df["finish"].max() - df["arrival"].min())
     if not span > 0:
@@ -68,13 +68,13 @@ def summarize_llm(df, *, ttft_slo=None, tpot_slo=None, itl_slo=None) -> dict:
     out["throughput_per_s"] = len(df) / span
     out["output_tokens_per_s"] = float(df["output_tokens"].sum()) / span
     out["preempted_fraction"] = float((df["preemptions"] > 0).mean())
-    if ttft_slo is not None:
-        out["slo_attainment"] = slo_attainment(df, ttft_slo=ttft_slo, tpot_slo=tpot_slo,
+    if ttft_slo_s is not None:
+        out["slo_attainment"] = slo_attainment(df, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
                                                itl_slo=itl_slo)
     return out
 
 
-def goodput_bracket(serve, n, *, ttft_slo, tpot_slo, itl_slo=None, attainment=0.9, seed=0,
+def goodput_bracket(serve, n, *, ttft_slo_s, tpot_slo_s, itl_slo=None, attainment=0.9, seed=0,
                     rel_tol=0.02, rate=None) -> tuple:
     """Goodput in DistServe's sense (Zhong et al. 2024): the highest Poisson request
     rate (requests/s) at which at least `attainment` of the requests (a fraction: 0.9
@@ -107,7 +107,7 @@ def goodput_bracket(serve, n, *, ttft_slo, tpot_slo, itl_slo=None, attainment=0.
     serve = _v.callable_("serve", serve)
     n = check_trace_length("n", n)
     target = _v.fraction("attainment", attainment)
-    ttft, tpot = _v.positive("ttft_slo", ttft_slo), _v.positive("tpot_slo", tpot_slo)
+    ttft, tpot = _v.positive("ttft_slo_s", ttft_slo_s), _v.positive("tpot_slo_s", tpot_slo_s)
     itl = None if itl_slo is None else _v.positive("itl_slo", itl_slo)
     rel_tol = check_rel_tol(rel_tol)
     unit = poisson_arrivals(1.0, n, seed)
@@ -118,7 +118,7 @@ def goodput_bracket(serve, n, *, ttft_slo, tpot_slo, itl_slo=None, attainment=0.
         return df
 
     def ok(r):
-        return slo_attainment(run(unit / r), ttft_slo=ttft, tpot_slo=tpot,
+        return slo_attainment(run(unit / r), ttft_slo_s=ttft, tpot_slo_s=tpot,
                               itl_slo=itl) >= target
 
     if rate is None:
@@ -160,13 +160,13 @@ def _bracket(ok, lo, hi, rel_tol):
     return lo, hi
 
 
-def goodput(serve, n, *, ttft_slo, tpot_slo, itl_slo=None, attainment=0.9, seed=0,
+def goodput(serve, n, *, ttft_slo_s, tpot_slo_s, itl_slo=None, attainment=0.9, seed=0,
             rel_tol=0.02, rate=None) -> float:
     """Goodput in DistServe's sense (Zhong et al. 2024): the highest Poisson request
     rate (requests/s) at which at least `attainment` of the requests meet both the TTFT
     and the TPOT SLO (s), found to within `rel_tol`: the lower end of
     `goodput_bracket` (which explains the arguments, and the grid the answer lies on).
     0.0 if even a light load misses the target."""
-    return goodput_bracket(serve, n, ttft_slo=ttft_slo, tpot_slo=tpot_slo, itl_slo=itl_slo,
+    return goodput_bracket(serve, n, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, itl_slo=itl_slo,
                            attainment=attainment, seed=seed, rel_tol=rel_tol, rate=rate)[0]
 

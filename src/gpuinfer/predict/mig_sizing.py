@@ -30,10 +30,10 @@ def _flag(name, value) -> bool:
     return bool(value)
 
 
-def mig_options(model, gpu, batch, context, dtype="fp16", *, compute_dtype=None,
-                achievable=True):
-    """Chapter *Serving systems and sharing a GPU*: every MIG profile of `gpu` (the
-    `+me` media variants left out), smallest first (fewest compute slices, then fewest
+def mig_options(model, options=None, *, accelerator, batch, context, dtype="fp16",
+                compute_dtype=None, achievable=True):
+    """Chapter *Serving systems and sharing a GPU*: the MIG profiles `options` of
+    `accelerator` (None: every one, the `+me` media variants left out), smallest first (fewest compute slices, then fewest
     memory slices), as a DataFrame indexed by profile, with columns:
 
       compute_fraction, memory_fraction: the profile's share of the GPU's SMs and of its
@@ -52,12 +52,14 @@ def mig_options(model, gpu, batch, context, dtype="fp16", *, compute_dtype=None,
 
     b = _v.count("batch", batch, maximum=1 << 30)
     use_achievable = _flag("achievable", achievable)
-    profiles = mig_slices.mig_profiles(gpu)
+    profiles = mig_slices.mig_profiles(accelerator)
+    if options is not None:
+        keep = _v.each("options", options, lambda name, x: _v.choice(name, x, list(profiles.index)))
     rows = []
     for name, p in profiles.iterrows():
-        if name.endswith("+me"):
+        if (name.endswith("+me") if options is None else name not in keep):
             continue
-        part = mig_slices.mig_slice(gpu, name)
+        part = mig_slices.mig_slice(accelerator, name)
         fits = _llm.max_batch(model, part, context, dtype)
         ceiling = (float(_llm.decode_step_s(model, part, b, context, dtype,
                                                compute_dtype=compute_dtype))
@@ -73,13 +75,13 @@ def mig_options(model, gpu, batch, context, dtype="fp16", *, compute_dtype=None,
     return table.sort_values(["compute_fraction", "memory_fraction"], kind="stable")
 
 
-def smallest_mig_profile(model, gpu, batch, context, tpot_s, dtype="fp16", *,
+def smallest_mig_profile(model, accelerator, batch, context, tpot_s, dtype="fp16", *,
                          compute_dtype=None, achievable=True):
     """The first profile of `mig_options` that holds `batch` sequences and meets a time
     per output token of `tpot_s` seconds, on the achievable model (`achievable=False`:
     on the roofline); None if no profile does."""
     limit = _v.positive("tpot_s", tpot_s)
-    table = mig_options(model, gpu, batch, context, dtype, compute_dtype=compute_dtype,
-                        achievable=achievable)
+    table = mig_options(model, accelerator=accelerator, batch=batch, context=context, dtype=dtype,
+                        compute_dtype=compute_dtype, achievable=achievable)
     ok = table[table["tpot_s"] <= limit]
     return ok.index[0] if len(ok) else None

@@ -67,11 +67,12 @@ def nvls_tree_allreduce(n_bytes, n_devices, interconnect="NVLink 4", *, network=
             "nodes": nodes, "interconnect": ic.name, "network": net.name}
 
 
-def tp_pp_decode(model, accelerator, tp, pp, batch=1, context=0, micro_batches=None,
-                 dtype="fp16", interconnect=None, *, network=None, achievable=False) -> dict:
-    """Decode with tensor parallelism over `tp` GPUs inside each NVLink domain and `pp`
+def tp_pp_decode(model, accelerator, n_devices, pp, batch=1, context=0, micro_batches=None,
+                 dtype="fp16", interconnect=None, *, network=None, achievable=True) -> dict:
+    """Decode with tensor parallelism over `n_devices` GPUs inside each NVLink domain and `pp`
     pipeline stages, one a domain (TP8 x PP2: two HGX servers). Each stage holds
-    n_layers / pp layers and runs them as a TP`tp` group: its time is `tp`-way TP's step
+    n_layers / pp layers and runs them as a TP group of `n_devices`: its time is
+    `n_devices`-way TP's step
     (shard plus all-reduces, `parallel.tp_step_s`) over `pp` (the embedding and
     LM head, in the end stages, are spread evenly: a small error). Between stages one
     [batch, d_model] send crosses the network (`parallel.pp_decode_breakdown`'s crossing
@@ -80,14 +81,14 @@ def tp_pp_decode(model, accelerator, tp, pp, batch=1, context=0, micro_batches=N
     A token of one micro-batch passes every stage: latency_s = pp x stage + (pp-1) sends.
     With `micro_batches` (default `pp`) of `batch` sequences each in flight, a stage
     serves one micro-batch per (stage + send), so tokens_per_s = micro_batches x batch /
-    max(latency_s, micro_batches x (stage + send)). `achievable`: False (default) a stage
+    max(latency_s, micro_batches x (stage + send)). `achievable`: False a stage
     is its 1/pp share of the TP group's ceiling (`tp_step_s(..., achievable=False)`: the
-    shard's roofline, each all-reduce at `allreduce_floor_s`); True (or an
+    shard's roofline, each all-reduce at `allreduce_floor_s`); True (the default, or an
     `achievable.Efficiency`) of its step on the achievable model. The send is NCCL's
     Simple protocol, latency included, either way. Returns stage_s, send_s, latency_s, tokens_per_s,
     sequences (micro_batches x batch) and the TP group's breakdown."""
     m, acc = architectures.get(model), _hardware.get(accelerator)
-    tp = _parallel.check_tp_degree(m, tp)
+    n_devices = _parallel.check_tp_degree(m, n_devices)
     pp = _v.count("pp", pp, maximum=m.n_layers)
     if m.n_layers % pp:
         raise ValueError(f"{pp} stages do not divide {m.name}'s {m.n_layers} layers")
@@ -95,10 +96,10 @@ def tp_pp_decode(model, accelerator, tp, pp, batch=1, context=0, micro_batches=N
     mb = pp if micro_batches is None else _v.count("micro_batches", micro_batches,
                                                    maximum=1 << 20)
     ic = _parallel.link_for(interconnect, acc)
-    if tp > ic.domain_gpus:
-        raise ValueError(f"tp={tp} exceeds {ic.name}'s domain of {ic.domain_gpus:g} GPUs: "
+    if n_devices > ic.domain_gpus:
+        raise ValueError(f"tp={n_devices} exceeds {ic.name}'s domain of {ic.domain_gpus:g} GPUs: "
                          "a TP group spans one domain here")
-    group = _parallel.tp_step_s(m, acc, tp, b, context, dtype=dtype, interconnect=ic,
+    group = _parallel.tp_step_s(m, acc, n_devices, b, context, dtype=dtype, interconnect=ic,
                                 network=network, achievable=achievable, parts=True)
     stage_s = group["total_s"] / pp
     send_s = 0.0
@@ -108,10 +109,10 @@ def tp_pp_decode(model, accelerator, tp, pp, batch=1, context=0, micro_batches=N
         crossing = next(s for s in range(int(ic.domain_gpus) + 1, m.n_layers + 1)
                         if m.n_layers % s == 0)
         send_s = _parallel.pp_decode_breakdown(m, acc, crossing, b, context, dtype, ic,
-                                               network=network)["send_s"]
+                                               network=network, achievable=False)["send_s"]
     latency_s = pp * stage_s + (pp - 1) * send_s
     tokens_per_s = mb * b / max(latency_s, mb * (stage_s + send_s))
-    return {"tp": tp, "pp": pp, "batch": b, "micro_batches": mb, "sequences": mb * b,
+    return {"tp": n_devices, "pp": pp, "batch": b, "micro_batches": mb, "sequences": mb * b,
             "stage_s": stage_s, "send_s": send_s, "latency_s": latency_s,
             "tokens_per_s": tokens_per_s, "group": group,
             "send_bytes": float(b) * m.d_model * _dtypes.bytes_per_element(

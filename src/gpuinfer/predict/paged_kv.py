@@ -153,7 +153,7 @@ def kv_memory_use(tokens, *, max_len, block_size=DEFAULT_BLOCK_SIZE) -> dict:
 
 def paging_gain(model, accelerator, lengths, *, max_len, block_size=DEFAULT_BLOCK_SIZE,
                 context=None, dtype="fp16", kv_dtype=None, compute_dtype=None,
-                achievable=False, kv_cache_bytes=None) -> dict:
+                achievable=True, kv_cache_bytes=None) -> dict:
     """Chapter *Serving LLMs*: what paging the KV cache buys in decode throughput, not
     only in batch. Sequences ending at `lengths` tokens (an array) fit the cache
     (`kv_cache_budget`, or `kv_cache_bytes`) `max_len` tokens each when reserved
@@ -178,7 +178,7 @@ def paging_gain(model, accelerator, lengths, *, max_len, block_size=DEFAULT_BLOC
         raise ValueError(f"{m.name}'s cache on {acc.name} ({budget / 1e9:.3g} GB) holds no "
                          f"sequence of max_len={max_len:,} tokens")
     timer = EngineStep(m, acc, dtype, kv_dtype, compute_dtype,
-                        efficiency=_achievable.as_efficiency(achievable))
+                        achievable=_achievable.as_efficiency(achievable))
     out = {}
     for k, b in batches.items():
         z = np.array([1.0, b, b, b * (c + 1), b * c, b * (c + 1)])  # llm.STEP_AGGREGATES
@@ -239,7 +239,7 @@ def conversation_prefix_hits(turns, *, system_tokens, user_tokens, output_tokens
 
 
 def prefix_ttft_s(model, accelerator, prompt_tokens, cached_tokens, *, dtype="fp16",
-                  kv_dtype=None, achievable=False) -> float:
+                  kv_dtype=None, achievable=True) -> float:
     """Seconds of the prefill step of a lone prompt of `prompt_tokens` tokens whose first
     `cached_tokens` are in the prefix cache: the rest is computed on top of them
     (`achievable.step_s`; `achievable=False` the ceiling). Its time to first token on
@@ -251,7 +251,7 @@ def prefix_ttft_s(model, accelerator, prompt_tokens, cached_tokens, *, dtype="fp
 
 
 def kv_reload_or_recompute(model, accelerator, tokens, *, bandwidth_bytes_per_s,
-                           dtype="fp16", kv_dtype=None, achievable=False) -> dict:
+                           dtype="fp16", kv_dtype=None, achievable=True) -> dict:
     """Chapter *Serving LLMs*: a prefix of `tokens` tokens left the GPU's memory (offloaded
     to host memory or an SSD: vLLM's KV connectors, LMCache, Dynamo's KVBM, Mooncake's
     store). Bring its cache back over a link of `bandwidth_bytes_per_s`, or recompute it?

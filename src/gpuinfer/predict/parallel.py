@@ -64,7 +64,7 @@ def check_tp_degree(model, n_devices, name="n_devices") -> int:
     """Raise ValueError unless `n_devices` can shard `model` evenly: it must divide the
     query heads and the MLP's hidden size, and either divide the KV heads or be a multiple
     of them (then each KV head is replicated). Returns N as an int. `name`: the caller's
-    parameter, for the error (`tp`, `degrees[1]`)."""
+    parameter, for the error (`n_devices`, `degrees[1]`)."""
     m = architectures.get(model)
     n = check_devices(n_devices, name)
     if m.n_heads % n:
@@ -186,7 +186,7 @@ def link_for(interconnect, accelerator):
     return device_links.get_interconnect(interconnect)
 
 
-def tp_message_bytes_per_value(compute_dtype, achievable=False) -> float:
+def tp_message_bytes_per_value(compute_dtype, achievable=True) -> float:
     """Bytes per value of a tensor-parallel all-reduce's message ([tokens, d_model]).
 
     The ceiling (`achievable` False): the compute format's, the smallest message the
@@ -314,7 +314,7 @@ def _tp_step(accelerator, m, n, q, c, lg, dtype, kv_dtype, compute_dtype, interc
     if n > 1:
         ic = link_for(interconnect, acc)
         # The bound all-reduces the smallest message: the compute format's.
-        floor = allreduce_floor_s(tokens * m.d_model * tp_message_bytes_per_value(compute), n,
+        floor = allreduce_floor_s(tokens * m.d_model * tp_message_bytes_per_value(compute, achievable=False), n,
                                   ic, network=network)
         if eff.is_ceiling:
             link, net, nodes = ring_route(n, ic, network)
@@ -394,7 +394,7 @@ def crossover_devices(model, accelerator, batch=1, context=0, dtype="fp16",
 
 
 def pp_decode_breakdown(model, accelerator, n_stages, batch=1, context=0, dtype="fp16",
-                        interconnect=None, *, network=None, achievable=False) -> dict:
+                        interconnect=None, *, network=None, achievable=True) -> dict:
     """Pipeline parallelism on `n_stages` devices, each holding n_layers / n_stages whole
     layers. One token still passes every stage in turn, so its latency is the whole
     model's step time plus (stages - 1) point-to-point sends of [batch, d_model]
@@ -495,7 +495,7 @@ def check_gpu_prices(prices) -> dict:
     return out
 
 
-def tp_options(model, prices, context, tpot_s, *, degrees=(1, 2, 4, 8), dtype="fp16",
+def tp_options(model, options=(1, 2, 4, 8), *, tpot_s, context, prices, dtype="fp16",
                achievable=True, allreduce="nccl", kv_dtype=None, compute_dtype=None):
     """Every (GPU, TP degree) for serving `model` with every sequence at `context` cached
     tokens and each decode step within `tpot_s` seconds, cheapest first: a DataFrame with
@@ -507,7 +507,7 @@ def tp_options(model, prices, context, tpot_s, *, degrees=(1, 2, 4, 8), dtype="f
 
     `prices` maps each accelerator to compare to its price per GPU-hour (USD, or any
     currency), e.g. {"H200": cost.price_per_gpu_hour("AWS p5e.48xlarge (Capacity Block)")};
-    `degrees`: the TP degrees to try (each must shard the model, `check_tp_degree`);
+    `options`: the TP degrees to compare (each must shard the model, `check_tp_degree`);
     `achievable`: the steps on the achievable model (default) or, with False, on the
     ceiling (`tp_step_s(..., achievable=False)`: a lower bound on each step, so the
     batches are an upper bound); `allreduce`: "nccl" (default) or "custom", the engines'
@@ -517,7 +517,7 @@ def tp_options(model, prices, context, tpot_s, *, degrees=(1, 2, 4, 8), dtype="f
 
     m = architectures.get(model)
     prices = check_gpu_prices(prices)
-    degrees = _v.each("degrees", degrees, lambda name, n: check_tp_degree(m, n, name))
+    degrees = _v.each("options", options, lambda name, n: check_tp_degree(m, n, name))
     c = _v.count("context", context, minimum=0, maximum=1 << 30)
     kw = dict(dtype=dtype, achievable=achievable, kv_dtype=kv_dtype,
               compute_dtype=compute_dtype,

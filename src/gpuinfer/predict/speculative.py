@@ -113,7 +113,7 @@ def speedup(acceptance, k, cost_ratio, *, verify_cost=1.0):
 
 
 def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, context=0,
-                    dtype="fp16", draft_dtype=None, achievable=False, tree=None) -> dict:
+                    dtype="fp16", draft_dtype=None, achievable=True, tree=None) -> dict:
     """One speculative round for `batch` sequences at `context` cached tokens each, on
     the per-operation roofline, against plain decoding of the same batch:
 
@@ -208,7 +208,7 @@ def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, conte
 
 
 def decode_speedup(target, draft, accelerator, *, acceptance, k, batch=1, context=0,
-                   dtype="fp16", draft_dtype=None, achievable=False, tree=None) -> float:
+                   dtype="fp16", draft_dtype=None, achievable=True, tree=None) -> float:
     """Decode tokens/s with speculative decoding over tokens/s without, from the
     per-operation roofline (`round_breakdown`): expected tokens per round x a plain
     target step / (the verify step + k draft steps). Near Leviathan et al.'s `speedup`
@@ -224,7 +224,7 @@ def decode_speedup(target, draft, accelerator, *, acceptance, k, batch=1, contex
 
 
 def best_k(target, draft, accelerator, *, acceptance, batch=1, context=0, dtype="fp16",
-           draft_dtype=None, max_k=16, achievable=False) -> int:
+           draft_dtype=None, max_k=16, achievable=True) -> int:
     """The number of drafted tokens (0..`max_k`) with the highest `decode_speedup`
     (0: speculation does not pay)."""
     top = _v.count("max_k", max_k, minimum=0, maximum=MAX_DRAFT)
@@ -236,7 +236,7 @@ def best_k(target, draft, accelerator, *, acceptance, batch=1, context=0, dtype=
 
 
 def cutoff_batch(target, draft, accelerator, *, acceptance, k, context=0, dtype="fp16",
-                 draft_dtype=None, achievable=False, max_batch=4096, tree=None) -> float:
+                 draft_dtype=None, achievable=True, max_batch=4096, tree=None) -> float:
     """The smallest batch at which speculation stops paying (`decode_speedup` <= 1),
     searched over 1..`max_batch` (`search.largest_meeting` finds the last batch at which
     it pays: the speed-up falls as the batch grows, the verify step turning
@@ -256,7 +256,7 @@ def cutoff_batch(target, draft, accelerator, *, acceptance, k, context=0, dtype=
 
 
 def speculation_schedule(target, draft, accelerator, *, acceptance, batches, context=0,
-                         dtype="fp16", draft_dtype=None, max_k=8, achievable=False) -> list:
+                         dtype="fp16", draft_dtype=None, max_k=8, achievable=True) -> list:
     """Speculation switched off under load, as engines do it: the drafted tokens k to use
     at each batch size, as vLLM's dynamic speculative decoding takes them
     (`num_speculative_tokens_per_batch_size`: a list of [first batch, last batch, k],
@@ -281,7 +281,7 @@ def speculation_schedule(target, draft, accelerator, *, acceptance, batches, con
 
 
 def scheduled_speedup(target, draft, accelerator, *, acceptance, schedule, batch, context=0,
-                      dtype="fp16", draft_dtype=None, achievable=False) -> float:
+                      dtype="fp16", draft_dtype=None, achievable=True) -> float:
     """Decode speed-up at `batch` under a `speculation_schedule` (or a hand-written list of
     [first batch, last batch, k]): `decode_speedup` with the range's k, exactly 1 where
     the range says k = 0 (speculation off: plain decoding). A batch outside every range

@@ -184,7 +184,7 @@ def _one_row(row, base, kv_override, caps=False, ep_layout=False):
                                           kv_dtype=kv, compute_dtype=cd, interconnect=ic,
                                           achievable=False) / tp
     else:
-        kw = dict(dtype=dtype, kv_dtype=kv, compute_dtype=cd, tp=tp, interconnect=ic)
+        kw = dict(dtype=dtype, kv_dtype=kv, compute_dtype=cd, n_devices=tp, interconnect=ic)
         if caps:
             kw["max_num_seqs"], kw["max_num_batched_tokens"] = engine_caps(
                 row["engine"], row["engine_version"])
@@ -213,8 +213,8 @@ def _one_row(row, base, kv_override, caps=False, ep_layout=False):
         z = np.array([1.0, prefills * i + decodes, b,
                       prefills * i * (i + 1) / 2 + decodes * (context + 1), decodes * context,
                       prefills * i * i + decodes * (context + 1)])
-    timer = _engine_step.EngineStep(m, row["accelerator"], dtype, kv, cd, tp=tp,
-                                    efficiency=base, interconnect=ic)
+    timer = _engine_step.EngineStep(m, row["accelerator"], dtype, kv, cd, n_devices=tp,
+                                    achievable=base, interconnect=ic)
     return b, tp, z, timer, ceiling
 
 
@@ -246,16 +246,16 @@ class Decomposition:
     ok: np.ndarray
     why: list
 
-    def step_s(self, efficiency):
-        """Seconds of each row's step under `efficiency` (its bandwidth, matmul_scale,
+    def step_s(self, achievable):
+        """Seconds of each row's step under `achievable` (its bandwidth, matmul_scale,
         weight_only, step_s, sequence_s and all_to_all; the rest as in the base
         model)."""
-        return self.sweep_s(efficiency)[0]
+        return self.sweep_s(achievable)[0]
 
-    def sweep_s(self, efficiency, name=None, values=None):
+    def sweep_s(self, achievable, name=None, values=None):
         """`step_s` for each of `values` of the constant `name` (others from
-        `efficiency`): an array (len(values) x rows); without a name, one row."""
-        eff = _achievable.as_efficiency(efficiency)
+        `achievable`): an array (len(values) x rows); without a name, one row."""
+        eff = _achievable.as_efficiency(achievable)
         x = {k: np.array([getattr(eff, k)], dtype=float)
              for k in ("bandwidth", "matmul_scale", "step_s", "sequence_s")}
         if name is not None:
@@ -273,9 +273,9 @@ class Decomposition:
         return (t.sum(axis=2) + self.fixed_s + a2a + col["step_s"][:, :, 0]
                 + col["sequence_s"][:, :, 0] * self.sequences)
 
-    def predict(self, efficiency):
-        """Predicted tokens/s per GPU of each row under `efficiency`."""
-        return self.batch / self.step_s(efficiency) / self.gpus
+    def predict(self, achievable):
+        """Predicted tokens/s per GPU of each row under `achievable`."""
+        return self.batch / self.step_s(achievable) / self.gpus
 
 
 def decompose(rows=None, *, kv_dtype=None, base=None, caps=False,
@@ -418,13 +418,13 @@ def refit():
 
 # --- errors ---------------------------------------------------------------------------------
 
-def table(efficiency=None, *, dec=None, rows=None):
-    """Every row predicted on `efficiency` (default `achievable.FITTED`): the dataset's
+def table(achievable=True, *, dec=None, rows=None):
+    """Every row predicted on `achievable` (True, the default: `achievable.FITTED`): the dataset's
     identifying columns and `measured`, `ceiling`, `achievable` (tokens/s per GPU),
     `error_pct` (achievable / measured - 1, in %), `measured_over_ceiling`, `modelled`."""
     df = dataset() if rows is None else rows
     dec = _decomposed() if dec is None else dec
-    eff = _achievable.FITTED if efficiency is None else _achievable.as_efficiency(efficiency)
+    eff = _achievable.as_efficiency(achievable)
     out = df[["id", "pool", "source", "engine", "model", "accelerator", "tp", "ep",
               "weight_format", "kv_dtype", "kv_dtype_basis", "scenario", "kind", "moe",
               "input_tokens", "output_tokens", "batch"]].copy()
@@ -479,8 +479,8 @@ def errors_by(errors, by="source"):
                  worst_pct=("abs", "max"), bias_pct=("error_pct", "median"))
 
 
-def mlperf_table(efficiency=None):
-    """MLPerf Inference's closed results (`dataset("mlperf")`) predicted on `efficiency`
+def mlperf_table(achievable=True):
+    """MLPerf Inference's closed results (`dataset("mlperf")`) predicted on `achievable`
     (default `achievable.FITTED`): `table`'s columns and `step_s` (the achievable step at
     the batch the memory holds, seconds), `tpot_bound_s` (the Server scenario's TPOT
     bound, `MLPERF_SERVER_BOUNDS_S`; NaN for Offline), `within_bound` (step_s <= the
@@ -494,7 +494,7 @@ def mlperf_table(efficiency=None):
     exceeds the bound is predicted too high by that mapping: `within_bound` says which."""
     rows = dataset("mlperf")
     dec = decompose(rows)
-    eff = _achievable.FITTED if efficiency is None else _achievable.as_efficiency(efficiency)
+    eff = _achievable.as_efficiency(achievable)
     t = table(eff, dec=dec, rows=rows)
     t["step_s"] = np.where(dec.ok, dec.step_s(eff), np.nan)
     bound = [MLPERF_SERVER_BOUNDS_S.get(m, (np.nan, np.nan))[1] if sc == "server" else np.nan

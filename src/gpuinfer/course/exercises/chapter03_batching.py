@@ -112,5 +112,5 @@ def _():
 def _():
     achieved = batching.model_service_s(MODEL, GPU, tokens_per_request=QUERY_TOKENS,
                                            lm_head=False)
-    table = batching.sweep(achieved, DECISION_BATCHES, [0.0], slo=DECISION_SLO_S, n=2000)
+    table = batching.sweep(achieved, DECISION_BATCHES, [0.0], slo_s=DECISION_SLO_S, n=2000)
     return float(batching.best_policy(table, within=0.02)["max_batch"])

@@ -31,7 +31,8 @@ def decision_intervals():
     and could_miss (its high end misses it). The choice could flip where a smaller
     profile could meet the objective or the chosen one could miss it."""
     d = DECISION
-    t = mig_sizing.mig_options(d["model"], d["gpu"], d["batch"], d["context"], d["dtype"],
+    t = mig_sizing.mig_options(d["model"], accelerator=d["gpu"], batch=d["batch"],
+                               context=d["context"], dtype=d["dtype"],
                                compute_dtype=d["compute_dtype"])
     t = t[t["max_batch"] >= d["batch"]].copy()
     bounds = [validation.interval(s, DECISION_REGIME, per="cost") for s in t["tpot_s"]]

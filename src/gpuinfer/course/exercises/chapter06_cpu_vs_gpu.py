@@ -140,8 +140,8 @@ DECISION_MACHINES_EAGER = (_cpu_machine(DECISION_CPU_EAGER_S),)
 
 def decision_table(machines=DECISION_MACHINES):
     """The decision's `fleet_sizing.fleet_options` table for `machines`."""
-    return fleet_sizing.fleet_options(machines, DECISION_DEMAND_PER_S, DECISION_SLO_S,
-                                      n=DECISION_REQUESTS)
+    return fleet_sizing.fleet_options(machines, demand_per_s=DECISION_DEMAND_PER_S,
+                                      slo_s=DECISION_SLO_S, n=DECISION_REQUESTS)
 
 
 @register("cpu-or-gpu-under-slo", where=WHERE,

@@ -134,8 +134,8 @@ _CLOSED_S = float(fleet_batch_s(_T4)(FLEET_MAX_BATCH))
                  "Two T4 machines do meet the objective, but they are not the cheaper "
                  "option."})
 def _():
-    table = fleet_sizing.fleet_options(FLEET_MACHINES, FLEET_DEMAND_PER_S, FLEET_SLO_S,
-                                       n=FLEET_REQUESTS)
+    table = fleet_sizing.fleet_options(FLEET_MACHINES, demand_per_s=FLEET_DEMAND_PER_S,
+                                       slo_s=FLEET_SLO_S, n=FLEET_REQUESTS)
     return float(table["usd_per_million"].min())
 
 
@@ -186,5 +186,5 @@ def interactive_step_s(batch):
           slips={INTERACTIVE_GPUS: "That is the server's tokens/s: throughput charts "
                                    "divide by the GPUs it takes."})
 def _():
-    table = profiling.curve(interactive_step_s, range(1, 1025), n_gpus=INTERACTIVE_GPUS)
+    table = profiling.curve(interactive_step_s, range(1, 1025), n_devices=INTERACTIVE_GPUS)
     return float(profiling.best_within(table, _TPOT_S)["tokens_per_s_per_gpu"])

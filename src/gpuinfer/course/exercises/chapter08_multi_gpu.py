@@ -31,8 +31,9 @@ DECISION_PRICES = {gpu: cost.price_per_gpu_hour(instance)
 
 def _decision(achievable=True):
     """The decision exercise's options, cheapest first (`parallel.tp_options`)."""
-    return parallel.tp_options(MODEL, DECISION_PRICES, CONTEXT, DECISION_TPOT_S,
-                               degrees=DECISION_DEGREES, achievable=achievable)
+    return parallel.tp_options(MODEL, options=DECISION_DEGREES, prices=DECISION_PRICES,
+                               context=CONTEXT, tpot_s=DECISION_TPOT_S,
+                               achievable=achievable)
 
 
 def _ceiling_over_achievable() -> float:

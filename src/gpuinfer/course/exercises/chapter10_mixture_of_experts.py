@@ -150,9 +150,10 @@ def _():
           "batch for some choices, the 30 ms for others: check both.",
           slips={8.0: "Eight times too much: the prices are per GPU-hour, not per instance."})
 def _():
-    table = expert_parallel.moe_options(DECISION_MODEL, DECISION_PRICES, DECISION_CONTEXT,
-                                        DECISION_TPOT_S, DECISION_GPUS,
-                                        formats=DECISION_FORMATS, layouts=DECISION_LAYOUTS,
+    table = expert_parallel.moe_options(DECISION_MODEL, options=DECISION_LAYOUTS,
+                                        prices=DECISION_PRICES, context=DECISION_CONTEXT,
+                                        tpot_s=DECISION_TPOT_S, n_devices=DECISION_GPUS,
+                                        formats=DECISION_FORMATS,
                                         achievable=DECISION_EFFICIENCY)
     return float(table["usd_per_million"].iloc[0])
 

@@ -28,35 +28,35 @@ STREAM_CONTEXT = STREAM_MAX_CONTEXT
 STREAM_REGIME = "batch-1"
 
 
-def stream_tokens_per_s(gpu, fraction=None, *, achievable=True) -> float:
-    """Batch-1 Llama-2-7B fp16 decode tokens/s on `gpu`, at `STREAM_CONTEXT` tokens of
+def stream_tokens_per_s(accelerator, fraction=None, *, achievable=True) -> float:
+    """Batch-1 Llama-2-7B fp16 decode tokens/s on `accelerator`, at `STREAM_CONTEXT` tokens of
     context (the stream's slowest step). Default: what an engine achieves
     (`achievable.decode_tokens_per_s`, the fitted model); `achievable=False`: the
     ceiling. With `fraction`: that fraction of the datasheet bandwidth over every weight
     read once (the exercise's former one-number rule, kept for its slips)."""
     if fraction is not None:
-        return fraction * hardware.get(gpu).bandwidth / step_model.weight_bytes(STREAM_MODEL, "fp16")
-    return _achievable.decode_tokens_per_s(STREAM_MODEL, gpu, 1, STREAM_CONTEXT, "fp16",
+        return fraction * hardware.get(accelerator).bandwidth / step_model.weight_bytes(STREAM_MODEL, "fp16")
+    return _achievable.decode_tokens_per_s(STREAM_MODEL, accelerator, 1, STREAM_CONTEXT, "fp16",
                                            achievable=achievable)
 
 
-def stream_kv_tokens(gpu) -> float:
+def stream_kv_tokens(accelerator) -> float:
     """Tokens of Llama-2-7B fp16 KV cache an engine at vLLM's default memory share
-    (`paged_kv.VLLM_GPU_MEMORY_UTILIZATION`) has room for on `gpu` beside the weights and
+    (`paged_kv.VLLM_GPU_MEMORY_UTILIZATION`) has room for on `accelerator` beside the weights and
     the reserve (`paged_kv.kv_cache_budget`): the memory test, made before the speed one."""
-    budget = paged_kv.kv_cache_budget(STREAM_MODEL, gpu, "fp16",
+    budget = paged_kv.kv_cache_budget(STREAM_MODEL, accelerator, "fp16",
                                       gpu_memory_utilization=paged_kv.VLLM_GPU_MEMORY_UTILIZATION)
     return budget / step_model.kv_cache_bytes_per_token(architectures.get(STREAM_MODEL), "fp16")
 
 
-def stream_meets(gpu) -> bool:
-    """Whether `gpu` serves the stream: memory first (one `STREAM_MAX_CONTEXT`-token sequence
+def stream_meets(accelerator) -> bool:
+    """Whether `accelerator` serves the stream: memory first (one `STREAM_MAX_CONTEXT`-token sequence
     fits, `stream_kv_tokens`), then speed at the low end of the achievable number's 80%
     interval (`validation.interval` in `STREAM_REGIME`), so that the answer does not hang
     on the model's error."""
-    if stream_kv_tokens(gpu) < STREAM_MAX_CONTEXT:
+    if stream_kv_tokens(accelerator) < STREAM_MAX_CONTEXT:
         return False
-    low, _ = validation.interval(stream_tokens_per_s(gpu), STREAM_REGIME)
+    low, _ = validation.interval(stream_tokens_per_s(accelerator), STREAM_REGIME)
     return low >= STREAM_TOKENS_PER_S
 
 

@@ -43,11 +43,11 @@ def _():
 JOB_FLOPS = 1e18  # large fp16 matmuls, compute-bound; split evenly over the GPUs rented
 
 
-def job_cost_usd(gpu, flops_per_s=None) -> float:
-    """USD to run `JOB_FLOPS` on `gpu` at `flops_per_s` (default its published achievable
+def job_cost_usd(accelerator, flops_per_s=None) -> float:
+    """USD to run `JOB_FLOPS` on `accelerator` at `flops_per_s` (default its published achievable
     fp16 matmul rate, `hardware.achievable`), paying `GPU_PRICES[gpu]` an hour."""
-    rate = measured_rates.achievable(gpu)["matmul_fp16_flops"] if flops_per_s is None else flops_per_s
-    return JOB_FLOPS / rate / 3600 * GPU_PRICES[gpu]
+    rate = measured_rates.achievable(accelerator)["matmul_fp16_flops"] if flops_per_s is None else flops_per_s
+    return JOB_FLOPS / rate / 3600 * GPU_PRICES[accelerator]
 
 
 @register("lab-matmul-cheapest-job", where=MATMUL,

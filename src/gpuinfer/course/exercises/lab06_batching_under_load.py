@@ -74,7 +74,7 @@ def _fleet_gpus():
     """GPUs each policy needs: ceil(demand / its capacity under the SLO)."""
     service = batching.service_table(list(LAB_TABLE), list(LAB_TABLE.values()))
     return {mb: cost.machines_needed(FLEET_REQUESTS, batching.capacity(
-        service, mb, 0.0, slo=FLEET_SLO_S)) for mb in FLEET_POLICIES}
+        service, mb, 0.0, slo_s=FLEET_SLO_S)) for mb in FLEET_POLICIES}
 
 
 @register("lab-batching-cheapest-fleet", where=LAB_BATCHING,
@@ -85,7 +85,7 @@ def _fleet_gpus():
           "does the cheapest fleet cost per hour?",
           unit="USD per hour (to the cent)",
           hint="For each policy: its capacity under the SLO (batching.capacity with "
-          "slo=0.012), GPUs = ceil(5,000 / capacity), cost = GPUs x 1.006. Keep the cheapest.",
+          "slo_s=0.012), GPUs = ceil(5,000 / capacity), cost = GPUs x 1.006. Keep the cheapest.",
           slips={
               # max_batch 8 needs 4 GPUs where max_batch 32 needs 3 (capacities ~1,270/s
               # and ~2,360/s under the SLO)

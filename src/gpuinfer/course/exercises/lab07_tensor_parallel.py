@@ -20,7 +20,7 @@ TP_DEGREES = (1, 2, 4, 8)
 TP_TPOT_S = 0.030
 
 
-def tp_options():
+def tp_degree_rows():
     """Per TP degree: whether one sequence fits (`parallel.tp_max_batch` >= 1) and the
     batch-1 step time on the achievable model (`parallel.tp_step_s`, NaN where it does not
     fit)."""
@@ -34,7 +34,7 @@ def tp_options():
 
 
 _TP_WEIGHT_GB = step_model.weight_bytes(TP_MODEL, "fp16") / 1e9
-_TP2_MS = 1e3 * tp_options()[2]["step_s"]
+_TP2_MS = 1e3 * tp_degree_rows()[2]["step_s"]
 
 
 @register("lab-tp-t4-fewest-for-tpot", where=LAB_TP,
@@ -54,7 +54,7 @@ _TP2_MS = 1e3 * tp_options()[2]["step_s"]
                  0.25: f"One T4 cannot hold {_TP_WEIGHT_GB:.0f} GB of fp16 weights.",
                  2.0: "Eight meet the objective too, at twice the cost: fewer already do."})
 def _():
-    opts = tp_options()
+    opts = tp_degree_rows()
     return next(n for n in TP_DEGREES if opts[n]["fits"] and opts[n]["step_s"] <= TP_TPOT_S)
 LAB = "labs/07_tensor_parallel"
 

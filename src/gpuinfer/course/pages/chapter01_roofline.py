@@ -313,7 +313,7 @@ def compute_bound_batches(formats=("fp16", "int8", "int4")) -> dict:
         for fmt in formats:
             values[f"acb_{name.split()[0].lower()}_{fmt}"] = achievable.compute_bound_batch(
                 "llama-2-7b", name, fmt)
-    a100_roof = achievable.accelerator("A100 80GB")
+    a100_roof = achievable.derated_accelerator("A100 80GB")
     values["acb_a100_mm_frac"] = a100_roof.peak_flops("fp16") / hardware.get("A100 80GB").peak_flops("fp16")
     values["acb_bw_frac"] = achievable.FITTED.bandwidth
     values["acb_a100_ridge"] = a100_roof.ridge_point("fp16")

@@ -21,29 +21,29 @@ PROBLEMS = ("batching-md1-wait", "batching-greedy-by-hand", "batching-saturation
             "batching-light-load-latency", "batching-decision-max-batch")
 
 
-def compute_bound_from(model: str, gpu: str, query: int) -> int:
+def compute_bound_from(model: str, accelerator: str, query: int) -> int:
     """The smallest batch of `query`-token requests whose weight matmuls are compute-bound
-    on `gpu` (`llm.forward_step_breakdown`'s "linear" row), searched over 1..1024."""
+    on `accelerator` (`llm.forward_step_breakdown`'s "linear" row), searched over 1..1024."""
     def memory_bound(b):
-        return llm.forward_step_breakdown(model, gpu, [query] * b, [0] * b, logits=[0] * b
+        return llm.forward_step_breakdown(model, accelerator, [query] * b, [0] * b, logits=[0] * b
                                           ).loc["linear", "bound"] == "memory"
     return search.largest_meeting(memory_bound, 1, 1024) + 1
 
 
-def one_batch(model: str, gpu: str, query: int, batch) -> dict:
+def one_batch(model: str, accelerator: str, query: int, batch) -> dict:
     """Section 1's numbers: what a batch of `batch` (an array of batch sizes) costs on the
     roofline and on the achievable model, fp16, no LM head; the weight bytes the matmuls
     read; where Mixtral-8x7B's experts turn compute-bound."""
     batch = np.asarray(batch)
-    service = batching.roofline_service_s(model, gpu, tokens_per_request=query, lm_head=False)
-    service_ach = batching.model_service_s(model, gpu, tokens_per_request=query,
+    service = batching.roofline_service_s(model, accelerator, tokens_per_request=query, lm_head=False)
+    service_ach = batching.model_service_s(model, accelerator, tokens_per_request=query,
                                            lm_head=False)
     rate = batch / service(batch)
     ach_rate = batch / service_ach(batch)
-    one = llm.forward_step_breakdown(model, gpu, [query], [0], logits=[0])
+    one = llm.forward_step_breakdown(model, accelerator, [query], [0], logits=[0])
     spec = architectures.get(model)
     weight_bytes = spec.n_layers * spec.linear_params_per_layer * dtypes.bytes_per_element("fp16")
-    knee = compute_bound_from(model, gpu, query)
+    knee = compute_bound_from(model, accelerator, query)
     mix = architectures.get("mixtral-8x7b")
     lo, hi = validation.interval(float(ach_rate.max()), "dense throughput")
     return {"w_gb": weight_bytes / 1e9,
@@ -56,7 +56,7 @@ def one_batch(model: str, gpu: str, query: int, batch) -> dict:
             "knee_batch": float(knee), "knee_tokens": float(knee * query),
             "mix_touched_32": float(step_model.experts_touched(mix, query)),
             "mix_e": mix.n_experts,
-            "mix_cb_tokens": llm.compute_bound_batch(mix, gpu, "fp16"),
+            "mix_cb_tokens": llm.compute_bound_batch(mix, accelerator, "fp16"),
             "ach_s1_ms": service_ach(1) * 1e3,
             "ach_s4_over_s1": service_ach(4) / service_ach(1),
             "ach_thr_max": float(ach_rate.max()),
@@ -261,7 +261,7 @@ def load_curve_figure(service, max_batches, slo_s: float):
     return fig
 
 
-def passage_gains(model: str, gpu: str, batches) -> pd.DataFrame:
+def passage_gains(model: str, accelerator: str, batches) -> pd.DataFrame:
     """Throughput relative to batch 1 (rows: `batches`) of 32-token queries and 512-token
     passages, on the roofline and on the achievable model, no LM head."""
     batches = np.asarray(batches)
@@ -269,7 +269,7 @@ def passage_gains(model: str, gpu: str, batches) -> pd.DataFrame:
     for tokens, what in ((32, "queries"), (512, "passages")):
         for make, where in ((batching.roofline_service_s, "roofline"),
                             (batching.model_service_s, "achievable")):
-            s = make(model, gpu, tokens_per_request=tokens, lm_head=False)
+            s = make(model, accelerator, tokens_per_request=tokens, lm_head=False)
             thr = batches / s(batches)
             columns[f"{what}, {where}"] = thr / thr[0]
     return pd.DataFrame(columns, index=pd.Index(batches, name="batch"))
@@ -292,11 +292,11 @@ def passage_figure(gains):
     return fig
 
 
-def passage_values(gains, gpu: str) -> dict:
+def passage_values(gains, accelerator: str) -> dict:
     """Section 5's numbers: each curve's gain at the largest batch, and the share of a
-    512-token Mixtral-8x7B step spent in its expert matmuls on `gpu`."""
+    512-token Mixtral-8x7B step spent in its expert matmuls on `accelerator`."""
     last = gains.iloc[-1]
-    mix512 = llm.forward_step_breakdown("mixtral-8x7b", gpu, 512)
+    mix512 = llm.forward_step_breakdown("mixtral-8x7b", accelerator, 512)
     return {"query_gain_128": float(last["queries, roofline"]),
             "passage_gain_128": float(last["passages, roofline"]),
             "passage_ach_gain_128": float(last["passages, achievable"]),

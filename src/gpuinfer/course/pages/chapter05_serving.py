@@ -98,17 +98,17 @@ def memory_block() -> dict:
             "a100_hbm_bytes": 80 * 2**30, "reserve_gib": llm.DEFAULT_RESERVE_BYTES / 2**30}
 
 
-def plan_block(deployments_for, gpu="A100 80GB", chat_model="llama-3-8b") -> dict:
+def plan_block(deployments_for, accelerator="A100 80GB", chat_model="llama-3-8b") -> dict:
     """The memory plan's values for the page's `deployments_for(backend, chat_instances=2)`
-    (the chat deployment first) on `gpu`: the plan's use and capacity (GB), the chat
+    (the chat deployment first) on `accelerator`: the plan's use and capacity (GB), the chat
     model's weights and KV cache, a third chat instance (and the same plan counted as 80e9
     bytes with nothing held back, as "80 GB" read in SI units), and how many chat
     instances fit with the PyTorch and TensorRT backends. `chat_model`: the chat
     deployment's model (its KV cache per token, kB)."""
-    plan = colocation.memory_plan(deployments_for("pytorch"), gpu)
+    plan = colocation.memory_plan(deployments_for("pytorch"), accelerator)
     chat = plan.deployments[0]
-    three = colocation.memory_plan(deployments_for("pytorch", chat_instances=3), gpu)
-    marketing = dataclasses.replace(hardware.get(gpu), memory_bytes=80e9)
+    three = colocation.memory_plan(deployments_for("pytorch", chat_instances=3), accelerator)
+    marketing = dataclasses.replace(hardware.get(accelerator), memory_bytes=80e9)
     three_marketing = colocation.memory_plan(deployments_for("pytorch", chat_instances=3),
                                              marketing, reserve_bytes=0)
     trt_chat, *trt_others = deployments_for("tensorrt")
@@ -119,17 +119,17 @@ def plan_block(deployments_for, gpu="A100 80GB", chat_model="llama-3-8b") -> dic
             "kv_per_token_kb": step_model.kv_cache_bytes_per_token(chat_model) / 1e3,
             "three_free_gb": three.free_bytes / GB,
             "three_marketing_short_mb": -three_marketing.free_bytes / 1e6,
-            "chat_max_a100": colocation.max_instances(chat, gpu, others=plan.deployments[1:]),
-            "chat_max_a100_trt": colocation.max_instances(trt_chat, gpu, others=trt_others),
+            "chat_max_a100": colocation.max_instances(chat, accelerator, others=plan.deployments[1:]),
+            "chat_max_a100_trt": colocation.max_instances(trt_chat, accelerator, others=trt_others),
             "trt_instance_gb": trt_chat.per_instance_bytes / GB}
 
 
-def engine_fraction_block(chat, gpu="A100 80GB", chat_model="llama-3-8b") -> dict:
-    """LLM engines' memory fractions beside the plan's `chat` deployment on `gpu`: vLLM's
+def engine_fraction_block(chat, accelerator="A100 80GB", chat_model="llama-3-8b") -> dict:
+    """LLM engines' memory fractions beside the plan's `chat` deployment on `accelerator`: vLLM's
     default fraction (and two instances'), what a TensorRT-LLM instance's cache (0.9 of
     what is free after its weights, `chat_model` in fp16) leaves (GB), and the fraction one
     chat instance needs."""
-    acc = hardware.get(gpu)
+    acc = hardware.get(accelerator)
     # TensorRT-LLM's first instance: its cache takes 0.9 of what is free after its weights.
     trt_cache = paged_kv.kv_cache_budget(chat_model, acc, free_gpu_memory_fraction=0.9)
     return {"eng_vllm_default": paged_kv.VLLM_GPU_MEMORY_UTILIZATION,
@@ -157,29 +157,29 @@ def instances_block(step_one, step_two, instances, model, out_tokens, batch=32) 
             "inst_top_two": last[("served/s", "2 x 16")]}
 
 
-def contention_block(contention, service_time, rate_a, max_batch=64) -> dict:
+def contention_block(contention, service_s, rate_a, max_batch=64) -> dict:
     """Two embedding models on one GPU: model A's p99 alone and at B's highest load, one
     model's p99 at that load, the GPU's busy share alone (%), and the saturation rate and
-    batch-1 time of `service_time` (batch -> seconds)."""
+    batch-1 time of `service_s` (batch -> seconds)."""
     c0, c_top = contention.iloc[0], contention.iloc[-1]
     return {"rate_a": rate_a, "a_p99_alone": c0["A p99 (ms)"],
             "b_top": float(contention.index[-1]), "a_p99_top": c_top["A p99 (ms)"],
             "one_p99_top": c_top["one model p99 (ms)"], "busy_alone": c0["GPU busy"] * 100,
-            "emb_sat": batching.saturation_throughput(service_time, max_batch),
-            "emb_batch1_ms": service_time(1) * 1e3}
+            "emb_sat": batching.saturation_throughput(service_s, max_batch),
+            "emb_batch1_ms": service_s(1) * 1e3}
 
 
 
-def mig_block(model="llama-3-8b", gpu="H100 SXM", context=2048, dtype="int4") -> dict:
+def mig_block(model="llama-3-8b", accelerator="H100 SXM", context=2048, dtype="int4") -> dict:
     """Seven users of one `model` (`dtype` weights, one sequence of `context` tokens each):
-    seven 1g.10gb slices of `gpu` against the whole card serving the seven in one batch,
+    seven 1g.10gb slices of `accelerator` against the whole card serving the seven in one batch,
     and against seven different models run in turn on the whole card. On the ceiling
     (`llm.decode_step_s`) and on the achievable model (fitted on whole GPUs: on a slice an
     extrapolation), with the validation rows' intervals (`validation.choice`) and the
     sentences that follow the order of the options; and the slices' SM counts."""
-    whole = hardware.get(gpu)
-    part = mig_slices.mig_slice(gpu, "1g.10gb")
-    profiles = mig_slices.mig_profiles(gpu)
+    whole = hardware.get(accelerator)
+    part = mig_slices.mig_slice(accelerator, "1g.10gb")
+    profiles = mig_slices.mig_profiles(accelerator)
     per_gpu = int(profiles.loc["1g.10gb", "max_instances"])
     tpot_slice = llm.decode_step_s(model, part, 1, context, dtype)
     slice_gpu_tps = per_gpu / tpot_slice
@@ -288,7 +288,8 @@ def exercise_block() -> dict:
         "ex_8b_weights_gb": step_model.weight_bytes("llama-3-8b") / GB,
         "ex_8b_kv_gb": 16 * 4096 * kv8 / GB})
     d = serving_exercises.DECISION
-    opts = mig_sizing.mig_options(d["model"], d["gpu"], d["batch"], d["context"], d["dtype"],
+    opts = mig_sizing.mig_options(d["model"], accelerator=d["gpu"], batch=d["batch"],
+                                  context=d["context"], dtype=d["dtype"],
                                   compute_dtype=d["compute_dtype"])
     out.update({
         "dec_tpot_target_ms": d["tpot_s"] * 1e3,

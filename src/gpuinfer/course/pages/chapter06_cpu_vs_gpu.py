@@ -128,8 +128,8 @@ def rate_values(eff, dispatch: float) -> dict:
             "t4_mm_tflops": measured_rates.achievable("T4")["matmul_fp16_flops"] / 1e12,
             "ach_bw_pct": 100 * eff.bandwidth,
             "fitted_mm_scale": achievable.FITTED.matmul_scale,
-            "t4_engine_tflops": achievable.accelerator("T4").peak_flops("fp16") / 1e12,
-            "t4_ach_tflops": achievable.accelerator("T4", eff).peak_flops("fp16") / 1e12,
+            "t4_engine_tflops": achievable.derated_accelerator("T4").peak_flops("fp16") / 1e12,
+            "t4_ach_tflops": achievable.derated_accelerator("T4", eff).peak_flops("fp16") / 1e12,
             "ach_step_ms": eff.step_s * 1e3, "ach_gap_us": eff.kernel_gap_s * 1e6,
             "t4_peak_tflops": hardware.get("T4").peak_flops("fp16") / 1e12,
             "dispatch_us": dispatch * 1e6, "min_kernel_us": MIN_KERNEL_S * 1e6}
@@ -139,7 +139,7 @@ def throttled_t4(eff):
     """The derated T4 held at 900 MHz under sustained load (an MLPerf run,
     `hardware.get("T4").note`) against its 1,590 MHz boost: the tensor-core peak scales
     with the clock. (cool, hot) accelerators."""
-    cool = achievable.accelerator("T4", eff)
+    cool = achievable.derated_accelerator("T4", eff)
     hot = dataclasses.replace(cool, name="T4 at 900 MHz", peaks={
         **cool.peaks, "fp16": cool.peak_flops("fp16") * 900e6 / cool.boost_clock_hz})
     return cool, hot
@@ -192,7 +192,7 @@ def gpu_estimates(hidden, eff, dispatch: float):
     `eff`, copies over each card's host link included, batch 1 to 65,536."""
     batches = np.unique(np.geomspace(1, 65536, 17).astype(int))
     return batches, {name: tabular.predicted_latency_s(
-        batches, achievable.accelerator(name, eff), dispatch, hidden=hidden, dtype="fp16",
+        batches, achievable.derated_accelerator(name, eff), dispatch, hidden=hidden, dtype="fp16",
         host_link=device_links.host_link(name), min_kernel_s=MIN_KERNEL_S)
         for name in CURVE_GPUS}
 
@@ -344,8 +344,9 @@ def problem_values(hidden) -> dict:
         "ex_host_us": tabular.mlp_kernels(hidden) * c.KERNEL_S * 1e6,
         "ex_copies_us": 2 * c.COPY_S * 1e6, "ex_total_us": c.batch1_t4_s() * 1e6,
         "ex_work_us": c.WORK_T4_S * 1e6})
-    table = fleet_sizing.fleet_options(c.DECISION_MACHINES, c.DECISION_DEMAND_PER_S,
-                                       c.DECISION_SLO_S, n=c.DECISION_REQUESTS)
+    table = fleet_sizing.fleet_options(c.DECISION_MACHINES,
+                                       demand_per_s=c.DECISION_DEMAND_PER_S,
+                                       slo_s=c.DECISION_SLO_S, n=c.DECISION_REQUESTS)
     for machine, key in [("AWS c5.2xlarge", "cpu"), ("AWS g4dn.xlarge", "gpu")]:
         values[f"ex_{key}_capacity"] = table.loc[machine, "capacity_per_s"]
         values[f"ex_{key}_usd"] = table.loc[machine, "usd_per_million"]
@@ -353,9 +354,10 @@ def problem_values(hidden) -> dict:
     values["ex_core_capacity"] = (table.loc["AWS c5.2xlarge", "capacity_per_s"]
                                   / c.DECISION_CPU_CORES)
     eager = c.decision_table(c.DECISION_MACHINES_EAGER).loc["AWS c5.2xlarge"]
-    core = batching.capacity(c.DECISION_CPU_EAGER_S, 1, slo=c.DECISION_SLO_S)
-    ceiling = fleet_sizing.fleet_options(c.DECISION_MACHINES_CEILING, c.DECISION_DEMAND_PER_S,
-                                         c.DECISION_SLO_S, n=c.DECISION_REQUESTS)
+    core = batching.capacity(c.DECISION_CPU_EAGER_S, 1, slo_s=c.DECISION_SLO_S)
+    ceiling = fleet_sizing.fleet_options(c.DECISION_MACHINES_CEILING,
+                                         demand_per_s=c.DECISION_DEMAND_PER_S,
+                                         slo_s=c.DECISION_SLO_S, n=c.DECISION_REQUESTS)
     values.update({
         "ex_core_capacity_eager": eager["capacity_per_s"] / c.DECISION_CPU_CORES,
         "ex_cpu_machines_eager": float(eager["machines"]),

@@ -249,12 +249,12 @@ def mlperf_block(mlperf) -> dict:
                 mlperf.loc[~mlperf["modelled"], "accelerator"]))) or "none"}
 
 
-def profile_block(model, gpu, context) -> dict:
-    """The expected profile of one batch-1 decode step of `model` on `gpu` at `context`:
+def profile_block(model, accelerator, context) -> dict:
+    """The expected profile of one batch-1 decode step of `model` on `accelerator` at `context`:
     the linear layers' ceiling and achievable time, the kernels' sum, the step, the gap
     between kernels (ms and % of the step), and the kernels a step launches."""
-    ops = achievable.step_breakdown(model, gpu, np.ones(1, dtype=int), np.full(1, context))
-    step = achievable.decode_step_s(model, gpu, 1, context)
+    ops = achievable.step_breakdown(model, accelerator, np.ones(1, dtype=int), np.full(1, context))
+    step = achievable.decode_step_s(model, accelerator, 1, context)
     kernels = ops["seconds"].sum()
     return {"prof_linear_ceiling_ms": ops.loc["linear", "ceiling_s"] * 1e3,
             "prof_linear_ach_ms": ops.loc["linear", "seconds"] * 1e3,
@@ -265,18 +265,18 @@ def profile_block(model, gpu, context) -> dict:
                                            * achievable.KERNELS_PER_LAYER)}
 
 
-def at_objective(model, gpu, context, tpot_s, k=1.0) -> float:
+def at_objective(model, accelerator, context, tpot_s, k=1.0) -> float:
     """Tokens/s per GPU at the largest batch that meets `tpot_s` when every step takes `k`
     times the achievable model's: the model's step must meet tpot_s / k (0 when no batch
     does)."""
-    b = achievable.max_batch_within(model, gpu, context, tpot_s / k)
+    b = achievable.max_batch_within(model, accelerator, context, tpot_s / k)
     if b == 0:                      # no batch meets the limit with a step this slow
         return 0.0
-    return profiling.interactivity_curve(model, gpu, [b], context).loc[
+    return profiling.interactivity_curve(model, accelerator, [b], context).loc[
         b, "tokens_per_s_per_gpu"] / k
 
 
-def interactivity_block(points, fits, model, gpu, context) -> dict:
+def interactivity_block(points, fits, model, accelerator, context) -> dict:
     """The throughput-interactivity points (rows: MLPerf server, MLPerf interactive, 10 ms
     a token; columns batch, tokens/s per GPU and their ceiling counterparts), `fits`
     sequences in memory: batches, tokens/s, the losses against the server limit (%, on the
@@ -304,8 +304,8 @@ def interactivity_block(points, fits, model, gpu, context) -> dict:
              "fast": 0.010}
     loss = {}
     for tag in ("inter", "fast"):
-        losses = [100 * (1 - at_objective(model, gpu, context, tpots[tag], k)
-                         / at_objective(model, gpu, context, tpots["server"], k))
+        losses = [100 * (1 - at_objective(model, accelerator, context, tpots[tag], k)
+                         / at_objective(model, accelerator, context, tpots["server"], k))
                   for k in step_factors]
         loss[tag] = (min(losses), max(losses))
         out[f"ti_{tag}_loss_lo"], out[f"ti_{tag}_loss_hi"] = loss[tag]
@@ -326,8 +326,9 @@ def fleet_table():
     """The fleet decision's options (`fleet_sizing.fleet_options` for the exercise's
     machines, demand and SLO, with the closed-loop rate beside)."""
     return fleet_sizing.fleet_options(
-        bench_exercises.FLEET_MACHINES, bench_exercises.FLEET_DEMAND_PER_S,
-        bench_exercises.FLEET_SLO_S, n=bench_exercises.FLEET_REQUESTS, closed_loop=True)
+        bench_exercises.FLEET_MACHINES, demand_per_s=bench_exercises.FLEET_DEMAND_PER_S,
+        slo_s=bench_exercises.FLEET_SLO_S, n=bench_exercises.FLEET_REQUESTS,
+        closed_loop=True)
 
 
 def exercise_block(fleet=None) -> dict:
@@ -465,7 +466,7 @@ def heldout_figure(held):
     return fig
 
 
-def interactivity_figure(tradeoff, model, gpu, context):
+def interactivity_figure(tradeoff, model, accelerator, context):
     """Throughput per GPU against tokens/s per user (`profiling.interactivity_curve`),
     achievable and ceiling, with MLPerf's Llama-3.1-8B TPOT limits."""
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
@@ -481,6 +482,6 @@ def interactivity_figure(tradeoff, model, gpu, context):
     ax.set_yscale("log")
     ax.set_xlabel("interactivity (tokens/s per user)")
     ax.set_ylabel("throughput (tokens/s per GPU)")
-    ax.set_title(f"{model}, one {gpu}, {context} cached tokens: decode only")
+    ax.set_title(f"{model}, one {accelerator}, {context} cached tokens: decode only")
     ax.legend(fontsize=8)
     return fig

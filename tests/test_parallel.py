@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from gpuinfer.predict import collectives, llm, parallel
+from gpuinfer.predict import achievable, collectives, llm, parallel
 from gpuinfer import hardware
 from gpuinfer.hardware import device_links
 from gpuinfer.predict import architectures
@@ -288,10 +288,10 @@ def test_tp_counts_the_sharded_kv_read():
 
 
 def test_pcie_links_cost_more_and_gpus_without_nvlink_need_one_named():
-    for achievable in (False, True):
-        nvlink = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, achievable=achievable)
+    for ach in (False, True):
+        nvlink = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, achievable=ach)
         pcie = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, interconnect="PCIe Gen5 x16",
-                                  achievable=achievable)
+                                  achievable=ach)
         assert pcie > nvlink
     with pytest.raises(KeyError, match="PCIe"):
         parallel.tp_step_s("llama-2-7b", "T4", 2)
@@ -308,10 +308,19 @@ def test_past_one_server_tp_buys_little_latency_for_twice_the_gpus():
     assert per_gpu[16] < 0.6 * per_gpu[8]
     big = {n: parallel.tp_step_s("llama-2-70b", "H100 SXM", n, 128) for n in (8, 16)}
     assert big[16] > big[8]
-    # At batch 1, NCCL's all-reduces overtake the shard's roofline time at 16: 161
-    # all-reduces of ~26 us (4.2 ms) against a shard read of 2 x 68.98e9 / 16 / 3.35e12
-    # (2.6 ms).
-    assert parallel.crossover_devices("llama-2-70b", "H100 SXM", batch=1) == 16
+    # The crossover is one model's: the achievable shard against the achievable
+    # all-reduces. At 16 the shard reads 137.95e9 / 16 B at 0.85 x 3.35e12 B/s (3.03 ms)
+    # plus its overheads, 80 x 13 kernels x 0.5 us + 1.6 ms (2.12 ms): 5.15 ms, longer
+    # than 161 all-reduces of ~26 us (4.2 ms). At 32: 1.51 + 2.12 = 3.63 ms against
+    # 161 x ~37 us (6.0 ms) of all-reduces that now cross servers.
+    fit = achievable.FITTED
+    overhead_s = 80 * fit.kernels_per_layer * fit.kernel_gap_s + fit.step_s
+    for n, longer in ((16, "shard_s"), (32, "comm_s")):
+        p = parallel.tp_step_s("llama-2-70b", "H100 SXM", n, parts=True)
+        assert p["shard_s"] == pytest.approx(137.95e9 / n / (fit.bandwidth * 3.35e12)
+                                             + overhead_s, rel=0.05)
+        assert max(("shard_s", "comm_s"), key=p.get) == longer
+    assert parallel.crossover_devices("llama-2-70b", "H100 SXM", batch=1) == 32
 
 
 def test_at_large_batch_the_link_bandwidth_decides():
@@ -341,7 +350,10 @@ def test_tradeoff_table_compares_tp_with_replicas():
 
 def test_launch_floor():
     # 80 layers x 13 kernels x 4 us = 4.16 ms: as long as an 8-way shard's weight read.
-    assert parallel.launch_floor_s("llama-2-70b", 4e-6) == pytest.approx(80 * 13 * 4e-6)
+    per_kernel_s = 4e-6   # a stated host time a kernel (the chapter's range: 3 to 10 us)
+    assert parallel.launch_floor_s("llama-2-70b", per_kernel_s) == pytest.approx(
+        80 * parallel.KERNELS_PER_LAYER * per_kernel_s)
+    assert parallel.KERNELS_PER_LAYER == achievable.FITTED.kernels_per_layer == 13
 
 
 def test_pipeline_latency_is_the_whole_model_and_throughput_scales():
@@ -363,7 +375,6 @@ def test_pipeline_latency_is_the_whole_model_and_throughput_scales():
 
 
 def test_tp_step_on_the_achievable_model_and_its_ceiling_by_hand():
-    from gpuinfer.predict import achievable
 
     # A batch-1 decode step of llama-2-70b on 8 x H100 is bandwidth-bound in every row
     # (about 1 FLOP a byte, far below the ridge), so at half the bandwidth (and half the
@@ -413,7 +424,6 @@ def test_fp8_all_reduces_in_16_bits_on_the_achievable_model_as_in_the_simulator(
     assert ach["ceiling_s"] == pytest.approx(roof["ceiling_s"])
     # The serving simulator's timer prices the same messages: its achievable all-reduces
     # are tp_step_s's, its ceiling's the floor.
-    from gpuinfer.predict import achievable
 
     for eff, want in ((achievable.FITTED, ach["comm_s"]), (achievable.CEILING, floor)):
         timer = engine_step.EngineStep("llama-3-70b", "H100 SXM", n_devices=2, achievable=eff, **kw)
@@ -440,7 +450,6 @@ def test_allreduce_floor_by_hand():
 
 
 def test_pp_stage_is_its_share_of_the_achievable_step():
-    from gpuinfer.predict import achievable
 
     # 4 stages of llama-2-70b (80 layers): a stage is 1/4 of the whole decode step, on
     # the roofline by default, on the achievable model (overheads included) with it.
@@ -498,7 +507,6 @@ def test_fastest_allreduce_is_the_fastest_row_of_the_protocol_table():
 # --- what a tensor-parallel group serves within an objective ----------------------------
 
 def test_tp_step_s_is_the_shard_plus_allreduces_plus_overheads_and_above_its_ceiling():
-    from gpuinfer.predict import achievable
 
     # Built another way, from the lower-level parts: the shard's rows on the achievable
     # model, 2 x 80 + 1 = 161 of NCCL's all-reduces of [b, 8192] x 2 B
@@ -512,7 +520,7 @@ def test_tp_step_s_is_the_shard_plus_allreduces_plus_overheads_and_above_its_cei
                                          np.full(b, 4096), "fp16", achievable=eff)
         one = (collectives.engine_allreduce(b * 8192 * 2, n, "NVLink 4")["seconds"]
                if n > 1 else 0.0)
-        want = rows["seconds"].sum() + 161 * one + 80 * 13 * eff.kernel_gap_s + eff.step_s
+        want = rows["seconds"].sum() + 161 * one + 80 * eff.kernels_per_layer * eff.kernel_gap_s + eff.step_s
         got = parallel.tp_step_s("llama-2-70b", "H200", n, b, 4096)
         assert got == pytest.approx(want, rel=1e-12)
         floor = 161 * b * 8192 * 2 / 370.8e9 if n > 1 else 0.0
@@ -700,7 +708,6 @@ def test_tp_prefill_is_the_shards_forward_step_plus_prompt_sized_allreduces():
     # step over [4096] new tokens, and 161 all-reduces of 4,096 x 8,192 x 2 B = 64 MiB
     # each. The ceiling: each at 2**26 / 370.8e9 B/s. The achievable model: NCCL's
     # fastest for that size (bandwidth-bound: the Simple protocol).
-    from gpuinfer.predict import achievable
 
     ceil = parallel.tp_step_s("llama-2-70b", "H100 SXM", 8, new_tokens=4096, achievable=False,
                               parts=True)
@@ -714,7 +721,7 @@ def test_tp_prefill_is_the_shards_forward_step_plus_prompt_sized_allreduces():
     eff = achievable.FITTED
     one = collectives.fastest_allreduce(2**26, 8, "NVLink 4")["seconds"]
     assert pre["total_s"] == pytest.approx(
-        rows + 80 * 13 * eff.kernel_gap_s + eff.step_s + 161 * one, rel=1e-12)
+        rows + 80 * eff.kernels_per_layer * eff.kernel_gap_s + eff.step_s + 161 * one, rel=1e-12)
     assert pre["protocol"] == "Simple"
 
 

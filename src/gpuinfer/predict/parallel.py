@@ -378,17 +378,21 @@ def tp_tradeoff(model, accelerator, batch=1, context=0, dtype="fp16", interconne
 
 def crossover_devices(model, accelerator, batch=1, context=0, dtype="fp16",
                       interconnect=None, *, max_devices=None, network=None) -> float:
-    """The smallest valid TP degree N at which a decode step's all-reduces, on NCCL's cost
-    model (`tp_step_s`'s `comm_s`), take at least the shard's roofline time (the
-    ceiling's `shard_s`, which falls as 1/N): the chapter's closed form, found by search;
-    math.inf if none does up to `max_devices` (default: the query heads). Beyond it,
-    adding devices buys little."""
+    """The smallest valid TP degree N at which a decode step's all-reduces take at least as
+    long as its shard, both on the achievable model: `shard_s` and `comm_s` of one
+    `tp_step_s(..., parts=True)` (the shard at `achievable.FITTED`'s rates with its kernel
+    gaps and fixed cost a step, NCCL's all-reduces latency included); math.inf if none
+    does up to `max_devices` (default: the query heads). The chapter's closed form (the
+    quadratic with the shard's fixed overheads) approximates it; beyond it, adding devices
+    buys little. The ceiling's crossover (its roofline shard against its latency-free
+    all-reduces) is another matter, not computed here: on the ceiling the bytes alone
+    never catch a shard of weights that shrinks as 1/N at decode's message sizes."""
     kw = dict(dtype=dtype, interconnect=interconnect, network=network, parts=True)
     for n in valid_tp_degrees(model, max_devices):
         if n == 1:
             continue
-        shard_s = tp_step_s(model, accelerator, n, batch, context, achievable=False, **kw)
-        if tp_step_s(model, accelerator, n, batch, context, **kw)["comm_s"] >= shard_s["shard_s"]:
+        step = tp_step_s(model, accelerator, n, batch, context, **kw)
+        if step["comm_s"] >= step["shard_s"]:
             return n
     return math.inf
 

@@ -92,7 +92,9 @@ class EngineStep(step_cost.StepCost):
 
     def many(self, z):
         """Seconds of several steps at once: `z` holds one step's aggregates a column
-        (`llm.step_aggregates`): the shard's rows, the all-reduces, the overheads."""
+        (`llm.step_aggregates`): the shard's rows, the all-reduces, the overheads
+        (`achievable.overheads`, with the step's sequences taken as its LM-head rows, z[2]:
+        the sequences that sample a token pay the host's per-sequence cost)."""
         z = np.asarray(z, dtype=float)
         device = super().many(z) + self.comm_s(z[1])
-        return _achievable.overheads(device, self.n_layers, self.eff)
+        return _achievable.overheads(device, self.n_layers, self.eff, sequences=z[2])

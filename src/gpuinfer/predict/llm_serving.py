@@ -141,7 +141,7 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
         r = ep_dp_step(m, acc, n, z, dtype=dtype, kv_dtype=kv_dtype,
                        compute_dtype=compute_dtype, achievable=eff, interconnect=interconnect)
         # b is one GPU's batch; the group runs n of them
-        step, comm = r["step_s"] + eff.sequence_s * b, r["comm_s"]
+        step, comm = r["step_s"], r["comm_s"]
         return {"model": m.name, "accelerator": acc.name, "gpus": n, "batch": b * n,
                 "limited_by": limited_by, "step_s": step, "tokens_per_s": b * n / step,
                 "tokens_per_s_per_gpu": b / step, "requests_per_s": b * n / o / step,
@@ -150,9 +150,9 @@ def offline_throughput(model, accelerator, input_tokens, output_tokens, *, dtype
                 "kv_budget_bytes": budget}
     timer = EngineStep(m, acc, dtype, kv_dtype, compute_dtype, n_devices=n, achievable=eff,
                         interconnect=interconnect)
-    # The host's per-sequence cost (`achievable.Efficiency.sequence_s`; 0 in FITTED and
-    # the ceiling) for the B sequences of the step.
-    step = float(timer.many(z[:, None])[0]) + eff.sequence_s * b
+    # The step's overheads (`achievable.overheads`) include the host's per-sequence cost
+    # for its B sequences (z[2], the LM-head rows).
+    step = float(timer.many(z[:, None])[0])
     if not math.isfinite(step):
         raise ValueError(f"{acc.name} has no peak for {dtype} (compute "
                          f"{_dtypes.formats(dtype, kv_dtype, compute_dtype)[2]}) in the "
@@ -253,7 +253,7 @@ def ep_dp_step(model, accelerator, n_devices, z, *, dtype="fp16", kv_dtype=None,
     if eff.is_ceiling:
         step = max(device, comm)
     else:
-        step = float(_achievable.overheads(device + comm, m.n_layers, eff))
+        step = float(_achievable.overheads(device + comm, m.n_layers, eff, sequences=z[2]))
     return {"step_s": step, "comm_s": comm, "rows_s": rows, "names": list(timer.names),
             "flops": f, "bytes": y, "peaks": timer.peaks, "bandwidths": timer.bandwidths}
 

@@ -181,13 +181,14 @@ def round_breakdown(target, draft, accelerator, *, acceptance, k, batch=1, conte
             return float(_ach.table_s(table, acc, eff, wf).sum())
 
         plain = float(_ach.overheads(device(_llm.decode_step_breakdown(t, acc, b, c, dtype)),
-                                     t.n_layers, eff))
+                                     t.n_layers, eff, sequences=b))
         rows = _ach.table_s(wide, acc, eff, w)
         att = _ach.table_s(attention, acc, eff, w)
         verify_device = float(rows.sum() - rows[list(wide.index).index("attention")]
                               + att[list(attention.index).index("attention")])
-        verify = float(_ach.overheads(verify_device, t.n_layers, eff))
-        draft_eff = dataclasses.replace(eff, step_s=0.0)  # scheduled once a round
+        verify = float(_ach.overheads(verify_device, t.n_layers, eff, sequences=b))
+        # scheduled once a round: the step's and the sequences' host costs are the verify's
+        draft_eff = dataclasses.replace(eff, step_s=0.0, sequence_s=0.0)
         dw = _dtypes.formats(ddt)[0]
         steps = np.array([float(_ach.overheads(device(_llm.decode_step_breakdown(
             d, acc, b * width[j], c + j, ddt), dw), d.n_layers, draft_eff)) for j in range(k)])

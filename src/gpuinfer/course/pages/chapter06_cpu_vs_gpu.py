@@ -10,15 +10,13 @@ import dataclasses
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import torch
 
 from gpuinfer import dtypes, hardware
 from gpuinfer.hardware import device_links, measured_rates
 from gpuinfer.predict import achievable, batching, cost, fleet_sizing, llm, roofline, tabular
-from gpuinfer.measure import bench, environment, reference, tabular_model
+from gpuinfer.measure import bench, reference
 from gpuinfer.measure import spread
-from gpuinfer.measure import torch_device
 from gpuinfer.course import exercises
 from gpuinfer.course.exercises import chapter06_cpu_vs_gpu as cost_exercises
 
@@ -42,57 +40,32 @@ def model_values(hidden) -> dict:
             "n_kernels": float(tabular.mlp_kernels(hidden))}
 
 
-def measure_here(hidden) -> dict:
-    """Time one tiny op and the MLP at several batches on this machine's default device
-    (a CPU: one thread pinned to one core). {"device", "dtype", "env", "on_cpu", "model",
-    "overhead" (the tiny op's `bench.Timing`), "measured" (batch -> us a pass,
-    predictions/s, spread = IQR / median)}."""
-    device = torch_device.default_device()
-    dtype = torch_device.default_dtype(device)
-    on_cpu = device.type == "cpu"
-    opts = dict(device=device, num_threads=1 if on_cpu else None,
-                pin_core=tabular_model.first_core() if on_cpu else None)
-    model = tabular_model.mlp(hidden=hidden, dtype=dtype, device=device)
-    tiny = torch.zeros(1, device=device)
-    overhead = bench.time_fn(lambda: torch.relu(tiny), **opts)
-    batches = [1, 4, 16, 64, 256, 1024] if on_cpu else [1, 16, 256, 4096, 65536]
-    rows = []
-    with torch.inference_mode():
-        for b in batches:
-            x = tabular_model.synthetic_batch(b, dtype=dtype, device=device)       # [b, 64]
-            timing = bench.time_fn(lambda x=x: model(x), **opts)
-            t = timing.median_s
-            rows.append({"batch": b, "us per pass": t * 1e6, "predictions/s": b / t,
-                         "spread": timing.iqr_s / t})
-    return {"device": device, "dtype": dtype, "env": environment.environment(device),
-            "on_cpu": on_cpu, "model": model, "overhead": overhead,
-            "measured": pd.DataFrame(rows).set_index("batch")}
-
-
 def batch1_reading(measured, overhead, n_kernels: int, on_cpu: bool, b1_runs,
                    cpu_b1_s: float, cpu_batch: int) -> dict:
     """What this machine's batch-1 pass is mostly made of: the share `n_kernels` tiny ops
-    (`overhead`, a Timing) take of it, read only where it clears the two timings' spreads
-    (`lab_verdicts.compare` against one half), as a sentence (here_b1_reading); eager
-    PyTorch's best batch-1 run (`b1_runs`) over the fastest path's (`cpu_b1_s`)."""
+    (`overhead`, a Timing) take of it against one half, ordered where the ratio clears
+    the two timings' spreads added up plus `spread.MIN_EFFECT` (`spread.compare`'s
+    margin, without its cut-off for noisy timings: a share 30 times below one half is
+    not hidden by a 60% spread), as a sentence (here_b1_reading); eager PyTorch's best
+    batch-1 run (`b1_runs`) over the fastest path's (`cpu_b1_s`)."""
     here_b1 = measured.loc[1, "us per pass"] * 1e-6
     share = min(1.0, n_kernels * overhead.median_s / here_b1)
-    mostly = spread.compare(
-        spread.Spread(share, overhead.iqr_s / overhead.median_s + measured.loc[1, "spread"]),
-        spread.Spread(0.5, 0.0))
+    noise = overhead.iqr_s / overhead.median_s + measured.loc[1, "spread"]
+    margin = 1 + noise + spread.MIN_EFFECT
     if not on_cpu:
         reading = ("on a GPU, passes timed back to back at batch 1 are paced by the slower of "
                    "the host's dispatch and the GPU's work; the estimates below take the two "
                    "apart")
-    elif mostly == "smaller":
+    elif share / 0.5 < 1 / margin:
         reading = ("on this CPU the batch-1 pass is mostly the work of reading the weights "
                    "through the cache hierarchy and multiplying them")
-    elif mostly == "larger":
+    elif share / 0.5 > margin:
         reading = ("on this CPU dispatch is most of the batch-1 pass, more than the work of "
                    "reading and multiplying the weights")
     else:
-        reading = ("on this CPU dispatch and the work take about equal parts of the batch-1 "
-                   "pass; this run's spreads cannot order them")
+        reading = (f"this run's timings were too noisy (their spreads add up to {noise:.0%} "
+                   "of the medians) to say whether dispatch or the work is most of the "
+                   "batch-1 pass on this CPU")
     return {"here_b1_reading": reading, "here_overhead_us": overhead.median_s * 1e6,
             "here_b1_us": here_b1 * 1e6, "here_overhead_pct": 100 * share,
             "cpu_batch": float(cpu_batch),
@@ -106,12 +79,6 @@ def dispatch_s(device, overhead_s: float) -> float:
         return overhead_s
     cpu_tiny = torch.zeros(1)
     return bench.time_fn(lambda: torch.relu(cpu_tiny), device="cpu", num_threads=1).median_s
-
-
-def bare_gemm_rates():
-    """The achievable model's rates (`achievable.FITTED`) for one bare GEMM: the best
-    measured matmul rate, without the LLM engines' fitted matmul_scale."""
-    return dataclasses.replace(achievable.FITTED, matmul_scale=1.0)
 
 
 def rate_values(eff, dispatch: float) -> dict:
@@ -185,16 +152,6 @@ def batch1_values(batch1, cpu_b1_s: float, hidden, dispatch: float) -> dict:
     values["t4_b1_ceil_us"] = ceiling["T4"] * 1e6
     values["h200_over_t4_b1_ceil"] = ceiling["T4"] / ceiling["H200"]
     return values
-
-
-def gpu_estimates(hidden, eff, dispatch: float):
-    """(batches, {GPU: seconds a pass}): the estimate on `CURVE_GPUS` at the derated rates
-    `eff`, copies over each card's host link included, batch 1 to 65,536."""
-    batches = np.unique(np.geomspace(1, 65536, 17).astype(int))
-    return batches, {name: tabular.predicted_latency_s(
-        batches, achievable.derated_accelerator(name, eff), dispatch, hidden=hidden, dtype="fp16",
-        host_link=device_links.host_link(name), min_kernel_s=MIN_KERNEL_S)
-        for name in CURVE_GPUS}
 
 
 def latency_figure(measured, dtype, batches, predicted):

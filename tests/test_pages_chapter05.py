@@ -55,21 +55,49 @@ def _tuned(control_s, iqr_s=5e-6, other_s=300e-6):
 def test_tuning_block_counts_what_stands_clear_of_the_noise():
     values = page.tuning_block(_tuned(102e-6))
     # Control 2% off (102 vs 100 us), IQR 5% of the median; im2col's gap (200 us) is over
-    # the larger IQR (10 us), the control's (2 us) is not: one distinct, a spread of 3x.
+    # the larger IQR (10 us): the one other candidate is distinct, a spread of 3x. The
+    # control is the direct kernel again: two candidates, not three.
     assert values["tune_control_gap_pct"] == pytest.approx(2.0)
     assert values["tune_control_iqr_pct"] == pytest.approx(5.0)
-    assert values["tune_n_distinct"] == 1 and values["tune_n_candidates"] == 3
+    assert values["tune_n_distinct"] == 1 and values["tune_n_candidates"] == 2
     assert values["tune_spread"] == pytest.approx(3.0)
-    assert "1 candidate(s) stand clear" in values["tune_verdict"]
+    assert "1 candidate stands clear" in values["tune_verdict"]
+    assert values["tune_ranking"] == ("this run ranks the other candidate as really slower "
+                                      "than the fastest; it does not tie with it")
 
 
-def test_tuning_block_says_noise_when_the_control_disagrees_with_itself():
-    values = page.tuning_block(_tuned(130e-6))         # 30% > 10%: the noise swamps it
+def test_tuning_block_never_counts_the_control_and_says_none_ties():
+    # Four rows: direct 100, its control 101 (1 us apart, inside the 5 us IQR), and two
+    # more at 200 and 300 us, each over 10 us behind: both other candidates are slower.
+    df = _tuned(101e-6)
+    df = pd.concat([df, pd.DataFrame({"candidate": ["channels-last"], "seconds": [200e-6],
+                                      "iqr_s": [5e-6]})]).sort_values("seconds")
+    df["speedup_vs_slowest"] = df["seconds"].max() / df["seconds"]
+    values = page.tuning_block(df.reset_index(drop=True))
+    assert values["tune_n_candidates"] == 3 and values["tune_n_distinct"] == 2
+    assert values["tune_ranking"] == ("this run ranks both other candidates as really "
+                                      "slower than the fastest; none ties with it")
+    assert "2 candidates stand clear" in values["tune_verdict"]
+
+
+def test_tuning_block_distrusts_the_rule_when_the_control_fails_it():
+    # The cold reader's run: the control's twins 7.4% apart against an IQR of 7.3% of the
+    # median: by the page's rule the kernel is slower than itself.
+    values = page.tuning_block(_tuned(107.4e-6, iqr_s=7.3e-6))
+    assert values["tune_control_gap_pct"] == pytest.approx(7.4)
+    assert "the rule cannot be trusted" in values["tune_ranking"]
     assert values["tune_verdict"].startswith("On this run the noise swamps")
+    values = page.tuning_block(_tuned(130e-6))         # 30 us apart, IQR 5 us
+    assert values["tune_verdict"].startswith("On this run the noise swamps")
+
+
+def test_tuning_block_says_when_every_candidate_ties():
     # IQR 45% of the median (under 50%), im2col 40 us behind: within the larger IQR, a tie.
     ties = page.tuning_block(_tuned(101e-6, iqr_s=45e-6, other_s=140e-6))
     assert ties["tune_n_distinct"] == 0
     assert "every candidate ties with the fastest" in ties["tune_verdict"]
+    assert ties["tune_ranking"] == ("this run ranks the other candidate as tied with "
+                                    "the fastest")
 
 
 def deployments_for(backend, chat_instances=2):      # the page's example plan
@@ -176,6 +204,14 @@ def test_the_exercises_answers_and_the_decision():
     assert list(unc.loc[:"3g.40gb"].index[:-1]) == ["1g.20gb", "2g.20gb"]
     assert page.decision_pick(True) == "3g.40gb" and page.decision_pick(False) == "1g.20gb"
     assert values["dec_1g20_tpot_lo"] < values["dec_1g20_tpot"] < values["dec_1g20_tpot_hi"]
+    # 1g.20gb's low end (18.1 ms) is over the 15 ms target, 3g.40gb's high end (24.0 ms)
+    # over it too: the choice can only move up, past 4g.40gb (3g.40gb's memory slices, its
+    # step) to 7g.80gb.
+    assert values["dec_1g20_tpot_lo"] > d["tpot_s"] * 1e3 < values["dec_3g40_tpot_hi"]
+    assert values["dec_mig_verdict"].endswith("the choice can only move up, to 7g.80gb, "
+                                              "so measure first")
+    assert "1g.20gb's range" not in values["dec_mig_verdict"]
+    assert values["dec_1g10_holds"] == "1 such sequence"      # 1g.10gb: one, singular
 
 
 def test_gptfast_and_memory_blocks():

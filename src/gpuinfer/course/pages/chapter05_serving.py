@@ -49,36 +49,70 @@ def fusion_block(table, n, dtype, accelerator, *, gpu_elements, gpu_dtype="fp16"
             "fusion_l2_top_mib": l2[l2_top] / 2**20}
 
 
+def _candidates(n: int) -> str:
+    return f"{n} candidate" + ("" if n == 1 else "s")
+
+
 def tuning_block(tuned) -> dict:
     """The tuning section's values from `tuning.autotune`'s table (fastest first, with a
     "direct" candidate and its "direct (control)" twin): the control's gap and spread (%),
-    how many candidates stand clear of the fastest (gap over the larger IQR), the spread
-    of the search, and a sentence that follows the numbers."""
+    the distinct candidates (the control is the same kernel as "direct", never counted),
+    how many stand clear of the fastest by the page's rule (the medians' gap over the
+    larger IQR), the spread of the search, and two sentences that follow the numbers: the
+    ranking (tune_ranking) and the verdict (tune_verdict). Where the control fails the
+    same rule, the rule cannot be trusted on this run and neither sentence ranks."""
     by = tuned.set_index("candidate")
     a, b = by.loc["direct"], by.loc["direct (control)"]
     gap_pct = 100 * abs(a["seconds"] - b["seconds"]) / min(a["seconds"], b["seconds"])
     iqr_pct = 100 * max(a["iqr_s"], b["iqr_s"]) / a["seconds"]
-    best = tuned.iloc[0]
+    # The page's rule, applied to one kernel timed twice: a gap over the larger IQR would
+    # call the kernel "really slower" than itself.
+    control_fails = abs(a["seconds"] - b["seconds"]) > max(a["iqr_s"], b["iqr_s"])
+    real = tuned[tuned["candidate"] != "direct (control)"].reset_index(drop=True)
+    best, others = real.iloc[0], real.iloc[1:]
     # "Really slower" than the fastest: the medians' gap exceeds the larger of the two IQRs.
-    gaps = tuned["seconds"] - best["seconds"]
-    distinct = int((gaps > np.maximum(tuned["iqr_s"], best["iqr_s"])).sum())
-    if gap_pct > 10 or iqr_pct > 50:     # one kernel timed twice disagrees with itself
+    distinct = int((others["seconds"] - best["seconds"]
+                    > np.maximum(others["iqr_s"], best["iqr_s"])).sum())
+    n_other = len(others)
+    if control_fails or iqr_pct > 50:
+        ranking = (f"by that rule this run's control would be really slower than itself (its "
+                   f"medians {gap_pct:.1f}% apart, its IQR {iqr_pct:.1f}%), so on this run "
+                   "the rule cannot be trusted and the table ranks nothing")
         verdict = (f"On this run the noise swamps the comparison: the control differs from "
-                   f"itself by {gap_pct:.0f}% and its timings spread over {iqr_pct:.0f}% of "
-                   "their median, so the ranking above is luck. On a quiet machine or a GPU "
-                   "the same search can tell real alternatives apart")
-    elif distinct:
-        verdict = (f"On this run the control agrees with itself to within {gap_pct:.0f}%, and "
-                   f"{distinct} candidate(s) stand clear of the noise: real alternatives (a "
-                   "different algorithm, a different layout) can differ by more than it, "
-                   "which is what a search is for")
+                   f"itself by {gap_pct:.1f}% against an IQR of {iqr_pct:.1f}% of its median, "
+                   "so the ranking above is luck. On a quiet machine or a GPU the same search "
+                   "can tell real alternatives apart")
     else:
-        verdict = ("On this run the control agrees with itself, but every candidate ties with "
-                   "the fastest: for this shape on this device, a search buys nothing")
+        if n_other == 0:
+            ranking = "this run has no other candidate to rank"
+        elif distinct == n_other == 1:
+            ranking = ("this run ranks the other candidate as really slower than the "
+                       "fastest; it does not tie with it")
+        elif distinct == n_other:
+            ranking = (f"this run ranks {'both' if n_other == 2 else f'all {n_other}'} "
+                       "other candidates as really slower than the fastest; none ties with it")
+        elif distinct == 0 and n_other == 1:
+            ranking = "this run ranks the other candidate as tied with the fastest"
+        elif distinct == 0:
+            ranking = (f"this run ranks none of the other {n_other} candidates as really "
+                       "slower: each ties with the fastest")
+        else:
+            ranking = (f"this run ranks {distinct} of the other {_candidates(n_other)} as "
+                       f"really slower; the remaining {n_other - distinct} tie"
+                       f"{'s' if n_other - distinct == 1 else ''} with the fastest")
+        if distinct:
+            verdict = (f"On this run the control agrees with itself to within its IQR "
+                       f"({gap_pct:.1f}% against {iqr_pct:.1f}%), and {_candidates(distinct)} "
+                       f"stand{'s' if distinct == 1 else ''} clear of the noise: real "
+                       "alternatives (a different algorithm, a different layout) can differ "
+                       "by more than it, which is what a search is for")
+        else:
+            verdict = ("On this run the control agrees with itself, but every candidate ties "
+                       "with the fastest: for this shape on this device, a search buys nothing")
     return {"tune_control_gap_pct": gap_pct, "tune_control_iqr_pct": iqr_pct,
-            "tune_n_candidates": len(tuned), "tune_n_distinct": distinct,
+            "tune_n_candidates": len(real), "tune_n_distinct": distinct,
             "tune_spread": float(tuned["speedup_vs_slowest"].iloc[0]),
-            "tune_verdict": verdict}
+            "tune_ranking": ranking, "tune_verdict": verdict}
 
 
 def gptfast_block() -> dict:
@@ -310,15 +344,33 @@ def exercise_block() -> dict:
         out[f"dec_{key}_tpot_lo"] = unc.loc[profile, "tpot_low_s"] * 1e3
         out[f"dec_{key}_tpot_hi"] = unc.loc[profile, "tpot_high_s"] * 1e3
     smaller_meets, chosen_misses = bool(smaller["could_meet"].any()), bool(unc.loc[chosen, "could_miss"])
-    if smaller_meets or chosen_misses:
+    # A flip up goes to the next profile with a shorter step (the same memory slices give
+    # the same step: 4g.40gb is 3g.40gb's).
+    later = unc.loc[chosen:].drop(index=chosen)
+    faster = later[later["tpot_s"] < unc.loc[chosen, "tpot_s"]]
+    up = faster.index[0] if len(faster) else None
+    if smaller_meets and chosen_misses:
         out["dec_mig_verdict"] = (
-            "the target lies inside " + ("1g.20gb's range (it could meet it)" if smaller_meets
-                                         else "3g.40gb's range (it could miss it)")
-            + ": the choice could flip within the model's error, so measure first")
+            f"the target lies inside both {smaller.index[smaller['could_meet']][0]}'s range "
+            f"and {chosen}'s: the choice could move either way within the model's error, "
+            "so measure first")
+    elif smaller_meets:
+        out["dec_mig_verdict"] = (
+            f"the target lies inside {smaller.index[smaller['could_meet']][0]}'s range (it "
+            "could meet it): the choice could move down within the model's error, so "
+            "measure first")
+    elif chosen_misses:
+        out["dec_mig_verdict"] = (
+            f"the target lies inside {chosen}'s range (it could miss it)"
+            + (", while no smaller profile's range reaches down to it" if len(smaller) else "")
+            + (f": the choice can only move up, to {up}, so measure first" if up
+               else ": no profile is sure to meet it, so measure first"))
     else:
         out["dec_mig_verdict"] = (
             "the target lies between the two ranges: the choice holds within the model's "
             "error, though the slice itself is an extrapolation")
+    n1 = int(opts.loc["1g.10gb", "max_batch"])
+    out["dec_1g10_holds"] = f"{n1} such sequence{'' if n1 == 1 else 's'}"
     return out
 
 

@@ -368,14 +368,15 @@ def test_moe_options_cost_each_layout_by_the_formula():
 
 def test_ep_step_on_the_achievable_model_derates_each_row_and_adds_the_overheads():
     # The achievable step is achievable.table_s over the busiest GPU's rows, plus
-    # achievable.overheads for Qwen3's 48 layers, plus the same all-to-alls as the ceiling.
+    # achievable.overheads for Qwen3's 48 layers, plus the ceiling's all-to-alls (their floor)
+    # with NCCL LL's latency on each: 2 x 48 MoE layers x (6.6 + 0.6) us.
     from gpuinfer.predict import achievable
     ceil = expert_parallel.ep_decode_breakdown(Q3, H100, 8, 64, CTX, achievable=False)
     ach = expert_parallel.ep_decode_breakdown(Q3, H100, 8, 64, CTX, achievable=True)
     rows = achievable.table_s(ceil["ops"], H100, achievable.FITTED, "fp16")
     device_s = float(achievable.overheads(rows.sum(), 48, achievable.FITTED))
-    assert ach["total_s"] == pytest.approx(device_s + ceil["comm_s"], rel=1e-12)
-    assert ach["comm_s"] == ceil["comm_s"] and ach["total_s"] > ceil["total_s"]
+    assert ach["total_s"] == pytest.approx(device_s + ceil["comm_s"] + 96 * 7.2e-6, rel=1e-12)
+    assert ach["comm_s"] == pytest.approx(ceil["comm_s"] + 96 * 7.2e-6) and ach["total_s"] > ceil["total_s"]
     assert list(ach["ops"]["ceiling_s"]) == list(ceil["ops"]["seconds"])
 
 
@@ -410,3 +411,44 @@ def test_moe_options_leave_nan_where_no_batch_meets_the_objective():
 def test_moe_decision_bad_inputs(call, err, words):
     with pytest.raises(err, match=words):
         call()
+
+
+def test_ep_tp_attention_ceiling_prices_all_reduces_at_their_floor():
+    # DeepSeek-V3 (61 layers, d_model 7168) in fp8 on 8 H200s, batch 64, TP attention: on the
+    # ceiling each of the 2 x 61 + 1 = 123 all-reduces moves 64 x 7168 values in the compute
+    # format (fp8 weights compute at the 16-bit peak unless told: 2 bytes) = 917,504 B at
+    # NVLink 4's NCCL bus bandwidth, 370.8 GB/s, no latency: 2.4744 us each, 0.30435 ms in all,
+    # as parallel.tp_step_s(achievable=False) prices TP's.
+    ceil = expert_parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, 64, 4096, "fp8",
+                                               attention="tp", achievable=False)
+    assert ceil["n_allreduces"] == 123
+    assert ceil["allreduce_s"] == pytest.approx(917_504 / 370.8e9)
+    assert ceil["comm_s"] == pytest.approx(123 * 917_504 / 370.8e9)
+    tp = parallel.tp_step_s("deepseek-v3", "H200", 8, 64, 4096, dtype="fp8",
+                            achievable=False, parts=True)
+    assert ceil["comm_s"] == pytest.approx(tp["comm_s"])
+    # The achievable model pays NCCL's latency on top: more than the floor, every time.
+    ach = expert_parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, 64, 4096, "fp8",
+                                              attention="tp", achievable=True)
+    assert ach["allreduce_s"] > 2 * ceil["allreduce_s"]
+
+
+def test_all_to_all_floor_is_the_bytes_at_the_links_bandwidth():
+    # 1 MB over NVLink 4 (450 GB/s a direction, 8 GPUs a domain): 1e6 / 450e9 = 2.222 us; the
+    # latency-inclusive price adds NCCL LL's base latency and one step, 6.6 + 0.6 = 7.2 us.
+    link = device_links.get_interconnect("NVLink 4")
+    assert expert_parallel.all_to_all_floor_s(1e6, 8, link) == pytest.approx(1e6 / 450e9)
+    assert expert_parallel.all_to_all_s(1e6, 8, link) == pytest.approx(1e6 / 450e9 + 7.2e-6)
+    assert expert_parallel.all_to_all_floor_s(1e6, 1, link) == 0.0
+    # EP16 over two servers: 8 of the 15 other GPUs (8/15 of the bytes) are off the node, at
+    # 400 Gb/s NDR = 50 GB/s a GPU (InfiniBand NDR x8 is 400 GB/s a node over 8 GPUs):
+    # max(7/15 x 1e6 / 450e9, 8/15 x 1e6 / 50e9) = 10.667 us.
+    assert expert_parallel.all_to_all_floor_s(1e6, 16, link) == pytest.approx(8 / 15 * 1e6 / 50e9)
+    with pytest.raises(ValueError, match="sent_bytes"):
+        expert_parallel.all_to_all_floor_s(-1, 8, link)
+    # On the ceiling an EP + DP step pays the floor: 2 x 58 MoE layers of dispatch + combine.
+    r = expert_parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, 64, 4096, "fp8",
+                                            achievable=False)
+    assert r["dispatch_s"] == pytest.approx(r["dispatch_sent_bytes"] / 450e9)
+    assert r["comm_s"] == pytest.approx(58 * (r["dispatch_sent_bytes"]
+                                              + r["combine_sent_bytes"]) / 450e9)

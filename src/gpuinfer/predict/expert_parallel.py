@@ -22,11 +22,13 @@ H800 node (EP8) and 43-58 GB/s per GPU across nodes (EP16-64, CX7 400 Gb/s NICs)
 
 Built on `gpuinfer.predict.parallel` (the tensor-parallel shard and step, which the "TP" layout and
 TP attention use) and `gpuinfer.predict.collectives` (NCCL's all-reduce, the ring's route).
-Every step here is the per-operation roofline with NCCL's all-reduces or the all-to-all
-ceiling unless asked for `achievable=True`: then each GPU's operations run on the
-achievable model (`gpuinfer.predict.achievable`: derated rates, kernel gaps, a fixed cost a step),
-the all-reduces as `parallel.tp_step_s` prices them, and the all-to-alls at their
-ceiling, or with an `achievable.Efficiency` whose `all_to_all` is "measured" (as in
+With `achievable=False` every step is a ceiling, a lower bound on time: the per-operation
+roofline, each all-reduce at `collectives.allreduce_floor_s` and each all-to-all at
+`all_to_all_floor_s` (bytes at the link's bandwidth, no latency). With `achievable=True`
+each GPU's operations run on the achievable model (`gpuinfer.predict.achievable`: derated
+rates, kernel gaps, a fixed cost a step), the all-reduces at NCCL's fastest ring or tree
+with its latency (as `parallel.tp_step_s` prices them), and the all-to-alls at
+`all_to_all_s` (the link's bandwidth plus NCCL's latency), or with an `achievable.Efficiency` whose `all_to_all` is "measured" (as in
 `achievable.REFIT`) at the ceiling over the fraction of it DeepEP's low-latency kernels
 reach at that EP degree (`deepep_fraction`: 0.28 at EP8, where its measured kernels went
 over RDMA inside the server; most of the ceiling across servers). Decisions
@@ -52,7 +54,8 @@ from gpuinfer.predict import architectures
 from gpuinfer.predict import step_model
 from gpuinfer.predict import search as _search
 from gpuinfer import validate as _v
-from gpuinfer.predict.collectives import check_devices, fastest_allreduce, ring_route
+from gpuinfer.predict.collectives import (allreduce_floor_s, check_devices, fastest_allreduce,
+                                          ring_route)
 from gpuinfer.predict.parallel import (check_gpu_prices, check_tp_degree, link_for, shard,
                                        tp_step_s, tp_message_bytes_per_value)
 
@@ -108,8 +111,9 @@ def all_to_all_s(sent_bytes, n_devices, interconnect, *, network=None) -> float:
     bytes go at the link's per-direction bandwidth; past it, the share bound for other
     nodes ((N - G) / (N - 1) for G GPUs a node) goes at the node's network bandwidth split
     over its G GPUs, the rest over NVLink at the same time: the slower of the two, plus
-    NCCL's LL base latency and one step (a network step across nodes). A ceiling: no
-    kernel launch, synchronisation or congestion (DeepEP's measured kernels: module
+    NCCL's LL base latency and one step (a network step across nodes). No kernel launch,
+    synchronisation or congestion (the achievable model's price when its all-to-all is
+    "ceiling"; the bound without the latency is `all_to_all_floor_s`) (DeepEP's measured kernels: module
     comment)."""
     n = check_devices(n_devices)
     s = _v.non_negative("sent_bytes", sent_bytes)
@@ -125,6 +129,24 @@ def all_to_all_s(sent_bytes, n_devices, interconnect, *, network=None) -> float:
     intra = s - inter
     return (latency + net.nccl("LL").step_latency_s
             + max(intra / ic.bandwidth_bytes_per_s, inter / per_gpu))
+
+
+def all_to_all_floor_s(sent_bytes, n_devices, interconnect, *, network=None) -> float:
+    """Seconds no all-to-all of `sent_bytes` a device can beat (the ceiling's price, a
+    lower bound on time, as `collectives.allreduce_floor_s` is for an all-reduce):
+    `all_to_all_s`'s bytes at the link's and the network's bandwidth, without its latency
+    (NCCL's LL base latency and step, which at decode's few kilobytes are most of it)."""
+    n = check_devices(n_devices)
+    s = _v.non_negative("sent_bytes", sent_bytes)
+    if n == 1 or s == 0:
+        return 0.0
+    ic, net, _ = ring_route(n, interconnect, network)
+    if net is None:
+        return s / ic.bandwidth_bytes_per_s
+    g = ic.domain_gpus
+    per_gpu = net.bandwidth_bytes_per_s / (g if net.scope == "per node" else 1)
+    inter = s * (n - g) / (n - 1)
+    return max((s - inter) / ic.bandwidth_bytes_per_s, inter / per_gpu)
 
 
 #: DeepEP's low-latency kernels (deepseek-ai/DeepEP, docs/legacy.md; H800s with CX7
@@ -268,12 +290,14 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     held in memory; their balancing effect goes into `imbalance`. `new_tokens`: tokens
     each sequence brings (1 to decode; a prompt's length for a prefill step, whose
     routed tokens and all-to-all bytes scale with it).
-    `achievable`: False times the busiest device's rows on the roofline; True
-    (the default, or an `achievable.Efficiency`) on the achievable model, its step overheads counted in
-    `attention_s` and the ceiling's row times kept in `ops["ceiling_s"]`; the all-to-alls
-    at their ceiling, or, where the Efficiency's `all_to_all` is "measured", at that
-    ceiling over `deepep_fraction(n_devices)`; the all-reduces are priced as
-    `parallel.tp_step_s`'s. `compute_dtype`: the matmuls' format where it is not
+    `achievable`: False, a bound: the busiest device's rows on the roofline, the
+    all-to-alls at `all_to_all_floor_s` and the all-reduces at
+    `collectives.allreduce_floor_s` (as `parallel.tp_step_s(achievable=False)`); True
+    (the default, or an `achievable.Efficiency`) on the achievable model, its step
+    overheads counted in `attention_s` and the ceiling's row times kept in
+    `ops["ceiling_s"]`; the all-to-alls at `all_to_all_s` (latency included), or, where
+    the Efficiency's `all_to_all` is "measured", at that over `deepep_fraction(n_devices)`;
+    the all-reduces at NCCL's fastest ring or tree, latency included. `compute_dtype`: the matmuls' format where it is not
     the weights' default (`dtypes.formats`: a 4-bit weight format computes at the 16-bit
     peak unless told; NVFP4 weights with fp8 matmuls: compute_dtype="fp8").
 
@@ -341,10 +365,10 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
             a2a = moe_all_to_all_bytes(m, local_b * q, n, dispatch_dtype=dispatch_dtype,
                                        combine_dtype=combine_dtype)
             comm.update(a2a)
-            comm["dispatch_s"] = all_to_all_s(a2a["dispatch_sent_bytes"], n, ic,
-                                                 network=network)
-            comm["combine_s"] = all_to_all_s(a2a["combine_sent_bytes"], n, ic,
-                                                network=network)
+            # The bound: bandwidth alone; the achievable model: with NCCL's latency.
+            price = all_to_all_floor_s if eff.is_ceiling else all_to_all_s
+            comm["dispatch_s"] = price(a2a["dispatch_sent_bytes"], n, ic, network=network)
+            comm["combine_s"] = price(a2a["combine_sent_bytes"], n, ic, network=network)
             if eff.all_to_all == "measured":
                 f_d, f_c = deepep_fraction(n)
                 comm["dispatch_s"] /= f_d
@@ -352,8 +376,12 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
             comm["n_all_to_alls"] = 2 * m.n_moe_layers
         else:
             message = tokens * m.d_model * tp_message_bytes_per_value(compute, eff)
-            comm["allreduce_s"] = fastest_allreduce(float(message), n, ic,
-                                                    network=network)["seconds"]
+            # As `parallel.tp_step_s`: the bound at NCCL's bus bandwidth with no latency
+            # (its message in the compute format), the achievable model at NCCL's fastest
+            # ring or tree, latency included (its message in 16 bits).
+            comm["allreduce_s"] = (
+                allreduce_floor_s(float(message), n, ic, network=network) if eff.is_ceiling
+                else fastest_allreduce(float(message), n, ic, network=network)["seconds"])
             comm["n_allreduces"] = 2 * m.n_layers + 1
     comm_s = (m.n_moe_layers * (comm["dispatch_s"] + comm["combine_s"])
               + comm["n_allreduces"] * comm["allreduce_s"])

@@ -225,6 +225,12 @@ def test_validation_block_counts_every_row_once():
     # than the fit.
     assert values["val_moe_median"] > 2 * values["val_dense_median"]
     assert values["val_loso_median"] > values["val_fit_median"]
+    # The bootstrap's means sit beside FITTED's own constants (0.85, 0.70, 1.6 ms: the
+    # module's table), not in place of them.
+    boot = validation.bootstrap(2)
+    assert values["val_boot_bw"] == pytest.approx(boot.attrs["mean"]["bandwidth"])
+    assert (values["val_fitted_bw"], values["val_fitted_mm"]) == (0.85, 0.70)
+    assert values["val_fitted_step_ms"] == pytest.approx(1.6)
 
 
 def test_the_figures_draw_what_their_captions_say():

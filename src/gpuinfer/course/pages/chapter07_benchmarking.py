@@ -171,7 +171,8 @@ def calibration_block() -> dict:
 def validation_block(fixed, left_out, boot) -> dict:
     """The validation's numbers: rows and sources, FITTED's errors on the fit pool (median,
     p90, worst; MoE, dense, batch-1, dense TP1), left-one-source-out and independent rows,
-    the refit on the independent rows, the bootstrap's spread (`boot`), the batch-1 fit of
+    the refit on the independent rows, the bootstrap's means and spreads (`boot`) beside
+    `FITTED`'s constants, the batch-1 fit of
     the fixed cost a step, and what reading an fp8 KV cache as bf16 would break.
     `fixed`: `validation.table()`; `left_out`: `validation.loso()`."""
     fit_pool = fixed[fixed["pool"] == "fit"]
@@ -195,7 +196,13 @@ def validation_block(fixed, left_out, boot) -> dict:
            "val_ind_moe": validation.summary(independent[independent["moe"]])[1],
            "val_refit_ind_median": validation.summary(refit_ind)[1],
            "val_refit_ind_moe": validation.summary(refit_ind[refit_ind["moe"]])[1],
+           "val_boot_bw": boot.attrs["mean"]["bandwidth"],
            "val_boot_bw_sd": boot.attrs["std"]["bandwidth"],
+           "val_boot_mm": boot.attrs["mean"]["matmul_scale"],
+           "val_boot_mm_sd": boot.attrs["std"]["matmul_scale"],
+           "val_fitted_bw": achievable.FITTED.bandwidth,
+           "val_fitted_mm": achievable.FITTED.matmul_scale,
+           "val_fitted_step_ms": 1e3 * achievable.FITTED.step_s,
            "val_boot_corr": boot.attrs["corr"].loc["bandwidth", "step_s"],
            "val_boot_step_ms": 1e3 * boot.attrs["mean"]["step_s"],
            "val_boot_step_sd_ms": 1e3 * boot.attrs["std"]["step_s"]}

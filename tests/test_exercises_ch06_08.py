@@ -33,15 +33,19 @@ def test_tp4_h200_step_at_113_sequences_by_hand():
     embedding = b * 8192 * 2 * 2
     # achievable.FITTED: 0.85 x the H200's 4.8e12 B/s = 4.08e12 B/s; every row memory-bound
     # (the linear rows' 3.87e12 FLOPs at 0.70 x 794.5e12 take 6.95 ms < 8.65 ms of bytes).
-    rows_s = (linear + attention + head + embedding) / (0.85 * 4.8e12)
+    fit = achievable.FITTED
+    assert (fit.bandwidth, fit.matmul_scale) == (0.85, 0.70)
+    rows_s = (linear + attention + head + embedding) / (fit.bandwidth * 4.8e12)
     flops = 2 * b * 80 * LAYER_WEIGHTS / 4
-    assert flops / (0.70 * 794.5e12) < linear / (0.85 * 4.8e12)
+    assert flops / (fit.matmul_scale * 794.5e12) < linear / (fit.bandwidth * 4.8e12)
     # 161 all-reduces of [113, 8192] fp16 = 1,851,392 B on 4 GPUs, NCCL's ring LL: 6.6 us
     # + 2 x 3 steps x 0.6 us + 2 x 3/4 x 1,851,392 B / 141 GB/s (LL capped at llMaxBw).
     one = 6.6e-6 + 6 * 0.6e-6 + 1.5 * b * 8192 * 2 / 141e9
     comm_s = 161 * one
     # Overheads: 80 layers x 13 kernels x 0.5 us (CUDA graphs) + 1.6 ms a step.
-    step = rows_s + comm_s + 80 * 13 * 0.5e-6 + 1.6e-3       # 17.999 + 4.813 + 2.12 ms
+    assert (fit.kernels_per_layer, fit.kernel_gap_s, fit.step_s) == (13, 0.5e-6, 1.6e-3)
+    overhead_s = 80 * fit.kernels_per_layer * fit.kernel_gap_s + fit.step_s
+    step = rows_s + comm_s + overhead_s                       # 17.999 + 4.813 + 2.12 ms
     assert step == pytest.approx(24.93e-3, abs=0.01e-3)
     assert parallel.tp_step_s("llama-2-70b", "H200", 4, b, 4096) == pytest.approx(
         step, rel=1e-3)
@@ -51,6 +55,22 @@ def test_tp4_h200_step_at_113_sequences_by_hand():
     usd = 4 * px.DECISION_PRICES["H200"] / (3600 * b / step) * 1e6
     assert exercises.get("parallel-decision-gpu-tp").answer() == pytest.approx(usd, rel=2e-3)
     assert usd == pytest.approx(1.326, abs=0.002)
+
+
+def test_b200_crossover_compares_the_achievable_shard_with_its_all_reduces():
+    # One model on both sides. One B200's kernels: 137.95e9 B of weights at 0.85 x 7.7e12
+    # B/s = 21.1 ms (plus the KV read and the rest: ~21.2 ms); overheads 80 x 13 x 0.5 us +
+    # 1.6 ms = 2.12 ms at every N. TP8: ~21.2 / 8 + 2.12 = 4.77 ms of shard against 161
+    # NVLink-5 LL all-reduces of ~15 us (2.43 ms): the shard longer. TP16 crosses servers:
+    # ~21.2 / 16 + 2.12 = 3.45 ms against 161 x ~26 us (4.25 ms): the all-reduces longer.
+    fit = achievable.FITTED
+    overhead_s = 80 * fit.kernels_per_layer * fit.kernel_gap_s + fit.step_s
+    for n, longer in ((8, "shard_s"), (16, "comm_s")):
+        p = parallel.tp_step_s("llama-2-70b", "B200", n, 1, 4096, parts=True)
+        assert p["shard_s"] == pytest.approx(137.95e9 / n / (0.85 * 7.7e12) + overhead_s,
+                                             rel=0.05)
+        assert max(("shard_s", "comm_s"), key=p.get) == longer
+    assert exercises.get("parallel-crossover-batch1").answer() == 16
 
 
 def test_tp_step_is_the_serving_simulators_and_above_its_ceiling():

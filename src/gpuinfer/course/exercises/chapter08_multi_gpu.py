@@ -96,22 +96,29 @@ def _():
 @register("parallel-crossover-batch1", where=WHERE,
           question="Smallest tensor-parallel degree (a valid one: 2, 4, 8, 16, ...) at which "
           "Llama-2-70B's batch-1 decode at 4,096 tokens of context spends at least as long "
-          "in all-reduces as in its shard's roofline, on B200s "
+          "in all-reduces as in its shard, both on the achievable model (one "
+          "parallel.tp_step_s(..., parts=True): comm_s against shard_s), on B200s "
           f"({hardware.get('B200').bandwidth / 1e12:.1f} TB/s of HBM; NVLink 5 in "
           "a server of 8, NCCL's ring LL protocol; InfiniBand beyond). A whole number of "
           "devices.", unit="devices",
-          hint="The chapter's closed form: 2 alpha N^2 + (t0 - 2 alpha + 2S/beta) N - "
-          "(T1/K + 2S/beta) = 0, with T1 = llm.decode_step_s(model, 'B200', 1, 4096), "
+          hint="The chapter's closed form: 2 alpha N^2 + (t0 - 2 alpha + 2S/beta - O/K) N - "
+          "(T1/K + 2S/beta) = 0, with T1 = one B200's kernels on the achievable model "
+          "(achievable.step_breakdown(model, 'B200', 1, 4096).seconds.sum()), O = the "
+          f"overheads every shard pays (80 x {_achievable.FITTED.kernels_per_layer} kernels x "
+          f"{_achievable.FITTED.kernel_gap_s * 1e6:g} us + "
+          f"{_achievable.FITTED.step_s * 1e3:g} ms), "
           "K = 161, S = 16,384 B and LL's t0 and alpha on NVLink 5, beta its bandwidth: "
           f"half of NVLink 5's {_NV5_NCCL_GBS:.1f} GB/s in NCCL's topology (18 links x "
           f"{device_links.NCCL_NVLINK_GB_PER_S['blackwell']:g}; the datasheet says "
           f"{_NV5.bandwidth_bytes_per_s / 1e9:.0f}), but at most NCCL's llMaxBw on one node, "
           f"{_LL_MAX_GBS['blackwell']:.0f} GB/s for Blackwell; take the first valid degree "
-          "at or above the root.",
+          "at or above the root. Compare one model with itself: the roofline's shard against "
+          "NCCL's all-reduces (latency included) is a mix of two models.",
           slips={2.0: "That is the H100's answer: a B200 reads its shard faster, so the "
                       "all-reduces catch up at fewer devices.",
-                 0.5: "Half: at that degree the all-reduces are still shorter than the "
-                      "shard's time; take the next valid degree up."})
+                 0.5: "Half: that compares the roofline's shard with NCCL's all-reduces, two "
+                      "models; on the achievable model the shard carries its overheads "
+                      "too, and at that degree it is still the longer term."})
 def _():
     return parallel.crossover_devices(MODEL, "B200", batch=1, context=CONTEXT)
 

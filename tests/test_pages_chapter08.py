@@ -17,7 +17,7 @@ from gpuinfer.course.exercises import chapter08_multi_gpu as px
 from gpuinfer.course.pages import chapter08_multi_gpu as page
 from gpuinfer.hardware import device_links
 from gpuinfer.measure import reference
-from gpuinfer.predict import calibration, collectives, multinode, parallel
+from gpuinfer.predict import achievable, calibration, collectives, multinode, parallel
 
 M, GPU, CONTEXT = "llama-2-70b", "H100 SXM", 4096
 H100_BYTES = 85_045_477_376
@@ -175,7 +175,8 @@ def test_sixteen_is_the_fastest_degree_and_the_ring_alone_would_lose(sweep, tp8)
     values = page.sweep_block(sweep, tp8, 128)
     t = sweep.total_s
     assert t.idxmin() == 16 and t[16] < t[32] < t[8] < t[4] and t[64] > t[8]
-    assert values["cross_b1"] == values["cross_big"] == 16
+    # The crossover on one model: the achievable shard against its all-reduces, past 16.
+    assert values["cross_b1"] == values["cross_big"] == 32
     assert page.ring_only_step_s(sweep, 16) > t[8]
     assert page.ring_only_step_s(sweep, 32) > 1.5 * t[32]
     assert sweep.algorithm[16] == "tree" and sweep.algorithm[8] == "ring"
@@ -188,30 +189,38 @@ def test_sixteen_is_the_fastest_degree_and_the_ring_alone_would_lose(sweep, tp8)
 def test_the_closed_forms_by_hand(tp8, sweep):
     cf = page.closed_form(GPU, S1, 161)
     assert (cf["t0_s"], cf["alpha_s"], cf["beta"]) == pytest.approx((T0, ALPHA, LL_BW))
-    # T1 on the roofline: 137.95 GB of weights and 4096 x 327,680 B of cache over 3.35 TB/s
-    # = 41.6 ms (the other operations are far smaller at batch 1).
-    assert cf["t1_s"] == pytest.approx((W70_BYTES + CONTEXT * KV_TOKEN_BYTES) / 3.35e12, rel=0.02)
-    # N* is the quadratic's root; N_opt minimises T1/N + K (t0 + 2(N-1) alpha + 2(N-1)/N S/beta).
-    a, b, c = 2 * ALPHA, T0 - 2 * ALPHA + 2 * S1 / LL_BW, cf["t1_s"] / 161 + 2 * S1 / LL_BW
+    # T1 on the achievable model: 137.95 GB of weights and 4096 x 327,680 B of cache at
+    # 0.85 x 3.35 TB/s = 48.9 ms (the other operations are far smaller at batch 1); O, the
+    # overheads every shard pays: 80 x 13 kernels x 0.5 us + 1.6 ms = 2.12 ms.
+    fit = achievable.FITTED
+    assert cf["t1_s"] == pytest.approx((W70_BYTES + CONTEXT * KV_TOKEN_BYTES)
+                                       / (fit.bandwidth * 3.35e12), rel=0.02)
+    o = 80 * fit.kernels_per_layer * fit.kernel_gap_s + fit.step_s
+    assert cf["overhead_s"] == pytest.approx(o)
+    # N* is the quadratic's root; N_opt minimises T1/N + O + K (t0 + 2(N-1) alpha +
+    # 2(N-1)/N S/beta), O a constant that does not move it.
+    a, b = 2 * ALPHA, T0 - 2 * ALPHA + 2 * S1 / LL_BW - o / 161
+    c = cf["t1_s"] / 161 + 2 * S1 / LL_BW
     assert a * cf["nstar"] ** 2 + b * cf["nstar"] - c == pytest.approx(0, abs=1e-12)
-    step = lambda n: cf["t1_s"] / n + 161 * (T0 + 2 * (n - 1) * ALPHA + 2 * (n - 1) / n * S1 / LL_BW)  # noqa: E731
+    step = lambda n: cf["t1_s"] / n + o + 161 * (T0 + 2 * (n - 1) * ALPHA + 2 * (n - 1) / n * S1 / LL_BW)  # noqa: E731
     assert step(cf["nopt"]) < min(step(cf["nopt"] * 0.98), step(cf["nopt"] * 1.02))
-    assert 8 < cf["nstar"] < cf["nopt"] < 16
+    # The overheads put the crossover past the optimum: N_opt below 16, N* above.
+    assert 8 < cf["nopt"] < 16 < cf["nstar"] < 32
     assert min(n for n in parallel.valid_tp_degrees(M) if n >= cf["nstar"]) \
         == parallel.crossover_devices(M, GPU, 1, CONTEXT)
     # The quadratic's 16-GPU all-reduce: 6.6 + 30 x 0.6 us + 2 x 15/16 x S / 141 GB/s.
     values = page.closed_form_block(tp8)
     assert values["quad16_us"] == pytest.approx(T0 * 1e6 + 18 + 1.875 * S1 / LL_BW * 1e6)
     assert sweep.allreduce_s[16] * 1e6 > values["quad16_us"]
-    # The closed form's terms: NCCL's all-reduces under the roofline shard at 8, over at 16.
-    roof = {n: parallel.tp_step_s(M, GPU, n, 1, CONTEXT, achievable=False, parts=True)["shard_s"]
-            for n in (8, 16)}
-    assert sweep.comm_s[8] < roof[8] and sweep.comm_s[16] > roof[16]
+    # The search's terms, one model: the all-reduces under the shard at 16, over at 32.
+    assert sweep.comm_s[16] < sweep.shard_s[16] and sweep.comm_s[32] > sweep.shard_s[32]
 
 
 def test_tp16_verdict_follows_the_interval():
-    assert "inside that range" in page.tp16_verdict({"flips": True, "other": 0.0107})
-    assert "10.70 ms lies outside" in page.tp16_verdict({"flips": False, "other": 0.0107})
+    rng = {"other": 0.0107, "other_low": 0.0101, "other_high": 0.0230}
+    assert "(10.10 to 23.00 ms) overlaps it" in page.tp16_verdict({"flips": True, **rng})
+    assert "does not overlap it" in page.tp16_verdict({"flips": False, **rng})
+    assert page.CONSERVATIVE in page.tp16_verdict({"flips": False, **rng})
 
 
 # Across servers ----------------------------------------------------------------------------
@@ -252,8 +261,8 @@ def test_layout_verdict_branches():
 
 def test_the_launch_floor_is_the_kernels_times_the_host_cost():
     kernels = 80 * 13                                           # 1,040 kernels a step
-    per_kernel = pd.DataFrame({"shard (ms)": [4.0, 2.0], "GPU work a kernel (us)": [3.0, 1.5]},
-                              index=[8, 16])
+    per_kernel = pd.DataFrame({page.LAUNCH_SHARD: [4.0, 2.0], page.LAUNCH_STEP: [9.0, 8.0],
+                               "GPU work a kernel (us)": [3.0, 1.5]}, index=[8, 16])
     values = page.launch_block(per_kernel, kernels, (3.12, 10.4), (3e-6, 10e-6))
     assert values["kernels"] == 1040 and values["tp8_roof_shard_ms"] == 4.0
     # NVIDIA's post: 3.4 us a replayed kernel against 2.9 us of work: 0.5 us x 1,040 = 0.52 ms.
@@ -319,6 +328,16 @@ def test_the_engines_all_reduce_beats_nccl_inside_a_server():
         < parallel.tp_step_s(M, GPU, 16, 1, CONTEXT)
 
 
+def test_message_label_and_the_tp_interval_sources():
+    # [1, 8192] fp16 = 16,384 B; [128, 8192] fp16 = 2,097,152 B.
+    assert page.message_label(1) == "batch 1 (16.4 kB)"
+    assert page.message_label(128) == "batch 128 (2.1 MB)"
+    text = page.tp_interval_sources()
+    assert text.startswith("5 sources") and "gpt-fast's batch-1 runs on A100 80GB" in text
+    # gpt-fast's TP8 Llama-2-70B bf16: 62.5 tokens/s on 8 A100s, 7.812 a GPU (its table).
+    assert page.gptfast_tp_rows().loc[8, "measured"] == pytest.approx(62.5 / 8, rel=1e-3)
+
+
 def test_variants_verdict_branches():
     runner = pd.Series({"GPU": "H200", "N": 8, "usd_per_million": 0.9})
     labels = list(page.ENGINE_VARIANTS)
@@ -330,11 +349,15 @@ def test_variants_verdict_branches():
 
 
 def test_prefill_all_reduces_are_a_prompt_of_activations():
-    rows = [(n, f, 10.0 / n + 1, 0.1 * n, "Simple", 5.0 / n) for n in (2, 4, 8)
+    rows = [(n, f, 10.0 / n + 1, 0.1 * n, "Simple", 5.0 / n, 1.0 + n) for n in (2, 4, 8)
             for f in ("fp16", "FP8 W8A8")]
     ttft = pd.DataFrame(rows, columns=["N", "format", "TTFT (ms)", "share", "protocol",
-                                       "ceiling (ms)"]).set_index(["N", "format"])
+                                       "ceiling (ms)", "all-reduces (ms)"]
+                        ).set_index(["N", "format"])
     values = page.prefill_block(ttft, 4096)
+    # Each GPU sends 2(N-1)/N of the message: 1, 1.5 and 1.75 at TP2, 4 and 8.
+    assert [values[f"pf{n}_sent"] for n in (2, 4, 8)] == pytest.approx([1.0, 1.5, 1.75])
+    assert values["pf8_comm_ms"] == 9.0
     assert values["pf_ar_mb"] == 4096 * 8192 * 2 / 1e6          # 67.1 MB
     assert values["pf_speedup_2_8"] == pytest.approx(6 / 2.25)  # (10/2 + 1) / (10/8 + 1)
     assert values["pf8_share_pct"] == pytest.approx(80)
@@ -364,10 +387,12 @@ def test_the_fewest_h100s_stand_at_vllms_default():
         == exercises.get("parallel-fewest-h100").answer()
 
 
-def test_on_b200s_the_crossover_falls_inside_a_server():
+def test_on_b200s_the_crossover_falls_at_the_servers_edge():
     b200 = page.b200_crossover()
     assert b200["ll_bandwidth"] == device_links.NCCL_LL_MAX_BUS_BANDWIDTH["blackwell"]   # 282 GB/s
-    assert b200["nstar"] <= 8
+    # One model: at 8 the shard is the longer term, at 16 the all-reduces.
+    assert b200["shard8"] > b200["comm8"] and b200["shard16"] < b200["comm16"]
+    assert 8 < b200["nstar"] <= 16
     assert min(n for n in parallel.valid_tp_degrees(M) if n >= b200["nstar"]) \
         == exercises.get("parallel-crossover-batch1").answer()
 
@@ -429,10 +454,10 @@ def test_the_figures_draw_what_their_captions_say():
     assert len(lines) == 6
     curves = np.array([line.get_ydata() for line in lines[:3]])
     assert np.allclose(lines[3].get_ydata(), curves.min(axis=0))
-    # Both crossovers at 16, the server's edge.
+    # Both crossovers at 32, one degree past the server's edge.
     axes = page.crossover_figure(parallel.valid_tp_degrees(M), 128).axes
-    assert [a.get_title() for a in axes] == ["batch 1: crossover at N = 16",
-                                           "batch 128: crossover at N = 16"]
+    assert [a.get_title() for a in axes] == ["batch 1: crossover at N = 32",
+                                           "batch 128: crossover at N = 32"]
     assert len(page.tradeoff_figure().axes[0].get_lines()) == 3
     # MQA split by heads: 40,960 B = 40.96 kB on every device.
     ax = page.kv_heads_figure(page.attention_variants(), [1, 2, 4, 8]).axes[0]

@@ -152,6 +152,8 @@ def tp_block(tp8, pp8, one_device_s) -> dict:
     ceil8 = _step_s(8, 1, achievable=False, parts=True)
     e = calibration.errors(split="heldout")
     e = e[(e.tp > 1) & e.accelerator.isin(["H100 SXM", "H200"])]
+    gf = gptfast_tp_rows()
+    gf8 = gf.loc[8]
     return {"tp8_ms": tp8["total_s"] * 1e3,
             "tp8_shard_ms": tp8["shard_s"] * 1e3,
             "tp8_comm_ms": tp8["comm_s"] * 1e3,
@@ -176,7 +178,46 @@ def tp_block(tp8, pp8, one_device_s) -> dict:
             "sim_ceil_comm_ms": ceil8["comm_s"] * 1e3,
             "tp_rows": float(len(e)),
             "tp_rows_median_pct": e.error_pct.abs().median(),
-            "tp_rows_worst_pct": e.error_pct.abs().max()}
+            "tp_rows_worst_pct": e.error_pct.abs().max(),
+            "gf8_tps": gf8.measured * 8, "gf8_tpg": gf8.measured,
+            "gf8_model_tpg": gf8.achievable,
+            "gf8_over_pct": 100 * (gf8.achievable / gf8.measured - 1),
+            "gf_worst_pct": 100 * (gf.achievable / gf.measured - 1).abs().max(),
+            "gf_degrees": ", ".join(f"TP{n}" for n in gf.index),
+            "tp_sources_text": tp_interval_sources()}
+
+
+#: Who published the runs `validation.interval(..., "tp>1")` reads (the validation
+#: data's `source` keys; references.bib holds each).
+TP_SOURCE_LABELS = {
+    "gptfast2023": "gpt-fast's batch-1 runs",
+    "trtllm2025perfoverview": "TensorRT-LLM's throughput",
+    "oraclemi300x2024": "vLLM's throughput (Oracle)",
+    "sglang030vsvllm060": "SGLang's throughput",
+    "vllm060bysglang": "vLLM's throughput (SGLang's run)"}
+
+
+def gptfast_tp_rows() -> pd.DataFrame:
+    """gpt-fast's batch-1 runs of the page's model in 16 bits at TP > 1 (A100s), from
+    `validation.validation_errors()`: index tp; `measured` and `achievable` tokens/s per
+    GPU."""
+    e = validation.validation_errors()
+    rows = e[(e.source == "gptfast2023") & (e.model == _model().name.lower())
+             & (e.tp > 1) & e.weight_format.isin(["bf16", "fp16"])]
+    return rows.set_index("tp")[["accelerator", "measured", "achievable"]].sort_index()
+
+
+def tp_interval_sources() -> str:
+    """The sources behind `validation.interval(..., "tp>1")`, each with its rows and the
+    range of measured / predicted, in words."""
+    e = validation.validation_errors()
+    e = e[e.tp > 1].assign(ratio=lambda d: d.measured / d.achievable)
+    parts = [f"{TP_SOURCE_LABELS[src]} on {', '.join(sorted(set(g.accelerator)))} "
+             f"({len(g)} row{'s' * (len(g) > 1)}, "
+             + (f"{g.ratio.min():.2f} to {g.ratio.max():.2f})" if len(g) > 1
+                else f"{g.ratio.iloc[0]:.2f})")
+             for src, g in sorted(e.groupby("source"), key=lambda kv: -len(kv[1]))]
+    return f"{len(parts)} sources, each weighing the same: " + ", ".join(parts)
 
 
 def protocols_figure():
@@ -340,14 +381,21 @@ def ring_only_step_s(sweep, n) -> float:
         sweep.allreduce_bytes[n], n, _link(), algorithms=("ring",)).seconds.min()
 
 
+#: What every "the two ranges overlap" check on this page leaves out, in words.
+CONSERVATIVE = ("a conservative check: both predictions share the model's bias, so their "
+                "ratio is better known than either")
+
+
 def tp16_verdict(choice) -> str:
     """TP16 against TP8 at batch 1 within the model's error (a `validation.choice`)."""
     if choice["flips"]:
-        return (f"and TP8's {choice['other'] * 1e3:.2f} ms lies inside that range: the tenth "
-                "TP16 gains is within the model's error, so measure both before buying the "
-                "second server")
-    return (f"and TP8's {choice['other'] * 1e3:.2f} ms lies outside it: the gain holds within "
-            "the model's error")
+        return (f"and TP8's range ({choice['other_low'] * 1e3:.2f} to "
+                f"{choice['other_high'] * 1e3:.2f} ms) overlaps it: the tenth TP16 gains is "
+                "within the model's error, so measure both before buying the second server "
+                f"({CONSERVATIVE})")
+    return (f"and TP8's range ({choice['other_low'] * 1e3:.2f} to "
+            f"{choice['other_high'] * 1e3:.2f} ms) does not overlap it: the gain holds "
+            f"within the model's error ({CONSERVATIVE})")
 
 
 def sweep_block(sweep, tp8, big) -> dict:
@@ -397,19 +445,23 @@ def sweep_block(sweep, tp8, big) -> dict:
 
 
 def closed_form(accelerator, n_bytes, n_allreduces, interconnect=None) -> dict:
-    """The chapter's closed forms on 8 GPUs of `accelerator` with NCCL's LL ring: its base
-    t0 and step alpha (s), LL's bandwidth beta (bytes/s), one device's step T1 (s,
-    `llm.decode_step_s` at batch 1), the crossover N* (the quadratic's positive root
-    2 alpha N^2 + (t0 - 2 alpha + 2S/beta) N - (T1/K + 2S/beta) = 0) and the optimum
+    """The chapter's closed forms for the achievable model (what
+    `parallel.crossover_devices` searches) on 8 GPUs of `accelerator` with NCCL's LL ring:
+    its base t0 and step alpha (s), LL's bandwidth beta (bytes/s), one device's kernels T1
+    (s, `achievable.step_breakdown` at batch 1: the part of the shard that falls as 1/N),
+    the shard's fixed overheads O (s, `achievable.overheads`: kernel gaps and the step's
+    fixed cost, paid at every N), the crossover N* (the positive root of
+    2 alpha N^2 + (t0 - 2 alpha + 2S/beta - O/K) N - (T1/K + 2S/beta) = 0) and the optimum
     N_opt = sqrt((T1/K - 2S/beta) / (2 alpha)), for all-reduces of `n_bytes` (S),
     `n_allreduces` (K) of them a step."""
     link = interconnect or device_links.interconnect_for(hardware.get(accelerator))
     ll = collectives.allreduce_protocols(n_bytes, 8, link).loc[("ring", "LL")]
     t0, alpha, beta = ll.base_s, link.nccl("LL").step_latency_s, ll.bandwidth_bytes_per_s
-    t1 = llm.decode_step_s(MODEL, accelerator, 1, CONTEXT)
-    a, b = 2 * alpha, t0 - 2 * alpha + 2 * n_bytes / beta
+    t1 = float(achievable.step_breakdown(MODEL, accelerator, 1, CONTEXT)["seconds"].sum())
+    o = float(achievable.overheads(0.0, _model().n_layers, achievable.FITTED))
+    a, b = 2 * alpha, t0 - 2 * alpha + 2 * n_bytes / beta - o / n_allreduces
     c = t1 / n_allreduces + 2 * n_bytes / beta
-    return {"t0_s": t0, "alpha_s": alpha, "beta": beta, "t1_s": t1,
+    return {"t0_s": t0, "alpha_s": alpha, "beta": beta, "t1_s": t1, "overhead_s": o,
             "nstar": (-b + np.sqrt(b**2 + 4 * a * c)) / (2 * a),
             "nopt": np.sqrt((t1 / n_allreduces - 2 * n_bytes / beta) / (2 * alpha))}
 
@@ -423,7 +475,7 @@ def closed_form_block(tp8) -> dict:
     quad16 = cf["t0_s"] + 30 * cf["alpha_s"] + 2 * 15 / 16 * s / cf["beta"]
     return {"nstar": cf["nstar"], "nopt": cf["nopt"], "t0_us": cf["t0_s"] * 1e6,
             "beta_gbs": cf["beta"] / 1e9, "t1_ms": cf["t1_s"] * 1e3,
-            "quad16_us": quad16 * 1e6}
+            "overhead_ms": cf["overhead_s"] * 1e3, "quad16_us": quad16 * 1e6}
 
 
 def layout_verdict(clay, ceil_tps) -> str:
@@ -487,9 +539,21 @@ def layouts_block(layouts, parts, pp8, seqs=16) -> dict:
             "layout_verdict_text": layout_verdict(clay, ceil)}
 
 
+#: The launch table's columns: the shard on the roofline (no time between kernels, no
+#: all-reduces) and the achievable model's whole step (CUDA graphs, all-reduces included).
+LAUNCH_SHARD, LAUNCH_STEP = "roofline shard (ms)", "achievable step, graphed (ms)"
+
+
+def message_label(batch) -> str:
+    """`batch`'s all-reduce message ([batch, d_model] fp16) in kB or MB, for a table's key."""
+    n_bytes = _message(batch)
+    size = f"{n_bytes / 1e3:.1f} kB" if n_bytes < 1e6 else f"{n_bytes / 1e6:.1f} MB"
+    return f"batch {batch} ({size})"
+
+
 def launch_block(per_kernel, kernels, floor_ms, host_s) -> dict:
     """The launch floor's values from the page's `per_kernel` table (index N; columns
-    "shard (ms)" on the roofline and "GPU work a kernel (us)"), the `kernels` a step, the
+    `LAUNCH_SHARD` and "GPU work a kernel (us)"), the `kernels` a step, the
     launch floor `floor_ms` (low, high) at the host times `host_s` (low, high; seconds a
     kernel), NVIDIA's CUDA-graphs post and the gpt-fast post's eager and compiled rates."""
     blog = tabular.CUDA_GRAPHS_BLOG_PER_KERNEL_S
@@ -504,8 +568,8 @@ def launch_block(per_kernel, kernels, floor_ms, host_s) -> dict:
             "gpu_per_kernel16_us": table.loc[16, "GPU work a kernel (us)"],
             "host_lo_us": host_s[0] * 1e6, "host_hi_us": host_s[1] * 1e6,
             "floor_lo_ms": floor_ms[0], "floor_hi_ms": floor_ms[1],
-            "tp16_shard_ms": table.loc[16, "shard (ms)"],
-            "tp8_roof_shard_ms": table.loc[8, "shard (ms)"],
+            "tp16_shard_ms": table.loc[16, LAUNCH_SHARD],
+            "tp8_roof_shard_ms": table.loc[8, LAUNCH_SHARD],
             "graph_overhead_us": graph * 1e6,
             "floor_graph_ms": parallel.launch_floor_s(MODEL, graph) * 1e3,
             "gf_eager": eager, "gf_compiled": compiled, "gf_extra_ms": extra * 1e3,
@@ -560,10 +624,11 @@ def tradeoff_block(trade, batch=16) -> dict:
                                     else "TP8 ahead there: the order reverses on the bound"),
             "rep2_tpg_ach_lo": crep["low"], "rep2_tpg_ach_hi": crep["high"],
             "rep_flip_text": (
-                f"TP8's {crep['other']:.0f} lies inside that range: which layout serves more "
-                "per GPU is for a measurement on your engine to settle" if crep["flips"] else
-                f"TP8's {crep['other']:.0f} lies below it: the replicas' lead holds within "
-                "the model's error")}
+                f"TP8's range ({crep['other_low']:.0f} to {crep['other_high']:.0f}) overlaps "
+                "it: which layout serves more per GPU is for a measurement on your engine to "
+                f"settle ({CONSERVATIVE})" if crep["flips"] else
+                f"TP8's range ({crep['other_low']:.0f} to {crep['other_high']:.0f}) does not "
+                f"overlap it: the replicas' lead holds within the model's error ({CONSERVATIVE})")}
 
 
 def sent_block() -> dict:
@@ -657,17 +722,18 @@ def variants_verdict(flips, runner) -> tuple[str, str]:
     within the model's error (`flips`, labels) and fp16 on NCCL's runner-up `runner`."""
     n = len(ENGINE_VARIANTS)
     if len(flips) == n:
-        return (f"In all four the runner-up lies inside its range (for fp16 on NCCL's ring, "
-                f"{runner.GPU} TP{runner.N} at {runner.usd_per_million:.2f} USD): the model "
-                "ranks the options but cannot separate the first two, so measure both before "
-                "you buy",
+        return (f"In all four the runner-up's range overlaps the winner's (for fp16 on NCCL's "
+                f"ring, {runner.GPU} TP{runner.N} at {runner.usd_per_million:.2f} USD): the "
+                "model ranks the options but cannot separate the first two, so measure both "
+                f"before you buy ({CONSERVATIVE})",
                 "on the model; its runner-up lies within the model's error at TP > 1, so "
                 "measure both")
     if not flips:
-        return ("In none of the four does the runner-up lie inside its range: the choice "
-                "holds within the model's error", "on the model, and within its error at TP > 1")
-    return (f"The runner-up lies inside the range for {', '.join(flips)} (measure both there) "
-            "and outside it for the others",
+        return ("In none of the four does the runner-up's range overlap the winner's: the "
+                f"choice holds within the model's error ({CONSERVATIVE})",
+                "on the model, and within its error at TP > 1")
+    return (f"The runner-up's range overlaps the winner's for {', '.join(flips)} (measure "
+            f"both there) and not for the others ({CONSERVATIVE})",
             "on the model; in some variants its runner-up lies within the model's error at "
             "TP > 1, so measure both")
 
@@ -716,7 +782,8 @@ def engines_block(ar, best, runner_up) -> dict:
 
 def prefill_block(ttft, prompt) -> dict:
     """The prefill section's values from the page's `ttft` table (index N and format, fp16
-    and FP8 W8A8; columns "TTFT (ms)", "share", "ceiling (ms)") for a `prompt`-token
+    and FP8 W8A8; columns "TTFT (ms)", "all-reduces (ms)", "share", "ceiling (ms)") for a
+    `prompt`-token
     prompt: each degree's time to
     first token, share and ceiling, the TP2-to-TP8 speed-up and TP8 with the engines'
     custom (two-shot) all-reduce."""
@@ -727,7 +794,9 @@ def prefill_block(ttft, prompt) -> dict:
                        f"pf{n}_share_pct": 100 * f.loc[n, "share"],
                        f"pf{n}_fp8_ms": e.loc[n, "TTFT (ms)"],
                        f"pf{n}_fp8_share_pct": 100 * e.loc[n, "share"],
-                       f"pf{n}_ceil_ms": f.loc[n, "ceiling (ms)"]})
+                       f"pf{n}_ceil_ms": f.loc[n, "ceiling (ms)"],
+                       f"pf{n}_comm_ms": f.loc[n, "all-reduces (ms)"],
+                       f"pf{n}_sent": collectives.allreduce_bytes_sent(1.0, n)})
     custom = parallel.tp_step_s(MODEL, GPU, 8, new_tokens=prompt, achievable=True,
                                 allreduce="custom", parts=True)
     values.update({"pf_speedup_2_8": f.loc[2, "TTFT (ms)"] / f.loc[8, "TTFT (ms)"],
@@ -763,15 +832,17 @@ def _fit_exercise() -> dict:
 
 
 def b200_crossover() -> dict:
-    """The B200 crossover exercise: LL's capped bandwidth on NVLink 5, one B200's step T1
-    (s), the closed form's N*, and TP8's roofline shard and NCCL's all-reduces (s)."""
+    """The B200 crossover exercise, on the achievable model throughout: LL's capped
+    bandwidth on NVLink 5, one B200's kernels T1 and the overheads O (s), the closed
+    form's N*, and TP8's and TP16's shard and all-reduces (s), each pair from one
+    `tp_step_s(..., parts=True)`."""
     b200 = hardware.get("B200")
     tp8 = _step_s(8, 1, parts=True)
     cf = closed_form(b200, float(tp8["allreduce_bytes"]), tp8["n_allreduces"])
-    return {"ll_bandwidth": cf["beta"], "t1_s": cf["t1_s"], "nstar": cf["nstar"],
-            "shard_s": parallel.tp_step_s(MODEL, b200, 8, 1, CONTEXT, achievable=False,
-                                          parts=True)["shard_s"],
-            "comm_s": parallel.tp_step_s(MODEL, b200, 8, 1, CONTEXT, parts=True)["comm_s"]}
+    steps = {n: parallel.tp_step_s(MODEL, b200, n, 1, CONTEXT, parts=True) for n in (8, 16)}
+    return {"ll_bandwidth": cf["beta"], "t1_s": cf["t1_s"], "overhead_s": cf["overhead_s"],
+            "nstar": cf["nstar"],
+            **{f"{k}{n}": steps[n][f"{k}_s"] for n in (8, 16) for k in ("shard", "comm")}}
 
 
 def _decision_exercise() -> dict:
@@ -801,11 +872,16 @@ def _decision_exercise() -> dict:
         "dec_h100_n": float(h100.N), "dec_h100_batch": float(h100.batch),
         "dec_h100_usd": h100.usd_per_million,
         "dec0_usd_lo": dv["low"], "dec0_usd_hi": dv["high"],
+        # The interval's low rate at the same batch: the step the objective then misses.
+        "dec0_ms_slow": best.step_ms / validation.interval(1.0, "tp>1")[0],
         "dec_flip_text": (
-            f"The runner-up's {dv['other']:.2f} USD lies inside that range: the model ranks "
-            "the two, it cannot separate them, so measure both before you buy" if dv["flips"]
-            else f"The runner-up's {dv['other']:.2f} USD lies outside it: the choice holds "
-            "within the model's error"),
+            f"The runner-up's {dv['other']:.2f} USD has a range ({dv['other_low']:.2f} to "
+            f"{dv['other_high']:.2f}) that overlaps this one: the model ranks the two, it "
+            f"cannot separate them, so measure both before you buy ({CONSERVATIVE})"
+            if dv["flips"] else
+            f"The runner-up's {dv['other']:.2f} USD has a range ({dv['other_low']:.2f} to "
+            f"{dv['other_high']:.2f}) that does not overlap this one: the choice holds "
+            f"within the model's error ({CONSERVATIVE})"),
         "dec09_best_mem": float(parallel.tp_max_batch(
             MODEL, best.GPU, int(best.N), CONTEXT, reserve_bytes=engine_reserve(best.GPU)))}
 
@@ -819,8 +895,9 @@ def exercise_block() -> dict:
     b200 = b200_crossover()
     return (values | _allreduce_exercise() | _fit_exercise() | {
         "b200_ll_gbs": b200["ll_bandwidth"] / 1e9, "b200_t1_ms": b200["t1_s"] * 1e3,
-        "b200_nstar": b200["nstar"], "b200_c8_shard_ms": b200["shard_s"] * 1e3,
-        "b200_c8_comm_ms": b200["comm_s"] * 1e3,
+        "b200_nstar": b200["nstar"], "b200_overhead_ms": b200["overhead_s"] * 1e3,
+        "b200_c8_shard_ms": b200["shard8"] * 1e3, "b200_c8_comm_ms": b200["comm8"] * 1e3,
+        "b200_c16_shard_ms": b200["shard16"] * 1e3, "b200_c16_comm_ms": b200["comm16"] * 1e3,
         "h200_4_shard_ms": parallel.tp_step_s(MODEL, "H200", 4, 1, CONTEXT, achievable=False,
                                               parts=True)["shard_s"] * 1e3}
             | _decision_exercise())

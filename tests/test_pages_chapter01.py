@@ -98,6 +98,13 @@ def test_platform_choice_ranges_are_the_regimes_ratios_times_the_speed():
     # At 8 TB/s instead of 7.7 the B200 reads 4% faster, so it serves more than at 7.7.
     assert v["ch_b200_8tb_tps"] > v["ch_b200_tps"]
     assert v["ch_bw_frac"] == achievable.FITTED.bandwidth
+    # The MI300X's rows among the dense throughput ones: counted, in words.
+    n_amd = int((page.dense_throughput_rows()["accelerator"] == "MI300X").sum())
+    assert v["ch_mi300x_tput_rows"].endswith("throughput rows" if n_amd > 1 else "throughput row")
+    # Each verdict branch: an order inside a range speaks of the ratio, not a coin toss.
+    flip, hold = {"flips": True}, {"flips": False}
+    assert "their ratio less so" in page._orders_verdict(flip, hold)
+    assert page._orders_verdict(hold, hold).endswith("both orders hold within the model's error")
 
 
 def test_the_dense_throughput_range_rests_on_its_rows():
@@ -229,7 +236,7 @@ def test_problem_values_by_hand():
     v = page.problem_values()
     # L40S: 362e12 / 864e9 = 419.0 FLOP/byte; its sparse figure twice that.
     assert v["ans_roofline_ridge_l40s"] == pytest.approx(419, abs=0.5)
-    assert v["l40s_sparse_ridge"] == pytest.approx(2 * 362e12 / 864e9)
+    assert v["l40s_sparse_ridge"] == pytest.approx(733e12 / 864e9)     # 848, not 2 x 419
     # H200 with int4: 206.0 x 0.5625 / 2 = 57.9 sequences by the rule of thumb.
     assert v["cb_13b_h200_rule"] == pytest.approx(206.04 * 0.5625 / 2, rel=1e-3)
 
@@ -248,6 +255,11 @@ def test_decision_by_hand():
     # The margin: tokens/s over the objective; the shortfall that would miss it.
     margin = v["dec_t4_int8_tps"] / v["slo_tps"]
     assert v["dec_shortfall_pct"] == pytest.approx(100 * (1 - 1 / margin))
+    # The left-out error against that shortfall, as a ratio the sentence prints.
+    # 44.9% left out against a 22.3% shortfall: 2.0 times, not "several".
+    assert v["dec_loso_b1_median"] == pytest.approx(44.9, abs=0.05)
+    assert v["dec_shortfall_pct"] == pytest.approx(22.3, abs=0.05)
+    assert v["dec_loso_clause"] == "2.0 times that shortfall"
     unc = roofline_exercises.decision_uncertainty(table)
     assert unc["best"] == ("T4", "int8") and unc["cost_value"] == pytest.approx(v["dec_t4_int8_usd"])
     assert v["gf_int8_speedup"] == pytest.approx(155.6 / 104.9)

@@ -17,7 +17,7 @@ import pytest
 
 from gpuinfer.course import exercises
 from gpuinfer import hardware
-from gpuinfer.predict import achievable
+from gpuinfer.predict import achievable, collectives
 
 # --- the cited constants the derivations use, checked once against the catalogue -------------
 # Datasheets (dense tensor-core peaks, SI bandwidths): A100 80GB SXM 312e12 fp16, 2.039e12
@@ -673,22 +673,30 @@ def test_parallel_launch_breakeven():
 
 
 def test_parallel_crossover_batch1():
-    # B200s, batch 1: 161 all-reduces a step (2 a layer, 1 for the LM head) of [1, 8192]
-    # fp16 = 16,384 B, NCCL's ring LL on NVLink 5: 6.6 us + 2 (N - 1) x 0.6 us + a
-    # bandwidth term under 0.3 us (1.75 x 16,384 B at >= 100 GB/s).
-    # The B200's 7.7 TB/s (datasheet; NVIDIA's HGX page said 8 TB/s: the verdict holds
-    # at either):
-    #   N = 4: comm <= 161 x (6.6 + 3.6 + 0.3) = 1.69 ms; shard >= 34.69e9 B / 7.7e12 =
-    #          4.51 ms (4.34 at 8 TB/s): comm < shard.
-    #   N = 8: comm >= 161 x (6.6 + 8.4) = 2.415 ms; shard <= (17.35e9 B + activations
-    #          under 0.01e9) / 7.7e12 = 2.25 ms (2.17 at 8 TB/s): comm >= shard -> 8.
-    for bw in (7.7e12, 8e12):
-        comm4 = 161 * (6.6e-6 + 6 * 0.6e-6 + 0.3e-6)
-        shard4 = _tp_shard_bytes(4, acts=False) / bw
-        comm8 = 161 * (6.6e-6 + 14 * 0.6e-6)
-        shard8 = (_tp_shard_bytes(8, acts=False) + 0.01e9) / bw
-        assert comm4 < shard4 and comm8 >= shard8
-    derived("parallel-crossover-batch1", 8)
+    # B200s, batch 1, one model on both sides (the achievable one): the shard's bytes at
+    # 0.85 x 7.7 TB/s (datasheet) plus the overheads every shard pays, 80 layers x 13
+    # kernels x 0.5 us + 1.6 ms = 2.12 ms, against 161 all-reduces a step (2 a layer, 1
+    # for the LM head) of [1, 8192] fp16 = 16,384 B.
+    #   N = 8: NCCL's ring LL on NVLink 5, 6.6 us + 14 x 0.6 us + a bandwidth term under
+    #          0.3 us: comm <= 161 x 15.3 us = 2.46 ms; shard >= 17.35e9 B / 6.545e12 +
+    #          2.12 ms = 4.77 ms: the shard longer.
+    #   N = 16: two servers; each device holds one replicated KV head (4096 x 80 x 2 x 128
+    #          x 2 B = 0.17e9 B): shard <= (8.80e9 + 0.01e9) B / 6.545e12 + 2.12 ms =
+    #          3.47 ms; NCCL's fastest all-reduce across two nodes (its tree) is ~26 us:
+    #          comm = 161 x ~26 us = 4.25 ms: the all-reduces longer -> 16.
+    fit = achievable.FITTED
+    bw = fit.bandwidth * 7.7e12
+    overhead_s = 80 * fit.kernels_per_layer * fit.kernel_gap_s + fit.step_s
+    assert overhead_s == pytest.approx(2.12e-3)
+    comm8 = 161 * (6.6e-6 + 14 * 0.6e-6 + 0.3e-6)
+    shard8 = _tp_shard_bytes(8, acts=False) / bw + overhead_s
+    assert comm8 < shard8
+    shard16 = (_tp_shard_bytes(16, acts=False) + 4096 * 80 * 2 * 128 * 2 + 0.01e9) / bw \
+        + overhead_s
+    one16 = collectives.engine_allreduce(16384, 16, "NVLink 5")["seconds"]
+    assert one16 == pytest.approx(26e-6, rel=0.05)
+    assert 161 * one16 > shard16
+    derived("parallel-crossover-batch1", 16)
 
 
 # =============================================================================================

@@ -180,6 +180,13 @@ def test_gpt_fast_anchors_by_hand():
     assert v["fit_fixed_ms"] == pytest.approx(1.808)
     for fmt in ("bf16", "int8", "int4"):
         assert achievable.decode_tokens_per_s(MODEL, GPU, 1, 0, fmt) < llm.decode_ceiling(MODEL, GPU, dtype=fmt)
+    # The format verdict, both branches: overlapping ranges speak of the ratio, since the two
+    # formats' errors on one engine and GPU move together.
+    overlap = page._fmt_verdict({"flips": True, "other_low": 20.3, "other_high": 33.8})
+    assert overlap.startswith("int8's, 20.3 to 33.8, overlaps it. The absolute rates are "
+                              "uncertain; their ratio less so")
+    below = page._fmt_verdict({"flips": False, "other_low": 20.3, "other_high": 23.8})
+    assert below.endswith("lies below it: int4 stays the faster within the model's error")
 
 
 def test_problem_values_by_hand():

@@ -255,8 +255,10 @@ def _fmt_verdict(fmt_choice: dict) -> str:
     """The sentence on the T4's format choice within the model's error."""
     int8_range = f"int8's, {fmt_choice['other_low']:.1f} to {fmt_choice['other_high']:.1f}"
     if fmt_choice["flips"]:
-        return (f"{int8_range}, overlaps it: the two formats could swap places within the "
-                "model's error, so measure both")
+        return (f"{int8_range}, overlaps it. The absolute rates are uncertain; their ratio "
+                "less so: the model's errors for two formats on the same engine and GPU move "
+                "together, so the two swap places only where an engine falls shorter of the "
+                "model on int4 than on int8; measure both")
     return f"{int8_range}, lies below it: int4 stays the faster within the model's error"
 
 

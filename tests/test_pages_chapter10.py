@@ -13,7 +13,7 @@ from gpuinfer.course import exercises
 from gpuinfer.course.exercises import chapter10_mixture_of_experts as moe_exercises
 from gpuinfer.course.pages import chapter10_mixture_of_experts as page
 from gpuinfer.hardware import device_links
-from gpuinfer.predict import architectures, speculative, step_model, validation
+from gpuinfer.predict import architectures, expert_parallel, speculative, step_model, validation
 
 MIXTRAL, DSV3 = architectures.get("mixtral-8x7b"), architectures.get("deepseek-v3")
 
@@ -215,3 +215,48 @@ def test_decision_block_reads_the_options():
     assert values["dec_usd_hi"] == pytest.approx(usd / lo)
     assert values["dec_alt_usd"] == dec[dec["layout"] != dec.iloc[0]["layout"]].iloc[0][
         "usd_per_million"]
+
+
+def test_layouts_verdict_branches_on_both_models():
+    def v(tp, epdp, tp_ach, epdp_ach):
+        return page.layouts_verdict({"ds8_tp_64_ms": tp, "ds8_epdp_64_ms": epdp,
+                                     "ds8_tp_64_ms_ach": tp_ach, "ds8_epdp_64_ms_ach": epdp_ach})
+    # 19.9 / 19.0 = 1.05 and 28.3 / 27.6 = 1.03: both under 10% apart, a tie.
+    assert v(19.9, 19.0, 28.3, 27.6).endswith("at batch 64 the layouts tie")
+    # 30 / 20 = 1.5 and 40 / 30 = 1.33: EP + DP attention ahead on both.
+    assert v(30, 20, 40, 30).startswith("EP + DP attention ahead on both")
+    assert v(20, 30, 30, 40).startswith("TP ahead on both")
+    assert v(30, 20, 30, 40).startswith("ahead on one and behind on the other")
+
+
+def test_layouts_block_compares_ceiling_with_ceiling_and_achievable_with_achievable():
+    idx = pd.MultiIndex.from_product([["ds", "qw"], [64, 512], list(expert_parallel.LAYOUTS)],
+                                     names=["case", "batch", "layout"])
+    table = pd.DataFrame({c: 1.0 for c in ("ms_per_step", "kv_GB_per_gpu", "comm_ms",
+                                           "tokens_per_s_per_gpu")}, index=idx)
+    values = page.layouts_block(table, "ds", "qw")
+    ach = expert_parallel.moe_layouts("deepseek-v3", "H200", 8, batch=64, context=4096,
+                                      dtype="fp8", achievable=moe_exercises.DECISION_EFFICIENCY)
+    # The achievable all-to-all is DeepEP's measured speed: its ceiling (with latency) over
+    # deepep_fraction(8), never the ceiling itself.
+    fitted = expert_parallel.moe_layouts("deepseek-v3", "H200", 8, batch=64, context=4096,
+                                         dtype="fp8", achievable=True)
+    assert values["ds8_epdp_64_comm_ach"] == ach.loc["EP + DP attention", "comm_ms"]
+    assert values["ds8_epdp_64_comm_ach"] > fitted.loc["EP + DP attention", "comm_ms"]
+    assert values["ds8_tp_64_comm_ach"] == fitted.loc["TP", "comm_ms"]
+    assert values["ds8_64_verdict"].endswith("tie")       # the stub's 1.0 ms on the ceiling
+
+
+def test_measured_verdict_places_a_measurement():
+    # 13,386 above an interval of 3,610-9,716 and the achievable 11,114, under the ceiling's
+    # 22,164: the interval does not cover that regime.
+    above = page.measured_verdict(13386, 3610, 9716, 11114, 22164, 8)
+    assert above.startswith("above EP72's 80% interval (up to 9,716) and above the achievable 11,114")
+    assert "below the ceiling's 22,164" in above and "does not cover this regime" in above
+    assert "EP of at most 8" in above
+    inside = page.measured_verdict(5000, 3610, 9716, 11114, 22164, 8)
+    assert inside.startswith("inside EP72's 80% interval (3,610-9,716)")
+    assert "does not cover" not in inside
+    assert "above even the 20 ms ceiling" in page.measured_verdict(3000, 3610, 9716, 4000, 2000, 8)
+    # The course's MoE rows run EP of at most 8 (TensorRT-LLM's perf overview: EP 1, 4, 8).
+    assert page.moe_rows_max_ep() == 8

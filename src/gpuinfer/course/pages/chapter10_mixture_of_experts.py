@@ -189,9 +189,11 @@ def skew_block(skew, n_devices) -> dict:
 
 
 def layouts_block(layout_table, ds_case, qw_case) -> dict:
-    """The three layouts' step times, KV and all-to-all ms (`layout_table`: (case, batch,
-    layout) rows) for DeepSeek-V3 (`ds_case`) and Qwen3 (`qw_case`), and DeepSeek-V3's TP
-    all-reduces at batch 64 on the achievable model (NCCL's latencies)."""
+    """The three layouts' step times, KV and communication ms (`layout_table`: (case, batch,
+    layout) rows, on the ceiling) for DeepSeek-V3 (`ds_case`) and Qwen3 (`qw_case`), and
+    DeepSeek-V3's batch-64 step on the achievable model (`moe_exercises.DECISION_EFFICIENCY`:
+    NCCL's all-reduces with their latency, the all-to-alls at DeepEP's measured fraction),
+    with the sentence comparing TP and EP + DP attention there (`layouts_verdict`)."""
     def at(case, batch, layout, col):
         return float(layout_table.loc[(case, batch, layout), col])
     values = {}
@@ -201,13 +203,34 @@ def layouts_block(layout_table, ds_case, qw_case) -> dict:
             values |= {f"ds8_{key}_{b}_ms": at(ds_case, b, lay, "ms_per_step"),
                        f"qw8_{key}_{b}_ms": at(qw_case, b, lay, "ms_per_step"),
                        f"ds8_{key}_{b}_kv": at(ds_case, b, lay, "kv_GB_per_gpu"),
+                       f"qw8_{key}_{b}_kv": at(qw_case, b, lay, "kv_GB_per_gpu"),
                        f"ds8_{key}_{b}_comm": at(ds_case, b, lay, "comm_ms"),
                        f"qw8_{key}_{b}_tpg": at(qw_case, b, lay, "tokens_per_s_per_gpu")}
-    tp_ach = expert_parallel.moe_layouts("deepseek-v3", "H200", 8, batch=64, context=4096,
-                                         dtype="fp8", achievable=True).loc["TP", "comm_ms"]
-    return values | {"ds8_epdp_512_tpg": at(ds_case, 512, "EP + DP attention",
-                                            "tokens_per_s_per_gpu"),
-                     "ds8_tp_64_comm_ach": float(tp_ach)}
+    ach = expert_parallel.moe_layouts("deepseek-v3", "H200", 8, batch=64, context=4096,
+                                      dtype="fp8", achievable=moe_exercises.DECISION_EFFICIENCY)
+    values |= {"ds8_tp_64_comm_ach": float(ach.loc["TP", "comm_ms"]),
+               "ds8_epdp_64_comm_ach": float(ach.loc["EP + DP attention", "comm_ms"]),
+               "ds8_tp_64_ms_ach": float(ach.loc["TP", "ms_per_step"]),
+               "ds8_epdp_64_ms_ach": float(ach.loc["EP + DP attention", "ms_per_step"]),
+               "ds8_epdp_512_tpg": at(ds_case, 512, "EP + DP attention",
+                                      "tokens_per_s_per_gpu")}
+    return values | {"ds8_64_verdict": layouts_verdict(values)}
+
+
+def layouts_verdict(values, tie=0.10) -> str:
+    """Whether DeepSeek-V3's batch-64 step separates TP from EP + DP attention: a tie when
+    the two differ by less than `tie` (a fraction) both on the ceiling and on the
+    achievable model (the MoE regime's interval is wider than that), else the faster."""
+    ceil = values["ds8_tp_64_ms"] / values["ds8_epdp_64_ms"]
+    ach = values["ds8_tp_64_ms_ach"] / values["ds8_epdp_64_ms_ach"]
+    if abs(ceil - 1) < tie and abs(ach - 1) < tie:
+        return (f"within {tie:.0%} of each other on both, closer than this model can "
+                "separate: at batch 64 the layouts tie")
+    faster = "EP + DP attention" if ceil > 1 and ach > 1 else (
+        "TP" if ceil < 1 and ach < 1 else None)
+    if faster is None:
+        return "ahead on one and behind on the other: the model cannot rank them at batch 64"
+    return f"{faster} ahead on both: at batch 64 it is the faster layout"
 
 
 def deepep_figure(deepep, link):
@@ -336,14 +359,47 @@ def rack_block(rack) -> dict:
         "rack_ib_loss": float(tps[r32] / tps[ib]),
         "rack_ep72_20_lo": wide["low"], "rack_ep72_20_hi": wide["high"],
         "rack_ep32_20_lo": net["low"],
-        "rack_wide_flip": "EP8's lies inside it, so the wide layout's gain is within the "
-        "model's error here: measure both" if wide["flips"] else
-        "EP8's lies below it: the wide layout's gain outlasts the model's error",
-        "rack_net_flip": "the network's figure lies inside it: measure before paying for "
-        "the rack" if net["flips"] else
-        f"the network's {net['other']:,.0f} lies below even its low end "
-        f"({net['low']:,.0f}): the rack's lead outlasts the model's error",
-        "sg_gb200_tps": SGLANG_GB200_TPS, "nv_wideep_gain": NVIDIA_WIDEEP_GAIN}
+        "rack_wide_flip": f"EP8's ({wide['other_low']:,.0f}-{wide['other_high']:,.0f}) "
+        "overlaps it, so the wide layout's gain is within the model's error here (a "
+        "conservative check: the two predictions share the model's bias, so their ratio is "
+        "better known than either): measure both" if wide["flips"] else
+        f"EP8's ({wide['other_low']:,.0f}-{wide['other_high']:,.0f}) lies below it: the "
+        "wide layout's gain outlasts the model's error",
+        "rack_net_flip": f"the network's ({net['other_low']:,.0f}-{net['other_high']:,.0f}) "
+        "overlaps it: measure before paying for the rack" if net["flips"] else
+        f"the network's whole interval ({net['other_low']:,.0f}-{net['other_high']:,.0f}) "
+        f"lies below its low end ({net['low']:,.0f}): the rack's lead outlasts the "
+        "model's error",
+        "sg_gb200_tps": SGLANG_GB200_TPS, "nv_wideep_gain": NVIDIA_WIDEEP_GAIN,
+        "sg_gb200_verdict": measured_verdict(SGLANG_GB200_TPS, wide["low"], wide["high"],
+                                             float(tps[r72]),
+                                             float(rack.loc[r72, "20 ms: tokens/s/GPU, ceiling"]),
+                                             moe_rows_max_ep())}
+
+
+def moe_rows_max_ep() -> int:
+    """The widest expert parallelism among the rows the MoE-throughput interval is drawn
+    from (`validation.validation_errors`)."""
+    e = validation.validation_errors()
+    return int(e.loc[(e["kind"] == "throughput") & e["moe"], "ep"].max())
+
+
+def measured_verdict(measured, low, high, achievable, ceiling, max_ep) -> str:
+    """Where a measured tokens/s a GPU lies against EP72's 80% interval (`low`-`high`),
+    its achievable figure and its ceiling (all at a 20 ms TPOT): the clause after
+    "SGLang measured ...". The measurement ran at its own batch and latency, so it places
+    the model's figures, it does not check them. `max_ep`: the widest EP of the rows the
+    interval is drawn from."""
+    where = (f"above EP72's 80% interval (up to {high:,.0f}) and above the achievable "
+             f"{achievable:,.0f}" if measured > high else
+             f"below EP72's 80% interval (from {low:,.0f})" if measured < low else
+             f"inside EP72's 80% interval ({low:,.0f}-{high:,.0f})")
+    bound = (f"below the ceiling's {ceiling:,.0f}" if measured <= ceiling else
+             f"above even the 20 ms ceiling's {ceiling:,.0f}, at SGLang's own (looser) latency")
+    cover = ("; the MoE interval does not cover this regime (GB200, NVFP4, wide EP: the "
+             f"rows it is drawn from run EP of at most {max_ep})"
+             if not low <= measured <= high else "")
+    return f"{where}, {bound}{cover}. It places the model's figures, it does not check them"
 
 
 def eplb_table(rng, p, n_experts, k, tokens=4096) -> pd.DataFrame:

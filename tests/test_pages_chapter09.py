@@ -110,11 +110,11 @@ def test_chunk_block_reads_the_optimum_and_its_margin():
     assert lead["chunk_tie_text"].startswith("a lead") and "512 wins" in lead["chunk_seed_text"]
     # 9 requests/s against 3.5 and 3: 2.6 and 3 times apart, wider than the dense interval's
     # spread (high / low, about 2.4).
-    assert lead["chunk_model_text"] == "which no other chunk size's goodput reaches"
+    assert lead["chunk_model_text"] == "a range no other chunk size's reaches"
     one = page.chunk_block(_chunk_table([4.0, 6.3, 6.0, 2.0]), [5.0, 6.0], MODEL, GPU)
-    assert one["chunk_model_text"] == "which holds the goodput of chunks of 512 too"
+    assert one["chunk_model_text"] == "a range that overlaps that of chunks of 512"
     assert page.chunk_block(_chunk_table([4.0, 6.3, 6.2, 6.1]), [6.6, 6.0], MODEL, GPU)[
-        "chunk_model_text"] == "which holds every other chunk size's goodput too"
+        "chunk_model_text"] == "a range that overlaps every other chunk size's"
 
 
 def test_kv_transfer_of_llama_3_70b_over_a_nic():
@@ -240,7 +240,7 @@ def test_dense_error_block_says_whether_whole_prefills_lie_inside():
     assert values["good_512_ach_lo"] == pytest.approx(10 * lo)
     # 2 requests/s, even at the interval's top (x hi ~ 1.02), is below 10 x lo (~ 4.2).
     assert "lies below it" in values["chunk_vs_whole_text"]
-    assert "lies inside" in page.dense_error_block({None: 9.5, 512: 10.0})["chunk_vs_whole_text"]
+    assert "overlaps it" in page.dense_error_block({None: 9.5, 512: 10.0})["chunk_vs_whole_text"]
 
 
 def test_split_block_compares_per_gpu():

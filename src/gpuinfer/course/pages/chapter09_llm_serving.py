@@ -99,6 +99,11 @@ def steps_figure(runs, model, accelerator, rate, window_s=(20, 22)):
     return fig
 
 
+#: The clause every overlap verdict carries (`validation.choice`: two intervals overlap).
+CONSERVATIVE = ("a conservative check: the two predictions share the model's bias, so "
+                "their ratio is better known than either")
+
+
 def grid_steps(hi, lo) -> int:
     """How many steps of the goodput search's grid (GRID_STEP) separate rate `hi` from `lo`."""
     return round(np.log(hi / lo) / np.log(GRID_STEP))
@@ -148,16 +153,18 @@ def overload_block(served, ttft_slo_s, tpot_slo_s, over=1.2) -> dict:
 def dense_error_block(good_ach) -> dict:
     """The achievable goodputs `good_ach` {None: whole, 512: chunks} with the model's error
     on dense throughput runs: the 80% interval of the ratio, chunks' range, and whether
-    whole prefills' goodput lies inside it."""
+    the two ranges (chunks', whole prefills') overlap."""
     dense_lo, dense_hi = validation.interval(1.0, "dense throughput")
     c_whole = validation.choice(good_ach[512], good_ach[None], "dense throughput", per="rate")
     return {"dense_ratio_lo": dense_lo, "dense_ratio_hi": dense_hi,
             "good_512_ach_lo": c_whole["low"], "good_512_ach_hi": c_whole["high"],
             "chunk_vs_whole_text": (
-                f"whole prefills' {good_ach[None]:.1f} lies inside that range: measure both "
-                "before you settle the scheduler" if c_whole["flips"] else
-                f"whole prefills' {good_ach[None]:.1f} lies below it: chunking wins within "
-                "the model's error")}
+                f"whole prefills' range ({c_whole['other_low']:.1f} to "
+                f"{c_whole['other_high']:.1f}) overlaps it: measure both before you settle the "
+                f"scheduler ({CONSERVATIVE})" if c_whole["flips"] else
+                f"whole prefills' range ({c_whole['other_low']:.1f} to "
+                f"{c_whole['other_high']:.1f}) lies below it: chunking wins within the "
+                "model's error")}
 
 
 def itl_block(good_itl, itl_slo_s) -> dict:
@@ -221,9 +228,9 @@ def chunk_block(table, seed_goodputs, model, accelerator) -> dict:
         "trace to the next, below), though not beyond what the model leaves out",
         "best_chunk_ach_lo": lo_c, "best_chunk_ach_hi": hi_c,
         "chunk_model_text": (
-            "which holds every other chunk size's goodput too" if len(inside) == len(ranked) - 1
-            else "which holds the goodput of chunks of " + _and_list(inside) + " too" if inside
-            else "which no other chunk size's goodput reaches")}
+            "a range that overlaps every other chunk size's" if len(inside) == len(ranked) - 1
+            else "a range that overlaps that of chunks of " + _and_list(inside) if inside
+            else "a range no other chunk size's reaches")}
 
 
 def link_block(model, nvlink_bytes_per_s) -> dict:
@@ -256,11 +263,13 @@ def split_block(per_gpu, per_gpu_ach, good_whole, best_chunk_ach_goodput) -> dic
         "dis_model_text": (
             "It is inside the model's error too: 80% of the published dense throughput runs "
             f"would put the chunked GPU between {c_split['low']:.1f} and "
-            f"{c_split['high']:.1f} requests/s, which holds the split's {best_split_ach:.1f}. "
-            "Measure both before you choose" if c_split["flips"] else
+            f"{c_split['high']:.1f} requests/s and the split between "
+            f"{c_split['other_low']:.1f} and {c_split['other_high']:.1f}: the two ranges "
+            f"overlap. Measure both before you choose ({CONSERVATIVE})" if c_split["flips"] else
             "The model's error does not reach it: 80% of the published dense throughput runs "
             f"would put the chunked GPU between {c_split['low']:.1f} and "
-            f"{c_split['high']:.1f} requests/s, above the split's {best_split_ach:.1f}")}
+            f"{c_split['high']:.1f} requests/s, above the split's whole range "
+            f"({c_split['other_low']:.1f} to {c_split['other_high']:.1f})")}
 
 
 def seed_block(configs, n, ttft_slo_s, tpot_slo_s, prompts, model, accelerator) -> dict:
@@ -301,8 +310,8 @@ def paging_block(use, budget, fits, lengths, model, accelerator, max_len=8192) -
             "paging_tps_contig_ceil": gain[False]["tokens_per_s_contiguous"],
             "paging_tps_paged_lo": page["low"], "paging_tps_paged_hi": page["high"],
             "paging_tps_contig_lo": tc_lo, "paging_tps_contig_hi": tc_hi,
-            "paging_verdict": "close enough that the gain could vanish within the model's "
-            "error: measure both" if page["flips"] else
+            "paging_verdict": "the two ranges overlap, so the gain could vanish within the "
+            f"model's error: measure both ({CONSERVATIVE})" if page["flips"] else
             "apart, so the gain holds within the model's error, though its size is the "
             "model's"}
 

@@ -147,10 +147,13 @@ def test_batch1_values_and_the_overlap_model_term_by_term():
 
 def test_the_datasheet_throughput_and_the_latency_figure():
     batches = np.array([1, 256, 65536])
-    t4 = tabular.predicted_latency_s(
-        batches, achievable.derated_accelerator("T4", EFF), DISPATCH, hidden=HIDDEN,
-        dtype="fp16", host_link=device_links.host_link("T4"), min_kernel_s=page.MIN_KERNEL_S)
-    predicted = {"T4": t4}
+    # The page's estimate loop, over the GPUs its figure draws.
+    predicted = {name: tabular.predicted_latency_s(
+        batches, achievable.derated_accelerator(name, EFF), DISPATCH, hidden=HIDDEN,
+        dtype="fp16", host_link=device_links.host_link(name), min_kernel_s=page.MIN_KERNEL_S)
+        for name in page.CURVE_GPUS}
+    assert set(predicted) == {"T4", "H200"}
+    t4 = predicted["T4"]
     assert (np.diff(t4) >= 0).all()
     # The datasheet's peaks are higher than the derated ones: more predictions/s.
     assert page.datasheet_throughput(HIDDEN, 65536, DISPATCH) > 65536 / t4[-1]

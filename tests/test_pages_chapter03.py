@@ -126,6 +126,7 @@ def test_policy_choice_on_a_small_sweep():
                            [0.0, 0.002], [1, 8, 64])
     # 612 is the top; 600 is within 2% of it and has the shorter delay: max_batch 8, 0 ms.
     assert (v["best_batch"], v["best_delay_ms"], v["best_capacity"]) == (8.0, 0.0, 600.0)
+    assert v["policy_within_pct"] == 2.0                         # the 2% the text quotes
     assert v["ach_best_batch"] == 8.0 and v["ach_best_capacity"] == 300.0
     assert v["delay_gain_pct"] == pytest.approx(2.0)            # 612 / 600 - 1
     assert v["ach_best_pct"] == pytest.approx(50.0)             # 300 / 600

@@ -21,6 +21,11 @@ PROBLEMS = ("batching-md1-wait", "batching-greedy-by-hand", "batching-saturation
             "batching-light-load-latency", "batching-decision-max-batch")
 
 
+#: How close to the best capacity a policy must come to be a candidate
+#: (`batching.best_policy`): a finite simulation's capacities differ by about a percent.
+WITHIN = 0.02
+
+
 def compute_bound_from(model: str, accelerator: str, query: int) -> int:
     """The smallest batch of `query`-token requests whose weight matmuls are compute-bound
     on `accelerator` (`llm.forward_step_breakdown`'s "linear" row), searched over 1..1024."""
@@ -206,8 +211,8 @@ def policy_choice(ach_table, policy_table, service, service_ach, slo_s: float,
     achievable model's sweep `ach_table` and on the ceiling's `policy_table`, their
     capacities beside an unbatched server's and max_batch 64's, the choice's interval
     within the model's error (`batching_exercises.decision_choice`) and a sentence on it."""
-    best = batching.best_policy(policy_table, within=0.02)
-    ach_best = batching.best_policy(ach_table, within=0.02)
+    best = batching.best_policy(policy_table, within=WITHIN)
+    ach_best = batching.best_policy(ach_table, within=WITHIN)
     gain = max(max(capacity(policy_table, mb, d) for d in delays)
                / capacity(policy_table, mb) - 1 for mb in max_batches)
     dec = batching_exercises.decision_choice(ach_table)
@@ -216,7 +221,7 @@ def policy_choice(ach_table, policy_table, service, service_ach, slo_s: float,
                + ("inside that range: the two could swap places within the model's error, "
                   "so measure both" if dec["flips"] else
                   "below that range: the choice holds within the model's error"))
-    return {"slo_ms": slo_s * 1e3,
+    return {"slo_ms": slo_s * 1e3, "policy_within_pct": 100 * WITHIN,
             "best_batch": float(best["max_batch"]),
             "best_delay_ms": float(best["max_queue_delay_s"]) * 1e3,
             "best_capacity": float(best["capacity_per_s"]),

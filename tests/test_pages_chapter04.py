@@ -136,6 +136,10 @@ def test_kv_cache_values_ranges_and_sentence():
     assert v["kv_amax_fp16_lo"] < 800.0 < v["kv_amax_fp16_hi"]
     assert v["kv_mb_fp8_e4m3"] == 80.0 and v["kv_a32_fp16"] == 700.0
     assert "range" in v["kv_flip_text"]
+    # 1000 vs 700 tokens/s at batch 32: a 1.43x gain inside the regime's spread, so the
+    # ranges overlap and the sentence speaks of the ratio, not of a coin toss.
+    assert v["kv_a32_fp8_lo"] < v["kv_a32_fp16_hi"]
+    assert "their ratio less so" in v["kv_flip_text"]
 
 
 def test_weight_only_knees_follow_the_bytes_a_weight():
@@ -164,6 +168,7 @@ def test_weight_only_knees_follow_the_bytes_a_weight():
     assert 3 < v["ws_b1_int4"] < 2 / 0.5625 and 1.8 < v["ws_b1_int8"] < 2
     assert v["ws_bmax"] == 512.0 and v["ridge_h100"] == pytest.approx(989e12 / 3.35e12)
     assert v["ach_b256_fp8_text"] and v["ach_b256_int4_text"]
+    assert "inside the model's error" not in v["ach_b256_fp8_text"] + v["ach_b256_int4_text"]
     fig = page.speedup_figure(speedup, knee)
     assert fig.axes[0].get_xscale() == "log"
     matplotlib.pyplot.close(fig)

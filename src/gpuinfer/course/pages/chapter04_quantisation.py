@@ -211,14 +211,18 @@ def kv_cache_values(kv) -> dict:
         values[f"kv_a{key}_fp16_hi"] = c["other_high"]
     flips = [k for k, c in choices.items() if c["flips"]]
     values["kv_flip_text"] = (
-        "at both batches the two ranges overlap: the fp8 cache's gain is inside the model's "
-        "error, so measure it on your engine before counting on it"
+        "at both batches the two ranges overlap, but each is one format's alone: the "
+        "absolute rates are uncertain; their ratio less so, since the model's errors for two "
+        "formats on the same engine and GPU move together, and the fp8 cache's gain is lost "
+        "only where an engine falls shorter of the model on fp8 than on fp16, so measure it "
+        "on your engine before counting on it"
         if len(flips) == 2 else
         "at both batches fp8's range lies above fp16's: the gain holds within the model's error"
         if not flips else
         "the two ranges overlap at " + ("batch 32" if flips == ["32"] else
                                         "each format's largest batch")
-        + " (measure there) and not at the other batch")
+        + " and not at the other batch; the absolute rates are uncertain, their ratio less "
+        "so (the two formats' errors on one engine and GPU move together): measure there")
     for f in kv.index:
         for col, key in [("max batch", "mb"), ("tok/s at batch 32", "t32"),
                          ("tok/s at max batch", "tmax"), ("achievable at 32", "a32"),
@@ -283,11 +287,14 @@ def weight_only_values(speedup, knee, at256, device: str) -> dict:
         "ach_b256_int4": at256["achievable"]["W4A16 (int4 g32)"],
         "ach_b256_fp8": at256["achievable"]["FP8 W8A8"],
         "ach_b256_fp8_text": (
-            "inside the model's error: its 80% range on dense throughput runs spans a factor "
-            f"of {c8['high'] / c8['low']:.1f}, more than this gain, so measure it"
+            "a gain smaller than the spread of the absolute rates (their 80% range on dense "
+            f"throughput runs spans a factor of {c8['high'] / c8['low']:.1f}); the absolute "
+            "rates are uncertain, their ratio less so, since the two formats' errors on one "
+            "engine and GPU move together, so measure the gain rather than assume it"
             if c8["flips"] else "a gain that holds within the model's error"),
-        "ach_b256_int4_text": ("inside the model's error as well: measure before choosing "
-                               "either" if c4["flips"] else "outside the model's error"),
+        "ach_b256_int4_text": ("inside the absolute rates' spread as well (their ratio is "
+                               "better known): measure before choosing either"
+                               if c4["flips"] else "outside the model's error"),
         "ridge_h100": hardware.get(device).ridge_point("fp16"),
         "knee_fp16": knee["fp16"], "knee_int8": knee["W8A16 (int8)"],
         "knee_int4": knee["W4A16 (int4 g32)"], "knee_fp8": knee["FP8 W8A8"],

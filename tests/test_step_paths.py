@@ -52,3 +52,19 @@ def test_a_speculative_round_pays_it_once_in_the_verify_not_in_the_drafts():
     for key in ("plain_step_s", "verify_s"):
         assert more[key] - base[key] == pytest.approx(8 * SEQ_S, rel=1e-9), key
     assert more["draft_s"] == pytest.approx(base["draft_s"], rel=1e-12)
+
+
+def test_the_tensor_parallel_step_pays_it_for_each_sequence():
+    from gpuinfer.predict import parallel
+    base = parallel.tp_step_s("llama-3-70b", "H100 SXM", 8, 16, 512, achievable=A.FITTED)
+    more = parallel.tp_step_s("llama-3-70b", "H100 SXM", 8, 16, 512, achievable=EXTRA)
+    assert more - base == pytest.approx(16 * SEQ_S, rel=1e-9)       # 16 x 10 us
+
+
+def test_an_expert_parallel_step_pays_it_for_each_of_a_gpus_sequences():
+    from gpuinfer.predict import expert_parallel
+    kw = dict(batch=64, context=1024, attention="dp")
+    base = expert_parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, achievable=A.FITTED, **kw)
+    more = expert_parallel.ep_decode_breakdown("deepseek-v3", "H200", 8, achievable=EXTRA, **kw)
+    # data-parallel attention: each GPU runs ceil(64 / 8) = 8 sequences, 8 x 10 us
+    assert more["total_s"] - base["total_s"] == pytest.approx(8 * SEQ_S, rel=1e-9)

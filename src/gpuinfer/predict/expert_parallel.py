@@ -349,7 +349,8 @@ def ep_decode_breakdown(model, accelerator, n_devices, batch=1, context=0, dtype
     if not eff.is_ceiling:
         ops["ceiling_s"] = ops["seconds"]
         ops["seconds"] = _achievable.table_s(ops, acc, eff, _dtypes.formats(dtype)[0])
-        compute_s = float(_achievable.overheads(ops["seconds"].sum(), m.n_layers, eff))
+        compute_s = float(_achievable.overheads(ops["seconds"].sum(), m.n_layers, eff,
+                                                sequences=local_b))
         ops["share"] = ops["seconds"] / ops["seconds"].sum()
     experts_s = float(ops.loc["experts", "seconds"])
     attention_s = compute_s - experts_s

@@ -244,9 +244,12 @@ def ep_dp_step(model, accelerator, n_devices, z, *, dtype="fp16", kv_dtype=None,
     if n > 1:
         ic = _parallel.link_for(interconnect, acc)
         a2a = _ep.moe_all_to_all_bytes(m, z[1], n)
-        d = _ep.all_to_all_s(a2a["dispatch_sent_bytes"], n, ic)
-        c = _ep.all_to_all_s(a2a["combine_sent_bytes"], n, ic)
-        if eff.all_to_all == "measured":
+        # The ceiling's all-to-alls at their floor (bytes at the link's bandwidth, no
+        # latency: a bound); the achievable model's with NCCL's latency, or DeepEP's.
+        a2a_s = _ep.all_to_all_floor_s if eff.is_ceiling else _ep.all_to_all_s
+        d = a2a_s(a2a["dispatch_sent_bytes"], n, ic)
+        c = a2a_s(a2a["combine_sent_bytes"], n, ic)
+        if eff.all_to_all == "measured" and not eff.is_ceiling:
             f_d, f_c = _ep.deepep_fraction(n)
             d, c = d / f_d, c / f_c
         comm = m.n_moe_layers * (d + c)

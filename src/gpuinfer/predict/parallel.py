@@ -217,7 +217,9 @@ def _shard_step(part, acc, new_tokens, context, dtype, kv_dtype, compute_dtype, 
     ops = _achievable.step_breakdown(part, acc, new_tokens, context, dtype, logits=logits,
                                      kv_dtype=kv_dtype, compute_dtype=compute_dtype,
                                      achievable=eff)
-    return ops, float(_achievable.overheads(ops["seconds"].sum(), part.n_layers, eff))
+    sampled = len(new_tokens) if logits is None else sum(1 for x in logits if x)
+    return ops, float(_achievable.overheads(ops["seconds"].sum(), part.n_layers, eff,
+                                            sequences=sampled))
 
 
 def _per_sequence(name, value, batch, positive):

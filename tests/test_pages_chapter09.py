@@ -344,3 +344,48 @@ def test_offload_block_says_whether_the_ssd_lies_inside():
     lo, hi = validation.interval(5.0, "all")
     assert (values["off_breakeven_ach_lo"], values["off_breakeven_ach_hi"]) == (lo, hi)
     assert ("inside" if lo <= 7 <= hi else "outside") in values["off_flip_text"]
+
+
+def test_the_brackets_table_shows_each_search_as_lo_to_hi():
+    brackets = {(None, False): (1.0, 1.25), (None, True): (0.5, 0.625),
+                (512, False): (2.0, 2.5), (512, True): (1.0, 1.125)}
+    t = page.brackets_table(brackets)
+    assert list(t.index) == ["whole", "chunks of 512"]
+    assert t.loc["whole", "ceiling"] == "1.00 to 1.25"
+    assert t.loc["chunks of 512", "achievable"] == "1.00 to 1.12"   # 1.125 rounds to even
+
+
+def test_the_chunk_table_reuses_the_searched_goodputs_and_searches_the_rest():
+    asked = []
+
+    def goodput(fn, rate=8.0):                 # stands in for llm_slo.goodput: records
+        asked.append((fn.keywords.get("prefill_chunk"), fn.keywords.get("achievable"), rate))
+        return 3.0
+
+    def trace(**kw):                           # never run: goodput above does not call it
+        raise AssertionError("not called")
+    t = page.chunk_table(trace, goodput, {None: 1.0, 512: 2.0}, {None: 0.5, 512: 0.9},
+                         "llama-3-8b", "H100 SXM", chunks=(None, 256, 512))
+    assert list(t.index) == ["whole", 256, 512]
+    assert t.loc["whole", "goodput, ceiling"] == 1.0 and t.loc[512, "goodput, achievable"] == 0.9
+    assert t.loc[256, "goodput, ceiling"] == 3.0
+    # only the 256-token chunk is searched: the ceiling from 8/s, the achievable from 4/s
+    assert asked == [(256, None, 8.0), (256, True, 4.0)]
+    # a lone 4,000-token prompt in chunks of 256 takes 16 steps, so longer than whole
+    assert t.loc[256, "lone 4k TTFT (ms), ceiling"] > t.loc["whole", "lone 4k TTFT (ms), ceiling"]
+
+
+def test_a_chunk_riding_with_decodes_costs_less_than_two_steps():
+    from gpuinfer.predict import llm_serving, parallel
+    v = page.chunk_ride_block("llama-3-8b", "H100 SXM", decodes=32, context=1000, chunk=512)
+    for tag, a in (("ceil", False), ("ach", True)):
+        alone = parallel.tp_step_s("llama-3-8b", "H100 SXM", 1, 32, 1000, achievable=a)
+        piece = parallel.tp_step_s("llama-3-8b", "H100 SXM", 1, 1, 3488, new_tokens=512,
+                                   achievable=a)
+        assert v[f"ride_apart_{tag}_ms"] == pytest.approx(1e3 * (alone + piece), rel=1e-12)
+        ride = llm_serving.chunk_step_s("llama-3-8b", "H100 SXM", 544, decodes=32,
+                                        decode_context=1000, prompt_tokens=4000, achievable=a)
+        assert v[f"ride_{tag}_ms"] == pytest.approx(1e3 * ride, rel=1e-12)
+        # one weight read instead of two: the shared step is shorter than the two apart,
+        # and longer than either alone
+        assert 1e3 * max(alone, piece) < v[f"ride_{tag}_ms"] < v[f"ride_apart_{tag}_ms"]

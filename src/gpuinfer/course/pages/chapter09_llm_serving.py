@@ -7,17 +7,19 @@ they returned, and everything else comes from `predict` and `hardware`. The test
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 
 from gpuinfer import hardware
 from gpuinfer.course import exercises
 from gpuinfer.course.exercises import chapter09_llm_serving as ex
 from gpuinfer.hardware import device_links, measured_rates
 from gpuinfer.predict import (achievable, architectures, batching, engine_step, llm,
-                              llm_serving, llm_slo, paged_kv, speculative, step_model,
-                              validation)
+                              llm_serving, llm_simulator, llm_slo, paged_kv, parallel,
+                              speculative, step_model, validation)
 
 #: The goodput search's grid: from its start it multiplies by 4, then halves the bracket's
 #: logarithm until the bracket is within rel_tol (4^(1/32) at 0.05).
@@ -107,6 +109,46 @@ CONSERVATIVE = ("a conservative check: the two predictions share the model's bia
 def grid_steps(hi, lo) -> int:
     """How many steps of the goodput search's grid (GRID_STEP) separate rate `hi` from `lo`."""
     return round(np.log(hi / lo) / np.log(GRID_STEP))
+
+
+def goodput_brackets(trace, search, chunks=(None, 512)) -> dict:
+    """{(chunk or None, achievable): (lo, hi)}: the goodput search's bracket for `trace`
+    (a `simulate_llm` partial) with whole prefills (None) or chunks, on the ceiling (False,
+    searched from 8 requests/s) and the achievable model (True, from 4): the trace met
+    the goal at lo and missed it at hi (`llm_slo.goodput_bracket`, `search` its keywords)."""
+    return {(c, a): llm_slo.goodput_bracket(functools.partial(
+        trace, prefill_chunk=c, achievable=a), **search, rate=4.0 if a else 8.0)
+        for c in chunks for a in (False, True)}
+
+
+def brackets_table(brackets, chunks=(None, 512)):
+    """The brackets as the page shows them: "lo to hi" for each chunk size and model."""
+    return pd.DataFrame({name: [f"{lo:.2f} to {hi:.2f}" for lo, hi in (brackets[(c, a)]
+                                                                     for c in chunks)]
+                         for name, a in [("ceiling", False), ("achievable", True)]},
+                        index=["whole" if c is None else f"chunks of {c}" for c in chunks])
+
+
+def chunk_table(trace, goodput, good, good_ach, model, accelerator,
+                chunks=(None, 256, 512, 1024, 2048), prompt=4000):
+    """For each chunk size: a lone `prompt`-token request's TTFT (ms) on the ceiling and
+    the achievable model (`simulate_llm` at batch 1), and the trace's goodput on each
+    (`goodput` of the `trace` partial; the sizes already searched, `good` and `good_ach`,
+    are reused)."""
+    def lone_ttft_ms(c, a):
+        return 1e3 * llm_simulator.simulate_llm([0.0], [prompt], [1], model, accelerator,
+                                                max_batch=1, prefill_chunk=c,
+                                                achievable=a)["ttft"].iloc[0]
+    rows = {}
+    for c in chunks:
+        good_c = good[c] if c in good else goodput(functools.partial(trace, prefill_chunk=c))
+        good_c_ach = good_ach[c] if c in good_ach else goodput(
+            functools.partial(trace, prefill_chunk=c, achievable=True), rate=4.0)
+        rows["whole" if c is None else c] = {
+            f"lone {prompt // 1000}k TTFT (ms), ceiling": lone_ttft_ms(c, False),
+            f"lone {prompt // 1000}k TTFT (ms), achievable": lone_ttft_ms(c, True),
+            "goodput, ceiling": good_c, "goodput, achievable": good_c_ach}
+    return pd.DataFrame(rows).T.rename_axis("chunk (tokens)")
 
 
 def goodput_block(brackets, ttft_slo_s, tpot_slo_s, goal) -> dict:
@@ -231,6 +273,25 @@ def chunk_block(table, seed_goodputs, model, accelerator) -> dict:
             "a range that overlaps every other chunk size's" if len(inside) == len(ranked) - 1
             else "a range that overlaps that of chunks of " + _and_list(inside) if inside
             else "a range no other chunk size's reaches")}
+
+
+def chunk_ride_block(model, accelerator, decodes=32, context=1000, chunk=512,
+                     prompt=4000) -> dict:
+    """A `chunk`-token piece of a `prompt`-token prompt riding in a step with `decodes`
+    decodes at `context` cached tokens (`llm_serving.chunk_step_s`), against the two as
+    separate steps (the decodes alone, the chunk alone: `parallel.tp_step_s`), in ms, on
+    the ceiling and the achievable model: riding along, the chunk shares the decodes'
+    weight read."""
+    out = {}
+    for tag, a in (("ceil", False), ("ach", True)):
+        ride = llm_serving.chunk_step_s(model, accelerator, chunk + decodes, decodes=decodes,
+                                        decode_context=context, prompt_tokens=prompt,
+                                        achievable=a)
+        alone = parallel.tp_step_s(model, accelerator, 1, decodes, context, achievable=a)
+        piece = parallel.tp_step_s(model, accelerator, 1, 1, prompt - chunk,
+                                   new_tokens=chunk, achievable=a)
+        out |= {f"ride_{tag}_ms": 1e3 * ride, f"ride_apart_{tag}_ms": 1e3 * (alone + piece)}
+    return out | {"ride_decodes": decodes, "ride_chunk": chunk}
 
 
 def link_block(model, nvlink_bytes_per_s) -> dict:

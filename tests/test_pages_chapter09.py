@@ -389,3 +389,19 @@ def test_a_chunk_riding_with_decodes_costs_less_than_two_steps():
         # one weight read instead of two: the shared step is shorter than the two apart,
         # and longer than either alone
         assert 1e3 * max(alone, piece) < v[f"ride_{tag}_ms"] < v[f"ride_apart_{tag}_ms"]
+
+
+def test_the_goodput_brackets_search_each_chunk_size_on_both_models(monkeypatch):
+    from gpuinfer.predict import llm_slo
+    seen = []
+
+    def bracket(fn, rate, **search):           # stands in for the search: records its start
+        seen.append((fn.keywords["prefill_chunk"], fn.keywords["achievable"], rate, search))
+        return (1.0, 2.0)
+    monkeypatch.setattr(llm_slo, "goodput_bracket", bracket)
+    got = page.goodput_brackets(lambda **kw: None, {"n": 10})
+    assert set(got) == {(None, False), (None, True), (512, False), (512, True)}
+    # the ceiling searched from 8 requests/s, the achievable model (slower) from 4
+    assert sorted((c or 0, a, r) for c, a, r, _ in seen) == [
+        (0, False, 8.0), (0, True, 4.0), (512, False, 8.0), (512, True, 4.0)]
+    assert all(s == {"n": 10} for *_, s in seen)

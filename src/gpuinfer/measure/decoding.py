@@ -529,9 +529,11 @@ def stack_step_s(weight_bytes, n_kernels, bandwidth_bytes_per_s, *, achievable=T
     bw = _validate.positive("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
     if not achievable:
         return b / bw
-    eff = _achievable.FITTED
-    return (b / (eff.bandwidth * bw) + n * eff.kernel_gap_s
-            + (eff.step_s if engine else 0.0))
+    # The achievable model's overheads for n kernels (one "layer" of n), the fixed step
+    # cost only for an engine: the same function every step path takes them from.
+    eff = dataclasses.replace(_achievable.FITTED, kernels_per_layer=n,
+                              step_s=_achievable.FITTED.step_s if engine else 0.0)
+    return float(_achievable.overheads(b / (eff.bandwidth * bw), 1, eff))
 
 
 def kernel_failure(kernel, exc) -> str:

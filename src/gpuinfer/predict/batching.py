@@ -527,9 +527,10 @@ def check_rel_tol(rel_tol):
                               "search stops")
 
 
-def bisect_rate(ok, lo, hi, rel_tol):
-    """Largest rate in [lo, hi) with ok(rate), lo known to be ok and hi not: geometric
-    bisection until hi - lo <= rel_tol x lo, at most MAX_SEARCH_STEPS halvings."""
+def bisect_bracket(ok, lo, hi, rel_tol):
+    """(lo, hi): ok(lo) and not ok(hi), from a bracket with lo known to be ok and hi not,
+    narrowed by geometric bisection until hi - lo <= rel_tol x lo, at most
+    MAX_SEARCH_STEPS halvings. Its lo is the largest rate found with ok(rate)."""
     for _ in range(MAX_SEARCH_STEPS):
         if hi - lo <= rel_tol * lo:
             break
@@ -537,7 +538,7 @@ def bisect_rate(ok, lo, hi, rel_tol):
         if not lo < mid < hi:  # the floats cannot split the bracket further
             break
         lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return lo
+    return lo, hi
 
 
 def capacity(service_s, max_batch, max_queue_delay=0.0, *, slo_s, quantile=99.0,
@@ -577,7 +578,7 @@ def capacity(service_s, max_batch, max_queue_delay=0.0, *, slo_s, quantile=99.0,
     lo = hi * 1e-3
     if not ok(lo):
         return 0.0
-    return bisect_rate(ok, lo, hi, rel_tol)
+    return bisect_bracket(ok, lo, hi, rel_tol)[0]
 
 
 def sweep(service_s, max_batches: Sequence[int], max_queue_delays: Sequence[float], *,

@@ -20,8 +20,8 @@ import math
 import numpy as np
 
 from gpuinfer import validate as _v
-from gpuinfer.predict.batching import (MAX_SEARCH_STEPS, check_frame, check_rel_tol,
-                                       check_trace_length, poisson_arrivals)
+from gpuinfer.predict.batching import (MAX_SEARCH_STEPS, bisect_bracket, check_frame,
+                                       check_rel_tol, check_trace_length, poisson_arrivals)
 from gpuinfer.predict.llm_simulator import LLM_COLUMNS
 
 
@@ -144,20 +144,8 @@ def goodput_bracket(serve, n, *, ttft_slo_s, tpot_slo_s, itl_slo=None, attainmen
     else:
         raise ValueError("attainment never failed: the server kept up at every rate "
                          "tried; check that serve uses the arrivals it is given")
-    return _bracket(ok, lo, hi, rel_tol)
+    return bisect_bracket(ok, lo, hi, rel_tol)
 
-
-def _bracket(ok, lo, hi, rel_tol):
-    """`batching.bisect_rate`'s geometric bisection, keeping both ends: (lo, hi), lo met
-    and hi missed, until hi - lo <= rel_tol x lo."""
-    for _ in range(MAX_SEARCH_STEPS):
-        if hi - lo <= rel_tol * lo:
-            break
-        mid = math.sqrt(lo * hi)
-        if not lo < mid < hi:  # the floats cannot split the bracket further
-            break
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return lo, hi
 
 
 def goodput(serve, n, *, ttft_slo_s, tpot_slo_s, itl_slo=None, attainment=0.9, seed=0,

@@ -17,7 +17,9 @@ from gpuinfer.course.exercises import chapter08_multi_gpu as px
 from gpuinfer.course.pages import chapter08_multi_gpu as page
 from gpuinfer.hardware import device_links
 from gpuinfer.measure import reference
-from gpuinfer.predict import achievable, calibration, collectives, multinode, parallel
+from gpuinfer import hardware
+from gpuinfer.predict import (achievable, calibration, collectives, multinode, parallel,
+                              validation)
 
 M, GPU, CONTEXT = "llama-2-70b", "H100 SXM", 4096
 H100_BYTES = 85_045_477_376
@@ -181,6 +183,14 @@ def test_sixteen_is_the_fastest_degree_and_the_ring_alone_would_lose(sweep, tp8)
     assert page.ring_only_step_s(sweep, 32) > 1.5 * t[32]
     assert sweep.algorithm[16] == "tree" and sweep.algorithm[8] == "ring"
     assert values["big16_protocol"] == "LL128" and values["nvl16_gain_pct"] > values["faster16_pct"]
+    # The bandwidth quoted is the chosen (algorithm, protocol)'s: its 2 MB message's time
+    # less its latency, the bytes over that bandwidth.
+    big16 = parallel.tp_step_s(M, GPU, 16, 128, CONTEXT, parts=True)
+    link = device_links.interconnect_for(GPU)
+    row = collectives.allreduce_protocols(big16["allreduce_bytes"], 16, link).loc[
+        (big16["algorithm"], big16["protocol"])]
+    assert row.seconds == pytest.approx(big16["allreduce_s"])
+    assert values["big16_bw_gbs"] * 1e9 == row.bandwidth_bytes_per_s
     assert 1 < values["even_batch"] <= 16
     # The one-shot TP8: the shard plus 161 x 5.7 us.
     assert page.custom_step_s(tp8) == pytest.approx(tp8["shard_s"] + 161 * 5.7e-6)
@@ -214,6 +224,22 @@ def test_the_closed_forms_by_hand(tp8, sweep):
     assert sweep.allreduce_s[16] * 1e6 > values["quad16_us"]
     # The search's terms, one model: the all-reduces under the shard at 16, over at 32.
     assert sweep.comm_s[16] < sweep.shard_s[16] and sweep.comm_s[32] > sweep.shard_s[32]
+
+
+def test_the_nvlink_interval_leaves_out_the_mi300x_runs_only():
+    e = validation.validation_errors()
+    tp = e[e.tp > 1]
+    # The TP > 1 rows on a GPU without NVLink are vLLM's MI300X runs (Oracle's), no other.
+    assert set(tp.accelerator[[hardware.get(a).nvlink is None for a in tp.accelerator]]) \
+        == {"MI300X"}
+    lo, hi = page.tp_interval_nvlink()
+    assert (lo, hi) == validation.interval(1.0, "tp>1", errors=e[e.accelerator != "MI300X"])
+    # Those runs sit at 0.31 to 0.63 of the model: without them the low end rises, and the
+    # high end too (one source fewer, each weighing a quarter instead of a fifth).
+    mi = tp[tp.accelerator == "MI300X"]
+    assert (mi.measured / mi.achievable).max() < lo
+    pooled = validation.interval(1.0, "tp>1")
+    assert pooled[0] < lo and pooled[1] < hi
 
 
 def test_tp16_verdict_follows_the_interval():
@@ -261,10 +287,15 @@ def test_layout_verdict_branches():
 
 def test_the_launch_floor_is_the_kernels_times_the_host_cost():
     kernels = 80 * 13                                           # 1,040 kernels a step
-    per_kernel = pd.DataFrame({page.LAUNCH_SHARD: [4.0, 2.0], page.LAUNCH_STEP: [9.0, 8.0],
-                               "GPU work a kernel (us)": [3.0, 1.5]}, index=[8, 16])
+    per_kernel = pd.DataFrame({page.LAUNCH_SHARD: [4.0, 2.0], page.LAUNCH_KERNELS: [5.0, 3.1],
+                               page.LAUNCH_STEP: [9.0, 8.0],
+                               "GPU work a kernel (us)": [4.8, 3.05]}, index=[8, 16])
     values = page.launch_block(per_kernel, kernels, (3.12, 10.4), (3e-6, 10e-6))
     assert values["kernels"] == 1040 and values["tp8_roof_shard_ms"] == 4.0
+    assert values["tp8_kernels_ms"] == 5.0 and values["tp16_kernels_ms"] == 3.1
+    # 4.8 us inside 3-10 us; 3.05 us within 5% of the range's low end.
+    assert values["launch8_text"] == "as much the CPU's as the GPU's"
+    assert values["launch16_text"].endswith("where the two are even")
     # NVIDIA's post: 3.4 us a replayed kernel against 2.9 us of work: 0.5 us x 1,040 = 0.52 ms.
     assert values["graph_overhead_us"] == pytest.approx(0.5)
     assert values["floor_graph_ms"] == pytest.approx(0.52)
@@ -274,6 +305,26 @@ def test_the_launch_floor_is_the_kernels_times_the_host_cost():
     compiled = reference.published("decode").set_index("what")["value"][
         "gpt-fast blog, torch.compile and a static KV cache"]
     assert values["gf_layer_ms"] == pytest.approx((1 / 25.5 - 1 / compiled) / 32 * 1e3)
+
+
+def test_the_kernels_are_the_shard_less_the_graph_gaps_and_the_step_cost(tp8):
+    # 80 layers x 13 kernels x the fitted gap, plus the fitted step cost, off the shard.
+    fit = achievable.FITTED
+    o = 80 * 13 * fit.kernel_gap_s + fit.step_s
+    assert page.kernels_s(tp8) == pytest.approx(tp8["shard_s"] - o)
+    # ... which is the shard's rows at the derated rates, summed.
+    assert page.kernels_s(tp8) == pytest.approx(tp8["ops"]["seconds"].sum())
+    # And a floor under it: the roofline's shard.
+    roof = parallel.tp_step_s(M, GPU, 8, 1, CONTEXT, achievable=False, parts=True)
+    assert roof["shard_s"] < page.kernels_s(tp8)
+
+
+def test_launch_verdict_branches():
+    host = (3.0, 10.0)
+    assert page.launch_verdict(2.0, host) == "the CPU's at any cost in the range"
+    assert page.launch_verdict(3.1, host).endswith("where the two are even")   # 3.1 < 3.15
+    assert page.launch_verdict(5.0, host) == "as much the CPU's as the GPU's"
+    assert page.launch_verdict(12.0, host) == "the GPU's at any cost in the range"
 
 
 # The trade-off -----------------------------------------------------------------------------
@@ -361,9 +412,11 @@ def test_prefill_all_reduces_are_a_prompt_of_activations():
     assert values["pf_ar_mb"] == 4096 * 8192 * 2 / 1e6          # 67.1 MB
     assert values["pf_speedup_2_8"] == pytest.approx(6 / 2.25)  # (10/2 + 1) / (10/8 + 1)
     assert values["pf8_share_pct"] == pytest.approx(80)
-    # The engines' kernel at prefill sizes is the two-shot one.
-    link = device_links.interconnect_for("H100 SXM")
-    assert collectives.custom_allreduce_parts(4096 * S1, 8, link)["kind"] == "two-shot"
+    # vLLM's cap, 8192 x 1024 B = 8 MiB, under the 4,096-token prompt's 67.1 MB message.
+    assert values["custom_cap_mib"] == 8
+    assert page.VLLM_CUSTOM_ALLREDUCE_MAX_BYTES < 4096 * S1
+    # Decode's batch-128 message (2,097,152 B) is under it: the engines' table prices it.
+    assert 128 * S1 < page.VLLM_CUSTOM_ALLREDUCE_MAX_BYTES
 
 
 # The problems ------------------------------------------------------------------------------
@@ -379,6 +432,9 @@ def test_every_answer_is_accepted_and_glued():
     assert values["msg64_bytes"] == 64 * S1
     assert values["b64_ll_us"] == pytest.approx(15.0 + 1.75 * 64 * S1 / LL_BW * 1e6)
     assert values["b64_ll_us"] < min(values["b64_ll128_us"], values["b64_simple_us"])
+    # The prices to the cent: 39.33 / 8 = 4.916 -> 4.92 USD; 43.26 / 8 = 5.4075 -> 5.41 USD.
+    assert (values["price_h100"], values["price_h200"]) == ("4.92", "5.41")
+    assert "2025-01-01" in values["price_as_of"]
 
 
 def test_the_fewest_h100s_stand_at_vllms_default():

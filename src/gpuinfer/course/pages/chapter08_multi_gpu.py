@@ -220,6 +220,15 @@ def tp_interval_sources() -> str:
     return f"{len(parts)} sources, each weighing the same: " + ", ".join(parts)
 
 
+def tp_interval_nvlink() -> tuple:
+    """`validation.interval(1.0, "tp>1")` on the rows measured on GPUs with NVLink alone
+    (NVIDIA's: vLLM's MI300X runs left out), every source still weighing the same:
+    (low, high) of measured / achievable."""
+    e = validation.validation_errors()
+    nvlink = [hardware.get(a).nvlink is not None for a in e.accelerator]
+    return validation.interval(1.0, "tp>1", errors=e[nvlink])
+
+
 def protocols_figure():
     """An 8-GPU ring all-reduce's time per protocol against the message size, log-log,
     with the fastest and the batch-1 and batch-128 messages marked."""
@@ -410,6 +419,7 @@ def sweep_block(sweep, tp8, big) -> dict:
            for n in (8, 16) for b in (1, big)}
     ta = {n: _step_s(n, 1) for n in (8, 16)}
     lo, hi = validation.interval(1.0, "tp>1")
+    nv_lo, nv_hi = tp_interval_nvlink()
     c16 = validation.choice(ta[16], ta[8], "tp>1", per="cost")   # a step: seconds, a cost
     return {"tp16_ms": t[16] * 1e3, "tp32_ms": t[32] * 1e3,
             "faster16_pct": 100 * (1 - t[16] / t[8]),
@@ -427,7 +437,8 @@ def sweep_block(sweep, tp8, big) -> dict:
             "big_ar16_us": big16["allreduce_s"] * 1e6,
             "big_ar8_us": big8["allreduce_s"] * 1e6,
             "big16_protocol": big16["protocol"],
-            "big16_bw_gbs": big16_table.loc[("tree", "LL128"), "bandwidth_bytes_per_s"] / 1e9,
+            "big16_bw_gbs": big16_table.loc[(big16["algorithm"], big16["protocol"]),
+                                            "bandwidth_bytes_per_s"] / 1e9,
             "ring16_step_ms": ring_only_step_s(sweep, 16) * 1e3,
             "ring32_step_ms": ring_only_step_s(sweep, 32) * 1e3,
             "nvl16_gain_pct": 100 * (1 - nvl[16, 1] / nvl[8, 1]),
@@ -440,6 +451,7 @@ def sweep_block(sweep, tp8, big) -> dict:
             "tpg16_over_8_ach": (1 / ta[16] / 16) / (1 / ta[8] / 8),
             "even_batch_ach": float(even_batch(16, 8, big)),
             "tp_ratio_lo": lo, "tp_ratio_hi": hi,
+            "tp_ratio_nv_lo": nv_lo, "tp_ratio_nv_hi": nv_hi,
             "tp16_ms_ach_lo": c16["low"] * 1e3, "tp16_ms_ach_hi": c16["high"] * 1e3,
             "tp16_flip_text": tp16_verdict(c16)}
 
@@ -540,8 +552,33 @@ def layouts_block(layouts, parts, pp8, seqs=16) -> dict:
 
 
 #: The launch table's columns: the shard on the roofline (no time between kernels, no
-#: all-reduces) and the achievable model's whole step (CUDA graphs, all-reduces included).
-LAUNCH_SHARD, LAUNCH_STEP = "roofline shard (ms)", "achievable step, graphed (ms)"
+#: all-reduces: a floor on the GPU's work), the achievable model's kernels (its shard less
+#: the gaps between graphed kernels and the step's fixed cost) and its whole step (CUDA
+#: graphs, all-reduces included).
+LAUNCH_SHARD, LAUNCH_KERNELS, LAUNCH_STEP = ("roofline shard (ms)", "achievable kernels (ms)",
+                                             "achievable step, graphed (ms)")
+
+
+def kernels_s(parts) -> float:
+    """The GPU's work in a TP step's kernels on the achievable model, seconds: the shard
+    (`tp_step_s(..., parts=True)`'s `shard_s`) less `achievable.overheads` (the gaps
+    between graphed kernels and the step's fixed cost), what a kernel's launch races."""
+    return parts["shard_s"] - float(achievable.overheads(0.0, _model().n_layers,
+                                                         achievable.FITTED))
+
+
+def launch_verdict(gpu_us, host_us) -> str:
+    """Whose an eager step is when the GPU has `gpu_us` of work a kernel and the host
+    costs `host_us` (low, high) a kernel, microseconds."""
+    lo, hi = host_us
+    if gpu_us <= lo:
+        return "the CPU's at any cost in the range"
+    if gpu_us < 1.05 * lo:
+        return ("the CPU's at any cost in the range above its low end, where the two are "
+                "even")
+    if gpu_us < hi:
+        return "as much the CPU's as the GPU's"
+    return "the GPU's at any cost in the range"
 
 
 def message_label(batch) -> str:
@@ -553,7 +590,8 @@ def message_label(batch) -> str:
 
 def launch_block(per_kernel, kernels, floor_ms, host_s) -> dict:
     """The launch floor's values from the page's `per_kernel` table (index N; columns
-    `LAUNCH_SHARD` and "GPU work a kernel (us)"), the `kernels` a step, the
+    `LAUNCH_SHARD`, `LAUNCH_KERNELS` and "GPU work a kernel (us)", the achievable
+    kernels'), the `kernels` a step, the
     launch floor `floor_ms` (low, high) at the host times `host_s` (low, high; seconds a
     kernel), NVIDIA's CUDA-graphs post and the gpt-fast post's eager and compiled rates."""
     blog = tabular.CUDA_GRAPHS_BLOG_PER_KERNEL_S
@@ -563,13 +601,18 @@ def launch_block(per_kernel, kernels, floor_ms, host_s) -> dict:
     compiled = gf["gpt-fast blog, torch.compile and a static KV cache"]
     extra = 1 / eager - 1 / compiled
     table = per_kernel
+    work = {n: table.loc[n, "GPU work a kernel (us)"] for n in (8, 16)}
+    host_us = (host_s[0] * 1e6, host_s[1] * 1e6)
     return {"kernels": float(kernels),
-            "gpu_per_kernel8_us": table.loc[8, "GPU work a kernel (us)"],
-            "gpu_per_kernel16_us": table.loc[16, "GPU work a kernel (us)"],
-            "host_lo_us": host_s[0] * 1e6, "host_hi_us": host_s[1] * 1e6,
+            "gpu_per_kernel8_us": work[8], "gpu_per_kernel16_us": work[16],
+            "host_lo_us": host_us[0], "host_hi_us": host_us[1],
             "floor_lo_ms": floor_ms[0], "floor_hi_ms": floor_ms[1],
             "tp16_shard_ms": table.loc[16, LAUNCH_SHARD],
             "tp8_roof_shard_ms": table.loc[8, LAUNCH_SHARD],
+            "tp8_kernels_ms": table.loc[8, LAUNCH_KERNELS],
+            "tp16_kernels_ms": table.loc[16, LAUNCH_KERNELS],
+            "launch8_text": launch_verdict(work[8], host_us),
+            "launch16_text": launch_verdict(work[16], host_us),
             "graph_overhead_us": graph * 1e6,
             "floor_graph_ms": parallel.launch_floor_s(MODEL, graph) * 1e3,
             "gf_eager": eager, "gf_compiled": compiled, "gf_extra_ms": extra * 1e3,
@@ -780,13 +823,20 @@ def engines_block(ar, best, runner_up) -> dict:
     return values
 
 
+#: The largest message vLLM's custom all-reduce takes by default, bytes: `CustomAllreduce(
+#: ..., max_size=8192 * 1024)` in vllm/distributed/device_communicators/custom_all_reduce.py,
+#: the default from the kernel's first version (vLLM PR 2192) to main; a larger tensor goes
+#: to NCCL (`should_custom_ar` returns False).
+#: `collectives.engine_allreduce` has no such cap: the page prices only messages below it
+#: on the custom path.
+VLLM_CUSTOM_ALLREDUCE_MAX_BYTES = 8192 * 1024
+
+
 def prefill_block(ttft, prompt) -> dict:
     """The prefill section's values from the page's `ttft` table (index N and format, fp16
     and FP8 W8A8; columns "TTFT (ms)", "all-reduces (ms)", "share", "ceiling (ms)") for a
-    `prompt`-token
-    prompt: each degree's time to
-    first token, share and ceiling, the TP2-to-TP8 speed-up and TP8 with the engines'
-    custom (two-shot) all-reduce."""
+    `prompt`-token prompt: each degree's time to first token, share and ceiling, the
+    TP2-to-TP8 speed-up, and vLLM's cap on its custom all-reduce's message (MiB)."""
     f, e = ttft.xs("fp16", level="format"), ttft.xs("FP8 W8A8", level="format")
     values = {"pf_prompt": float(prompt), "pf_ar_mb": prompt * _model().d_model * 2 / 1e6}
     for n in f.index:
@@ -797,10 +847,8 @@ def prefill_block(ttft, prompt) -> dict:
                        f"pf{n}_ceil_ms": f.loc[n, "ceiling (ms)"],
                        f"pf{n}_comm_ms": f.loc[n, "all-reduces (ms)"],
                        f"pf{n}_sent": collectives.allreduce_bytes_sent(1.0, n)})
-    custom = parallel.tp_step_s(MODEL, GPU, 8, new_tokens=prompt, achievable=True,
-                                allreduce="custom", parts=True)
     values.update({"pf_speedup_2_8": f.loc[2, "TTFT (ms)"] / f.loc[8, "TTFT (ms)"],
-                   "pf8_custom_ms": custom["total_s"] * 1e3})
+                   "custom_cap_mib": VLLM_CUSTOM_ALLREDUCE_MAX_BYTES / 2**20})
     return values
 
 
@@ -845,15 +893,27 @@ def b200_crossover() -> dict:
             **{f"{k}{n}": steps[n][f"{k}_s"] for n in (8, 16) for k in ("shard", "comm")}}
 
 
+def decision_prices_as_of() -> str:
+    """When the decision exercise's prices were listed: the `as_of` its instances' catalogue
+    prices share (`hardware` entries' `prices`)."""
+    dates = {p.as_of for gpu, instance in decision.DECISION_INSTANCES.items()
+             for p in hardware.get(gpu).prices if p.name == instance}
+    if len(dates) != 1:
+        raise ValueError(f"the decision's prices carry {len(dates)} dates ({sorted(dates)}); "
+                         "the page states one")
+    return dates.pop()
+
+
 def _decision_exercise() -> dict:
     """The decision exercise: its objective and prices, the two cheapest choices, the
     winner at its memory's batch, the ceiling's choice, H100's best and TP2, the winner's
     range within the model's error and vLLM's default's batch for it."""
     d, dc = decision_table(), decision_table(False)
     best = d.iloc[0]
-    values = {"dec_tpot_ms": decision.DECISION_TPOT_S * 1e3}
+    values = {"dec_tpot_ms": decision.DECISION_TPOT_S * 1e3,
+              "price_as_of": decision_prices_as_of()}
     for gpu, key in (("H100 SXM", "h100"), ("H200", "h200")):
-        values[f"price_{key}"] = f"{decision.DECISION_PRICES[gpu]:g}"
+        values[f"price_{key}"] = f"{decision.DECISION_PRICES[gpu]:.2f}"
         values[f"instance_{key}"] = decision.DECISION_INSTANCES[gpu].split(" (")[0][4:]
     for i, row in d.head(2).iterrows():
         values.update({f"dec{i}_gpu": row.GPU, f"dec{i}_n": float(row.N),

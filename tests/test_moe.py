@@ -203,9 +203,13 @@ def test_all_to_all_time_inside_and_across_nodes():
     t = expert_parallel.all_to_all_s(1e6, 16, "NVLink 4")
     assert t == pytest.approx(lat + net.nccl("LL").step_latency_s + 1e6 * 8 / 15 / 50e9)
     # DeepEP's low-latency dispatch measured 118 us at EP16 for these 128 tokens (H800,
-    # CX7): the ceiling must sit below the measurement.
+    # CX7): the link model and the floor must sit below the measurement.
     sent = expert_parallel.moe_all_to_all_bytes("deepseek-v3", 128, 16)["dispatch_sent_bytes"]
     assert expert_parallel.all_to_all_s(sent, 16, "NVLink 4") < 118e-6
+    # The floor is the same bytes without the latency: 7,340,032 x 15/16 x 8/15 =
+    # 3,670,016 B at 50e9 B/s = 73.4 us (NVLink's 7/15 share, 3,211,264 B, takes 7.1 us).
+    assert expert_parallel.all_to_all_floor_s(sent, 16, "NVLink 4") == pytest.approx(
+        3_670_016 / 50e9)
 
 
 def test_uniform_routing_imbalance():

@@ -17,8 +17,12 @@ two all-to-alls: *dispatch* (each token's hidden state to the devices of its k e
 dispatches in fp8 (plus a scale per 128 values) and combines in bf16; its *normal* kernels
 (NVLink + RDMA forwarding, for prefill) measured 153/158 GB/s (dispatch/combine) inside an
 H800 node (EP8) and 43-58 GB/s per GPU across nodes (EP16-64, CX7 400 Gb/s NICs), and its
-*low-latency* kernels (pure RDMA, for decode; 128 tokens a GPU, 7168 hidden, top-8) 77 us /
-114 us at EP8 and 194 us / 360 us at EP256 (deepseek-ai/DeepEP, docs/legacy.md).
+*low-latency* kernels (for decode; 128 tokens a GPU, 7168 hidden, top-8) 77 us / 114 us at
+EP8 and 194 us / 360 us at EP256 (deepseek-ai/DeepEP, docs/legacy.md: the table published
+with the 2025-06-05 change that has them use NVLink where they can, PR #173; EP8 sends
+6.4 MB a GPU, 128 us or more through one 400 Gb/s NIC, so its 77 us went over NVLink).
+DeepEP's GB/s divide the logical bytes a GPU dispatches by the time, not the bytes on the
+wire, so its "RDMA" figures can exceed what a NIC carries.
 
 Built on `gpuinfer.predict.parallel` (the tensor-parallel shard and step, which the "TP" layout and
 TP attention use) and `gpuinfer.predict.collectives` (NCCL's all-reduce, the ring's route).
@@ -28,11 +32,14 @@ roofline, each all-reduce at `collectives.allreduce_floor_s` and each all-to-all
 each GPU's operations run on the achievable model (`gpuinfer.predict.achievable`: derated
 rates, kernel gaps, a fixed cost a step), the all-reduces at NCCL's fastest ring or tree
 with its latency (as `parallel.tp_step_s` prices them), and the all-to-alls at
-`all_to_all_s` (the link's bandwidth plus NCCL's latency), or with an `achievable.Efficiency` whose `all_to_all` is "measured" (as in
-`achievable.REFIT`) at the ceiling over the fraction of it DeepEP's low-latency kernels
-reach at that EP degree (`deepep_fraction`: 0.28 at EP8, where its measured kernels went
-over RDMA inside the server; most of the ceiling across servers). Decisions
-(`moe_options`) take `achievable=True` with the ceiling's columns beside.
+`all_to_all_s`, a link model (the link's bandwidth plus NCCL's LL latency: not a bound;
+`achievable.Efficiency`'s `all_to_all="ceiling"` means this model), or with an
+`achievable.Efficiency` whose `all_to_all` is "measured" (as in `achievable.REFIT`) at that
+link model over `deepep_fraction`: the link model's time over DeepEP's measured
+low-latency time at that EP degree (0.28 at EP8, whose measurement ran over an H800's
+NVLink, about 160 GB/s, at about half of that link's bound; most of the link model across
+servers), i.e. DeepEP's measured time scaled to the bytes sent. Decisions (`moe_options`)
+take `achievable=True` with the ceiling's columns beside.
 
 Prediction layer: no torch, no measurement.
 """
@@ -111,10 +118,11 @@ def all_to_all_s(sent_bytes, n_devices, interconnect, *, network=None) -> float:
     bytes go at the link's per-direction bandwidth; past it, the share bound for other
     nodes ((N - G) / (N - 1) for G GPUs a node) goes at the node's network bandwidth split
     over its G GPUs, the rest over NVLink at the same time: the slower of the two, plus
-    NCCL's LL base latency and one step (a network step across nodes). No kernel launch,
-    synchronisation or congestion (the achievable model's price when its all-to-all is
-    "ceiling"; the bound without the latency is `all_to_all_floor_s`) (DeepEP's measured kernels: module
-    comment)."""
+    NCCL's LL base latency and one step (a network step across nodes). A link model, not a
+    bound (the bound, without the latency, is `all_to_all_floor_s`): no kernel launch,
+    synchronisation or congestion. It is the achievable model's price when its
+    `Efficiency.all_to_all` is "ceiling" (that option's name means this link model) and the
+    reference `deepep_fraction` divides by (DeepEP's measured kernels: module comment)."""
     n = check_devices(n_devices)
     s = _v.non_negative("sent_bytes", sent_bytes)
     if n == 1 or s == 0:
@@ -149,21 +157,25 @@ def all_to_all_floor_s(sent_bytes, n_devices, interconnect, *, network=None) -> 
     return max((s - inter) / ic.bandwidth_bytes_per_s, inter / per_gpu)
 
 
-#: DeepEP's low-latency kernels (deepseek-ai/DeepEP, docs/legacy.md; H800s with CX7
-#: 400 Gb/s RDMA, 128 tokens a GPU, hidden 7168, top-8, fp8 dispatch, bf16 combine):
-#: (dispatch, combine) microseconds by EP degree.
+#: DeepEP's low-latency kernels (deepseek-ai/DeepEP, docs/legacy.md; H800s, ~160 GB/s
+#: NVLink, a CX7 400 Gb/s NIC each; 128 tokens a GPU, hidden 7168, top-8, fp8 dispatch, bf16
+#: combine): (dispatch, combine) microseconds by EP degree. The table published with the
+#: 2025-06-05 note that the kernels "now leverage NVLink as much as possible" (PR #173):
+#: EP8 ran over NVLink, wider EP over NVLink inside a node and RDMA across nodes.
 DEEPEP_LOW_LATENCY_US = {8: (77, 114), 16: (118, 195), 32: (155, 273), 64: (173, 314),
                          128: (192, 369), 256: (194, 360)}
 
 
 @functools.lru_cache(maxsize=64)
 def deepep_fraction(n_devices, interconnect="NVLink 4") -> tuple:
-    """(dispatch, combine): the fraction of the all-to-all ceiling (`all_to_all_s` on
-    `interconnect`, 8 GPUs a domain, the network past it) that DeepEP's low-latency
-    kernels reach (`DEEPEP_LOW_LATENCY_US`, DeepSeek-V3's 128 tokens a GPU) at the
-    largest measured EP degree at most `n_devices` (EP8's below 8): ceiling / measured.
-    An expert-parallel step on an `Efficiency` with `all_to_all="measured"` divides each
-    all-to-all's ceiling by it."""
+    """(dispatch, combine): the link model's time (`all_to_all_s` on `interconnect`, 8 GPUs
+    a domain, the network past it: bandwidth plus NCCL's latency, not a bound) over
+    DeepEP's measured low-latency time (`DEEPEP_LOW_LATENCY_US`, DeepSeek-V3's 128 tokens a
+    GPU) at the largest measured EP degree at most `n_devices` (EP8's below 8). An
+    expert-parallel step on an `Efficiency` with `all_to_all="measured"` divides each
+    all-to-all's link-model time by it: DeepEP's measured time, scaled to the bytes sent.
+    Against the bound (`all_to_all_floor_s`) on the measuring H800s' own NVLink (about
+    160 GB/s) EP8's kernel reached about half; the default `interconnect` is an H100's."""
     n = check_devices(n_devices)
     key = max([k for k in DEEPEP_LOW_LATENCY_US if k <= n], default=8)
     d_us, c_us = DEEPEP_LOW_LATENCY_US[key]

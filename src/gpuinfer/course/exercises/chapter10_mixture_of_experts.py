@@ -29,8 +29,9 @@ DECISION_FORMATS = ("fp16", "fp8")
 #: The layouts compared: all three of `expert_parallel.moe_layouts`.
 DECISION_LAYOUTS = expert_parallel.LAYOUTS
 #: The model the decision rests on: the achievable model (`achievable.FITTED`) with the
-#: all-to-alls at the fraction of their ceiling DeepEP's kernels were measured to reach
-#: (`expert_parallel.deepep_fraction`: 0.28 of it at EP8), not at the ceiling.
+#: all-to-alls at DeepEP's measured time scaled to the bytes sent: the link model
+#: (`expert_parallel.all_to_all_s`, bandwidth plus NCCL's latency) over
+#: `expert_parallel.deepep_fraction` (0.28 at EP8), not at the link model itself.
 DECISION_EFFICIENCY = dataclasses.replace(achievable.FITTED, all_to_all="measured")
 
 
@@ -136,8 +137,8 @@ def _():
           question="Decision: serve Qwen3-235B-A22B on one server of 8 GPUs, every sequence "
           "at 4,096 tokens of context, each decode step within 30 ms on the achievable model "
           "(expert_parallel.moe_layouts(..., achievable=DECISION_EFFICIENCY): each GPU's "
-          "operations as engines reach them, the all-to-alls at the fraction of their "
-          "ceiling DeepEP's kernels reach, expert_parallel.deepep_fraction). Choose the GPU (H100 SXM at "
+          "operations as engines reach them, the all-to-alls at DeepEP's measured EP8 "
+          "time scaled to the bytes sent, expert_parallel.deepep_fraction). Choose the GPU (H100 SXM at "
           f"{DECISION_PRICES['H100 SXM']:g} or H200 at {DECISION_PRICES['H200']:g} "
           "USD per GPU-hour), the weight format (fp16, or fp8 weights with the matmuls at "
           "the 16-bit peak) and the layout (TP, EP + TP attention, EP + DP attention); run "

@@ -107,14 +107,19 @@ def test_eplb_table_balances_a_seeded_router():
 
 
 def test_deepep_block_and_the_cited_node_rates():
-    deepep = pd.DataFrame({"dispatch MB": [1.0, 2.0, 8.0], "dispatch ceiling (us)": [10.0, 40.0, 90.0],
-                           "DeepEP dispatch (us)": [77.0, 118.0, 194.0]}, index=[8, 16, 256])
-    deepep["dispatch: ceiling / measured"] = deepep["dispatch ceiling (us)"] / deepep[
+    deepep = pd.DataFrame({"dispatch MB": [6.4, 2.0, 8.0], "dispatch floor (us)": [10.0, 40.0, 90.0],
+                           "DeepEP dispatch (us)": [80.0, 118.0, 194.0]}, index=[8, 16, 256])
+    deepep["dispatch: floor / measured"] = deepep["dispatch floor (us)"] / deepep[
         "DeepEP dispatch (us)"]
     values = page.deepep_block(deepep)
     # From EP16 on: 40 / 118 = 0.339 and 90 / 194 = 0.464.
     assert values["a2a_frac_min"] == pytest.approx(40 / 118)
     assert values["a2a_frac_max"] == pytest.approx(90 / 194)
+    # EP8 on the H800's ~160 GB/s NVLink: 6.4e6 B / 160e9 B/s = 40 us, half of the 80 us.
+    assert values["a2a_h800_floor_8"] == pytest.approx(40.0)
+    assert values["a2a_h800_frac_8"] == pytest.approx(0.5)
+    # Through one 400 Gb/s NIC (50e9 B/s): 6.4e6 / 50e9 = 128 us.
+    assert values["a2a_nic_8"] == pytest.approx(128.0)
     assert values["ds_node_tps"] == 14_800 and values["sg_node_tps"] == 22_300
 
 
@@ -122,6 +127,11 @@ def test_exercise_block_solution_steps():
     values = page.exercise_block(_turn())
     # 32 GPUs, 8 a node: 24 of the 31 others are on other nodes.
     assert values["ex_a2a32_offnode_pct"] == pytest.approx(77.42, abs=0.01)
+    # EP32's dispatch floor: 128 x 8 x 7168 x 31/32 = 7,110,656 B, 24/31 of them through
+    # the 50e9 B/s a GPU of the network (5,505,024 B: 110.1 us), the other 7/31 over
+    # NVLink's 450e9 B/s (1,605,632 B: 3.6 us) at the same time: 110.1 us, no latency.
+    assert values["ex_a2a32_disp_us"] == pytest.approx(7_110_656 * 24 / 31 / 50e9 * 1e6)
+    assert values["ex_a2a32_comb_us"] == pytest.approx(2 * 7_110_656 * 24 / 31 / 50e9 * 1e6)
     # Qwen3-235B routes 8 of 128 experts: an expert is missed by 32 tokens with
     # probability (120/128)^32 = 0.127.
     assert values["qw_miss_32"] == pytest.approx((120 / 128) ** 32)
@@ -155,7 +165,7 @@ def test_figures_draw_what_their_captions_say():
     ax = page.deepep_figure(deepep, link).axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     # EP8 and EP16..256: NVLink up to the 8 GPUs of a domain, the network past it.
-    assert labels[:2] == ["ceiling, EP8 (NVLink)", "ceiling, EP16 (across servers)"]
+    assert labels[:2] == ["floor, EP8 (NVLink)", "floor, EP16 (across servers)"]
     assert len(ax.get_lines()) == 5
 
 
@@ -171,6 +181,23 @@ def test_speed_block_reads_the_trio_and_gptfasts_runs():
     # DeepSeek-V3's MLA cache: 61 x 576 x 2 = 70,272 B a token.
     assert values["ds_mla_kb"] == pytest.approx(70.272)
     assert values["ds_cbb_kv_tb"] == pytest.approx(values["ds_cbb_h200_fp8"] * 4096 * 70_272 / 1e12)
+    # The batch-1 rows' interval around gpt-fast's prediction: a rate, pred x lo to pred x hi.
+    lo, hi = validation.interval(1.0, "batch-1")
+    assert values["gf_mx_pred_lo"] == pytest.approx(values["gf_mx_pred"] * lo)
+    assert values["gf_mx_pred_hi"] == pytest.approx(values["gf_mx_pred"] * hi)
+
+
+def test_node_limited_block_reads_its_three_rules():
+    table = pd.DataFrame({"destinations a token": [8.0, 5.5, 3.5],
+                          "network copies a token": [7.0, 4.8, 3.0],
+                          "floor (us)": [4000.0, 2000.0, 1700.0],
+                          "at DeepEP's 43 GB/s (us)": [4700.0, 2300.0, 2000.0]},
+                         index=["pair", "node", "limited"])
+    values = page.node_limited_block(table)
+    assert (values["nl_pair"], values["nl_any"], values["nl_lim"]) == (7.0, 4.8, 3.0)
+    assert (values["nl_any_nodes"], values["nl_lim_nodes"]) == (5.5, 3.5)
+    assert (values["nl_pair_us"], values["nl_lim_meas_us"]) == (4000.0, 2000.0)
+    assert values["nl_saving"] == pytest.approx(7.0 / 3.0)      # one a pair over the limited
 
 
 def test_skew_and_formats_blocks():
@@ -213,20 +240,37 @@ def test_decision_block_reads_the_options():
     # A cost moves against the rate: its range is usd / hi to usd / lo.
     assert values["dec_usd_lo"] == pytest.approx(usd / hi)
     assert values["dec_usd_hi"] == pytest.approx(usd / lo)
-    assert values["dec_alt_usd"] == dec[dec["layout"] != dec.iloc[0]["layout"]].iloc[0][
-        "usd_per_million"]
+    alt = dec[dec["layout"] != dec.iloc[0]["layout"]].iloc[0]["usd_per_million"]
+    assert values["dec_alt_usd"] == alt
+    # Each other option's own interval, alt / hi to alt / lo, and the runner-up's likewise.
+    assert values["dec_alt_lo"] == pytest.approx(alt / hi)
+    assert values["dec_alt_hi"] == pytest.approx(alt / lo)
+    assert values["dec_second_lo"] == pytest.approx(dec.iloc[1]["usd_per_million"] / hi)
+    # The MoE ratios lie below 1 (hi < 1), so usd / hi > usd: the prediction is below its range.
+    assert hi < 1 and values["dec_own"].startswith("below its own interval")
+
+
+def test_decision_flip_clause_branches_on_overlap():
+    over = {"other_low": 1.0, "other_high": 3.0, "flips": True}
+    apart = {"other_low": 3.0, "other_high": 9.0, "flips": False}
+    both = page.decision_flip_clause(apart, over)
+    assert "(3.00-9.00 USD) lies above it" in both and "(1.00-3.00 USD) overlaps it" in both
+    assert "could flip" in both
+    assert page.decision_flip_clause(apart, apart).endswith("outlasts the model's error")
 
 
 def test_layouts_verdict_branches_on_both_models():
     def v(tp, epdp, tp_ach, epdp_ach):
         return page.layouts_verdict({"ds8_tp_64_ms": tp, "ds8_epdp_64_ms": epdp,
                                      "ds8_tp_64_ms_ach": tp_ach, "ds8_epdp_64_ms_ach": epdp_ach})
-    # 19.9 / 19.0 = 1.05 and 28.3 / 27.6 = 1.03: both under 10% apart, a tie.
+    # Two step times' cost intervals, x / hi to x / lo, overlap while their ratio is at
+    # most hi / lo (about 2.7 on the MoE rows): 28.3 / 27.6 = 1.03 ties.
+    lo, hi = validation.interval(1.0, "moe throughput")
     assert v(19.9, 19.0, 28.3, 27.6).endswith("at batch 64 the layouts tie")
-    # 30 / 20 = 1.5 and 40 / 30 = 1.33: EP + DP attention ahead on both.
-    assert v(30, 20, 40, 30).startswith("EP + DP attention ahead on both")
-    assert v(20, 30, 30, 40).startswith("TP ahead on both")
-    assert v(30, 20, 30, 40).startswith("ahead on one and behind on the other")
+    apart = 1.1 * hi / lo                       # a ratio just past the overlap
+    assert v(30, 20, 10 * apart, 10).startswith("EP + DP attention ahead on both")
+    assert v(20, 30, 10, 10 * apart).startswith("TP ahead on both")
+    assert v(30, 20, 10, 10 * apart).startswith("ahead on one and behind on the other")
 
 
 def test_layouts_block_compares_ceiling_with_ceiling_and_achievable_with_achievable():
@@ -254,6 +298,9 @@ def test_measured_verdict_places_a_measurement():
     assert above.startswith("above EP72's 80% interval (up to 9,716) and above the achievable 11,114")
     assert "below the ceiling's 22,164" in above and "does not cover this regime" in above
     assert "EP of at most 8" in above
+    # At 50 ms: 13,386 between the achievable 12,298 and the ceiling 22,255.
+    assert page.sglang_vs_50ms(13386, 12298, 22255).endswith("lies between the two")
+    assert page.sglang_vs_50ms(30000, 12298, 22255).endswith("above both")
     inside = page.measured_verdict(5000, 3610, 9716, 11114, 22164, 8)
     assert inside.startswith("inside EP72's 80% interval (3,610-9,716)")
     assert "does not cover" not in inside

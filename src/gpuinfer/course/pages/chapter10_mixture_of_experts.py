@@ -27,6 +27,9 @@ SGLANG_NODE_TPS = 22.3e3
 SGLANG_GB200_TPS = 13386.0
 #: nvidia2025wideep: "up to 1.8x" per GPU from wide expert parallelism.
 NVIDIA_WIDEEP_GAIN = 1.8
+#: deepep2025 (README): the H800's NVLink, "~160 GB/s" (not in the catalogue: an assumption
+#: taken from the measuring team's own figure), over which its EP8 low-latency kernels ran.
+H800_NVLINK_BYTES_PER_S = 160e9
 #: The racks of the section on rack-scale EP: (GPU, EP degree, redundant experts).
 RACK = {"EP8, 8 GB200 of an NVL72": ("GB200", 8, 0),
         "EP32, 4 servers of 8 B200 (InfiniBand)": ("B200", 32, 0),
@@ -138,7 +141,8 @@ def gptfast_clause(mixtral_fraction, dense_fraction) -> str:
         return (f"Mixtral is {100 * (1 - vs):.0f}% slower (the router, the gather of two "
                 "experts' weights a layer, more and smaller kernels)")
     if vs > 1.05:
-        return (f"Mixtral is {100 * (vs - 1):.0f}% faster: its step reads more bytes "
+        return (f"Mixtral is {100 * (vs - 1):.0f}% faster: its step reads more bytes than "
+                "Llama-2-7B's "
                 "(two experts a layer beside the attention), which amortise the fixed cost "
                 "of a step better, and its expert kernels keep up")
     return ("Mixtral is about as fast: its router and the gather of two experts' weights "
@@ -165,6 +169,8 @@ def speed_block(speed, trio, accelerator, context, top) -> dict:
             "gf_l7_frac": float(gf_l7["measured_over_ceiling"]),
             "gf_dense_equiv": float(gf_l7["measured_over_ceiling"] * gf_mx["ceiling"]),
             "gf_mx_pred": float(gf_mx["achievable"]),
+            "gf_mx_pred_lo": validation.interval(float(gf_mx["achievable"]), "batch-1")[0],
+            "gf_mx_pred_hi": validation.interval(float(gf_mx["achievable"]), "batch-1")[1],
             "gf_mx_vs_dense": gptfast_clause(gf_mx["measured_over_ceiling"],
                                              gf_l7["measured_over_ceiling"]),
             "ds_mla_kb": step_model.kv_cache_bytes_per_token(ds) / 1e3,
@@ -217,14 +223,17 @@ def layouts_block(layout_table, ds_case, qw_case) -> dict:
     return values | {"ds8_64_verdict": layouts_verdict(values)}
 
 
-def layouts_verdict(values, tie=0.10) -> str:
+def layouts_verdict(values) -> str:
     """Whether DeepSeek-V3's batch-64 step separates TP from EP + DP attention: a tie when
-    the two differ by less than `tie` (a fraction) both on the ceiling and on the
-    achievable model (the MoE regime's interval is wider than that), else the faster."""
+    the two achievable steps' 80% intervals overlap (`validation.choice` in the MoE regime,
+    per="cost"), else the layout faster on both the ceiling and the achievable model."""
     ceil = values["ds8_tp_64_ms"] / values["ds8_epdp_64_ms"]
     ach = values["ds8_tp_64_ms_ach"] / values["ds8_epdp_64_ms_ach"]
-    if abs(ceil - 1) < tie and abs(ach - 1) < tie:
-        return (f"within {tie:.0%} of each other on both, closer than this model can "
+    ms = sorted([values["ds8_tp_64_ms_ach"], values["ds8_epdp_64_ms_ach"]])
+    c = validation.choice(ms[0], ms[1], "moe throughput", per="cost")
+    if c["flips"]:
+        return (f"their 80% intervals overlap ({c['low']:.0f}-{c['high']:.0f} against "
+                f"{c['other_low']:.0f}-{c['other_high']:.0f} ms), closer than this model can "
                 "separate: at batch 64 the layouts tie")
     faster = "EP + DP attention" if ceil > 1 and ach > 1 else (
         "TP" if ceil < 1 and ach < 1 else None)
@@ -234,14 +243,14 @@ def layouts_verdict(values, tie=0.10) -> str:
 
 
 def deepep_figure(deepep, link):
-    """The all-to-all's ceiling (`all_to_all_s` on `link`) against bytes sent, EP8 to EP256,
+    """The all-to-all's floor (`all_to_all_floor_s` on `link`) against bytes sent, EP8 to EP256,
     with DeepEP's measured low-latency dispatch (`deepep`: EP -> dispatch MB and us)."""
     sizes = np.geomspace(1e4, 1e9, 80)          # bytes each GPU sends
     fig, ax = plt.subplots(figsize=(7, 4.3))
     for n, style in ((8, "-"), (16, "--"), (64, "-."), (256, ":")):
-        t = [expert_parallel.all_to_all_s(s, n, link) * 1e6 for s in sizes]
+        t = [expert_parallel.all_to_all_floor_s(s, n, link) * 1e6 for s in sizes]
         where = "NVLink" if n <= link.domain_gpus else "across servers"
-        ax.loglog(sizes, t, style, color="black", label=f"ceiling, EP{n} ({where})")
+        ax.loglog(sizes, t, style, color="black", label=f"floor, EP{n} ({where})")
     ax.loglog(deepep["dispatch MB"] * 1e6, deepep["DeepEP dispatch (us)"], "o", color="0.3",
               mfc="none", label="DeepEP low-latency dispatch, EP8-256 (H800, measured)")
     for n, r in deepep.loc[[8, 16, 256]].iterrows():
@@ -255,19 +264,44 @@ def deepep_figure(deepep, link):
 
 
 def deepep_block(deepep) -> dict:
-    """The all-to-all's ceiling against DeepEP's measurements (`deepep`: EP -> dispatch MB,
-    ceiling and measured us, their ratio), and the published tokens/s of a node."""
-    ratio = "dispatch: ceiling / measured"
+    """The all-to-all's floor against DeepEP's measurements (`deepep`: EP -> dispatch MB,
+    floor and measured us, their ratio), EP8's floor on the measuring H800s' own NVLink
+    (`H800_NVLINK_BYTES_PER_S`), and the published tokens/s of a node."""
+    ratio = "dispatch: floor / measured"
+    h800_8 = float(deepep.loc[8, "dispatch MB"]) * 1e6 / H800_NVLINK_BYTES_PER_S
     return {"a2a_mb": float(deepep.loc[256, "dispatch MB"]),
-            "a2a_ceil_256": float(deepep.loc[256, "dispatch ceiling (us)"]),
+            "a2a_mb_8": float(deepep.loc[8, "dispatch MB"]),
+            "a2a_ceil_256": float(deepep.loc[256, "dispatch floor (us)"]),
             "a2a_frac_256": float(deepep.loc[256, ratio]),
             "a2a_frac_min": float(deepep.loc[16:, ratio].min()),
             "a2a_frac_max": float(deepep.loc[16:, ratio].max()),
             "deepep_ll_256_us": float(deepep.loc[256, "DeepEP dispatch (us)"]),
             "deepep_ll_8_us": float(deepep.loc[8, "DeepEP dispatch (us)"]),
-            "a2a_ceil_8": float(deepep.loc[8, "dispatch ceiling (us)"]),
+            "a2a_ceil_8": float(deepep.loc[8, "dispatch floor (us)"]),
             "a2a_frac_8": float(deepep.loc[8, ratio]),
+            "a2a_h800_gbs": H800_NVLINK_BYTES_PER_S / 1e9,
+            "a2a_h800_floor_8": 1e6 * h800_8,
+            "a2a_h800_frac_8": 1e6 * h800_8 / float(deepep.loc[8, "DeepEP dispatch (us)"]),
+            "a2a_nic_8": float(deepep.loc[8, "dispatch MB"]) * 1e6 / device_links.get_interconnect(
+                "InfiniBand NDR x8").bandwidth_bytes_per_s * 8 * 1e6,
             "ds_node_tps": DEEPSEEK_NODE_TPS, "sg_node_tps": SGLANG_NODE_TPS}
+
+
+def node_limited_block(node_limited) -> dict:
+    """Node-limited routing (`node_limited`: one row a dispatch rule, in the page's order: one
+    copy a pair, one a node, one a node within M nodes): the network copies a token, the
+    nodes it reaches and the NIC time, and the saving of the limited rule over one a pair."""
+    pair, any_node, limited = node_limited.index
+    copies = node_limited["network copies a token"]
+    return {"nl_pair": float(copies[pair]), "nl_any": float(copies[any_node]),
+            "nl_lim": float(copies[limited]),
+            "nl_any_nodes": float(node_limited.loc[any_node, "destinations a token"]),
+            "nl_lim_nodes": float(node_limited.loc[limited, "destinations a token"]),
+            "nl_pair_us": float(node_limited.loc[pair, "floor (us)"]),
+            "nl_lim_us": float(node_limited.loc[limited, "floor (us)"]),
+            "nl_pair_meas_us": float(node_limited.loc[pair, "at DeepEP's 43 GB/s (us)"]),
+            "nl_lim_meas_us": float(node_limited.loc[limited, "at DeepEP's 43 GB/s (us)"]),
+            "nl_saving": float(copies[pair] / copies[limited])}
 
 
 def formats_block(formats) -> dict:
@@ -371,6 +405,9 @@ def rack_block(rack) -> dict:
         f"lies below its low end ({net['low']:,.0f}): the rack's lead outlasts the "
         "model's error",
         "sg_gb200_tps": SGLANG_GB200_TPS, "nv_wideep_gain": NVIDIA_WIDEEP_GAIN,
+        "sg_gb200_vs_50": sglang_vs_50ms(SGLANG_GB200_TPS,
+                                         float(rack.loc[r72, "50 ms: tokens/s/GPU, achievable"]),
+                                         float(rack.loc[r72, "50 ms: tokens/s/GPU, ceiling"])),
         "sg_gb200_verdict": measured_verdict(SGLANG_GB200_TPS, wide["low"], wide["high"],
                                              float(tps[r72]),
                                              float(rack.loc[r72, "20 ms: tokens/s/GPU, ceiling"]),
@@ -382,6 +419,15 @@ def moe_rows_max_ep() -> int:
     from (`validation.validation_errors`)."""
     e = validation.validation_errors()
     return int(e.loc[(e["kind"] == "throughput") & e["moe"], "ep"].max())
+
+
+def sglang_vs_50ms(measured, achievable, ceiling) -> str:
+    """A measured tokens/s a GPU against EP72's figures at the looser 50 ms TPOT (nearer a
+    throughput run's batch): the clause after "at a 50 ms TPOT the model gives ..."."""
+    where = ("above both" if measured > ceiling else
+             "between the two" if measured > achievable else "below both")
+    return (f"{achievable:,.0f} achievable and {ceiling:,.0f} on the ceiling; the "
+            f"measurement lies {where}")
 
 
 def measured_verdict(measured, low, high, achievable, ceiling, max_ep) -> str:
@@ -487,6 +533,10 @@ def decision_block(dec, dec_ceil, dec_a2a) -> dict:
     alt = dec[dec["layout"] != best["layout"]].iloc[0]
     lo, hi = validation.interval(1.0, "moe throughput")
     usd = float(best["usd_per_million"])
+    second = validation.choice(usd, float(dec.iloc[1]["usd_per_million"]), "moe throughput",
+                               per="cost")
+    other = validation.choice(usd, float(alt["usd_per_million"]), "moe throughput",
+                              per="cost")
     return {"dec_ceil_ms": float(best["ceiling_step_ms"]), "dec_ceil_batch": float(ceil["batch"]),
             "dec_ceil_usd": float(ceil["usd_per_million"]),
             "dec_second_mem_batch": float(dec.iloc[1]["memory_batch"]),
@@ -504,7 +554,31 @@ def decision_block(dec, dec_ceil, dec_a2a) -> dict:
             "dec_comm_ms": 1e3 * step["comm_s"],
             "dec_alt_usd": float(alt["usd_per_million"]),
             "dec_ratio_lo": lo, "dec_ratio_hi": hi,
-            "dec_usd_lo": usd / hi, "dec_usd_hi": usd / lo}
+            "dec_usd_lo": usd / hi, "dec_usd_hi": usd / lo,
+            "dec_second_lo": second["other_low"], "dec_second_hi": second["other_high"],
+            "dec_alt_lo": other["other_low"], "dec_alt_hi": other["other_high"],
+            "dec_flip": decision_flip_clause(second, other),
+            "dec_own": (f"below its own interval: the central 80% of the MoE rows' ratios "
+                        f"({lo:.2f}-{hi:.2f}) lie below 1 (the model is biased high there), "
+                        "so the interval sits above the prediction" if hi < 1 else
+                        "inside its own interval")}
+
+
+def decision_flip_clause(second, other) -> str:
+    """The decision's runner-up (`second`) and best other layout (`other`), each a
+    `validation.choice` against the winner: whether their 80% intervals overlap the
+    winner's (the choice could flip within the model's error)."""
+    def one(name, c):
+        span = f"{c['other_low']:.2f}-{c['other_high']:.2f} USD"
+        return (f"{name}'s interval ({span}) overlaps it" if c["flips"] else
+                f"{name}'s interval ({span}) lies above it")
+    text = (one("the runner-up (H100, fp8, EP + DP attention)", second) + ", and "
+            + one("the best other layout", other))
+    if second["flips"] or other["flips"]:
+        return text + (": if the model errs differently on different GPUs or layouts, the "
+                       "choice could flip. Measure your engine, in both layouts and on both "
+                       "GPUs, before you buy")
+    return text + ": the choice outlasts the model's error"
 
 
 def exercise_block(turn, names=EXERCISES) -> dict:
@@ -528,10 +602,10 @@ def exercise_block(turn, names=EXERCISES) -> dict:
         "a100_ridge": a100.ridge_point("fp16"),
         "mx_rule_a100": a100.ridge_point("fp16") * mx.n_experts / mx.experts_per_token,
         "mx_cbb_a100": llm.compute_bound_batch(mx, a100, "fp16"),
-        "ex_a2a32_disp_us": 1e6 * expert_parallel.all_to_all_s(a2a32["dispatch_sent_bytes"],
-                                                                32, link),
-        "ex_a2a32_comb_us": 1e6 * expert_parallel.all_to_all_s(a2a32["combine_sent_bytes"],
-                                                                32, link),
+        "ex_a2a32_disp_us": 1e6 * expert_parallel.all_to_all_floor_s(
+            a2a32["dispatch_sent_bytes"], 32, link),
+        "ex_a2a32_comb_us": 1e6 * expert_parallel.all_to_all_floor_s(
+            a2a32["combine_sent_bytes"], 32, link),
         # 32 GPUs, 8 to a node: 24 of the 31 others sit on other nodes.
         "ex_a2a32_offnode_pct": 100 * 24 / 31,
         "ds_moe_layers": float(ds.n_moe_layers),

@@ -165,7 +165,7 @@ def _():
           f"{_achievable.FITTED.kernel_gap_s * 1e6:g} us a kernel and "
           f"{_achievable.FITTED.step_s * 1e3:g} ms a step). "
           "Choose the GPU (H100 SXM at "
-          f"{DECISION_PRICES['H100 SXM']:g} USD or H200 at {DECISION_PRICES['H200']:g} "
+          f"{DECISION_PRICES['H100 SXM']:.2f} USD or H200 at {DECISION_PRICES['H200']:.2f} "
           "USD per GPU-hour) and the TP degree (1, 2, 4 or 8); each TP group "
           "runs the largest batch that fits (memory less the 1 GiB reserve) and meets the "
           "objective, fully busy; assume CUDA graphs (no launch floor) and decode steps "

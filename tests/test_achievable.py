@@ -91,7 +91,7 @@ def test_the_constants_are_the_ones_cited_and_stated():
     assert dict(fit.weight_only) == {"int8": 0.83, "int4": 0.74}
     assert (fit.attention, fit.kernel_gap_s, fit.launch_s, fit.kernels_per_layer) == (
         0.75, 0.5e-6, 3.8e-6, 13)
-    assert (fit.cuda_graphs, fit.attention_dtype, fit.all_to_all) == (True, "fp16", "ceiling")
+    assert (fit.cuda_graphs, fit.attention_dtype, fit.all_to_all) == (True, "fp16", "link")
     # REFIT, as its comment states (validation.refit refits it: test_validation).
     re = A.REFIT
     assert (re.matmul_scale, re.bandwidth, re.step_s, re.sequence_s, re.all_to_all) == (
@@ -335,7 +335,7 @@ def test_measured_all_to_all_divides_the_ceiling_by_deepeps_fraction():
     assert r1["dispatch_s"] == pytest.approx(r0["dispatch_s"] / d, rel=1e-12)
     assert r1["combine_s"] == pytest.approx(r0["combine_s"] / c, rel=1e-12)
     assert r1["attention_s"] == r0["attention_s"] and r1["experts_s"] == r0["experts_s"]
-    assert A.FITTED.all_to_all == "ceiling"
+    assert A.FITTED.all_to_all == "link"
     assert not dataclasses.replace(A.CEILING, all_to_all="measured").is_ceiling
     with pytest.raises(ValueError, match="all_to_all"):
         dataclasses.replace(A.FITTED, all_to_all="fast")

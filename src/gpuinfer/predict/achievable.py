@@ -101,7 +101,7 @@ _spec = model
 
 
 #: How `Efficiency.all_to_all` prices an expert-parallel all-to-all.
-ALL_TO_ALL = ("ceiling", "measured")
+ALL_TO_ALL = ("link", "measured")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,9 +116,10 @@ class Efficiency:
     step; `kernel_gap_s`: seconds between kernels on the device; `cuda_graphs`: False
     adds the host's eager launches (`launch_s` each, chapter 6's overlap model);
     `sequence_s`: seconds a step per sequence it runs; `all_to_all`: how an expert-parallel
-    step's all-to-alls are priced, "ceiling" (the link's bandwidth,
-    `expert_parallel.all_to_all_s`) or "measured" (that ceiling over the fraction of
-    it DeepEP's kernels reach at the EP degree, `expert_parallel.deepep_fraction`)."""
+    step's all-to-alls are priced, "link" (the link model: the link's bandwidth plus
+    NCCL's latency, `expert_parallel.all_to_all_s`; not a bound, which is
+    `all_to_all_floor_s`, the ceiling's) or "measured" (the link model over the fraction
+    of it DeepEP's kernels reach at the EP degree, `expert_parallel.deepep_fraction`)."""
 
     matmul: float | None = None
     matmul_scale: float = 1.0
@@ -132,7 +133,7 @@ class Efficiency:
     kernels_per_layer: int = KERNELS_PER_LAYER
     attention_dtype: str | None = "fp16"
     sequence_s: float = 0.0
-    all_to_all: str = "ceiling"
+    all_to_all: str = "link"
 
     def __post_init__(self):
         if self.matmul is not None:
@@ -164,7 +165,7 @@ class Efficiency:
                 and all(x == 1.0 for _, x in self.weight_only) and self.step_s == 0.0
                 and self.kernel_gap_s == 0.0 and (self.cuda_graphs or self.launch_s == 0.0)
                 and self.attention_dtype is None and self.sequence_s == 0.0
-                and self.all_to_all == "ceiling")
+                and self.all_to_all == "link")
 
 
 #: The roofline: every efficiency 1, every overhead 0.
@@ -191,7 +192,7 @@ FITTED = Efficiency(matmul=None, matmul_scale=0.70, bandwidth=0.85,
 #: engines' default caps (`validation.engine_caps`), with the host's per-sequence cost free:
 #: bytes at 0.64 of the datasheet bandwidth, matmuls at 0.66 of the MAMF fraction, 1.0 ms a
 #: step and 11 us a sequence, int8/int4 weight-only at 0.99/0.80; expert-parallel
-#: all-to-alls at DeepEP's measured fraction of their ceiling (`all_to_all="measured"`,
+#: all-to-alls at DeepEP's measured fraction of the link model (`all_to_all="measured"`,
 #: cited, not fitted: no row of the data set runs EP through the model). On the 346
 #: independent rows (TensorRT-LLM v0.17, never fitted on) its median |error| is 13.7% (p90
 #: 35%; MoE 11.9%) against `FITTED`'s 21.1% (p90 60%; MoE 37.5%); left-one-source-out it is

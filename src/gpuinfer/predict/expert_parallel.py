@@ -33,7 +33,7 @@ each GPU's operations run on the achievable model (`gpuinfer.predict.achievable`
 rates, kernel gaps, a fixed cost a step), the all-reduces at NCCL's fastest ring or tree
 with its latency (as `parallel.tp_step_s` prices them), and the all-to-alls at
 `all_to_all_s`, a link model (the link's bandwidth plus NCCL's LL latency: not a bound;
-`achievable.Efficiency`'s `all_to_all="ceiling"` means this model), or with an
+`achievable.Efficiency`'s `all_to_all="link"` means this model), or with an
 `achievable.Efficiency` whose `all_to_all` is "measured" (as in `achievable.REFIT`) at that
 link model over `deepep_fraction`: the link model's time over DeepEP's measured
 low-latency time at that EP degree (0.28 at EP8, whose measurement ran over an H800's
@@ -121,7 +121,7 @@ def all_to_all_s(sent_bytes, n_devices, interconnect, *, network=None) -> float:
     NCCL's LL base latency and one step (a network step across nodes). A link model, not a
     bound (the bound, without the latency, is `all_to_all_floor_s`): no kernel launch,
     synchronisation or congestion. It is the achievable model's price when its
-    `Efficiency.all_to_all` is "ceiling" (that option's name means this link model) and the
+    `Efficiency.all_to_all` is "link" (the default) and the
     reference `deepep_fraction` divides by (DeepEP's measured kernels: module comment)."""
     n = check_devices(n_devices)
     s = _v.non_negative("sent_bytes", sent_bytes)

@@ -212,3 +212,13 @@ def test_lab_speaks_about_the_run_in_front_of_the_learner(path):
     for i, text in _markdown_cells(path):
         assert "machine that built" not in text.lower(), \
             f"cell {i} describes someone else's run: print the interpretation from the measurement"
+
+
+def test_the_capstone_worksheet_carries_the_pages_workload_cell_unchanged():
+    """workshop/capstone.md asserts this when the book runs it; checked here too, so that an
+    edit to one and not the other fails in seconds, not at the end of the book build."""
+    page = (ROOT / "workshop" / "capstone.md").read_text(encoding="utf-8")
+    cell = re.search(r"```\{code-cell\} ipython3\n(.*?)\n```", page, re.S)[1]
+    sheet = json.loads((ROOT / "workshop" / "capstone_worksheet.ipynb").read_text(encoding="utf-8"))
+    assert any("".join(c["source"]).strip() == cell.strip() for c in sheet["cells"]
+               if c["cell_type"] == "code")

@@ -11,6 +11,7 @@ import pytest
 
 from gpuinfer import hardware
 from gpuinfer.predict import batching, llm
+from gpuinfer.course.exercises import chapter03_batching
 from gpuinfer.course.pages import chapter03_batching as page
 
 matplotlib.use("Agg")
@@ -137,6 +138,10 @@ def test_policy_choice_on_a_small_sweep():
     assert v["ach_runner_batch"] == 64.0 and v["ach_runner_capacity"] == 200.0
     assert v["ach_best_cap_lo"] < 300.0 < v["ach_best_cap_hi"]
     assert v["ach_choice_verdict"].startswith("A max_batch of 64, the best other limit")
+    # the verdict says which of choice's two outcomes it is: the ranges overlap, or not
+    dec = chapter03_batching.decision_choice(ach)
+    assert ("a range that overlaps that one" in v["ach_choice_verdict"]) == dec["flips"]
+    assert ("wholly below" in v["ach_choice_verdict"]) == (not dec["flips"])
     assert page.capacity(ceiling, 8, 0.002) == 612.0
 
 

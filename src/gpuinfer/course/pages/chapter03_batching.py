@@ -217,10 +217,12 @@ def policy_choice(ach_table, policy_table, service, service_ach, slo_s: float,
                / capacity(policy_table, mb) - 1 for mb in max_batches)
     dec = batching_exercises.decision_choice(ach_table)
     verdict = (f"A max_batch of {dec['runner_up_batch']:.0f}, the best other limit, serves "
-               f"{dec['other']:,.0f} requests/s, "
-               + ("inside that range: the two could swap places within the model's error, "
-                  "so measure both" if dec["flips"] else
-                  "below that range: the choice holds within the model's error"))
+               f"{dec['other']:,.0f} requests/s ({dec['other_low']:,.0f} to "
+               f"{dec['other_high']:,.0f}), "
+               + ("a range that overlaps that one: the two could swap places within the "
+                  "model's error, so measure both (a cautious check: both come from one model, "
+                  "so their ratio is better known than either)" if dec["flips"] else
+                  "a range wholly below that one: the choice holds within the model's error"))
     return {"slo_ms": slo_s * 1e3, "policy_within_pct": 100 * WITHIN,
             "best_batch": float(best["max_batch"]),
             "best_delay_ms": float(best["max_queue_delay_s"]) * 1e3,

@@ -388,3 +388,14 @@ def test_asymmetric_int4_counts_its_zero_points():
     assert dtypes.bytes_per_element("int4-g32-zp") == 0.625
     assert step_model.weight_bytes("llama-2-7b", "int4-g32-zp") == \
         (LINEAR_W + HEAD_W) * 0.625 + (HEAD_W + 65 * 4096) * 2
+
+
+def test_mla_decode_intensity_by_hand_and_its_bad_inputs():
+    # DeepSeek-V3: 128 heads x (576 scored + 512 summed) / 576 read = 241.78 FLOP/byte;
+    # split over 8 devices, 16 heads each: 30.22, an eighth.
+    assert step_model.mla_decode_intensity(128, 512, 64) == pytest.approx(241.78, abs=0.01)
+    assert step_model.mla_decode_intensity(128, 512, 64, n_devices=8) == pytest.approx(30.22, abs=0.01)
+    with pytest.raises(ValueError, match="n_devices"):
+        step_model.mla_decode_intensity(128, 512, 64, n_devices=256)   # more devices than heads
+    with pytest.raises(ValueError, match="kv_lora_rank"):
+        step_model.mla_decode_intensity(128, 0, 64)

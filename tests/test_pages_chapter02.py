@@ -95,8 +95,8 @@ def test_memory_fit_by_hand():
 
 def test_mla_intensity_by_hand():
     # 128 heads x (576 + 512) / 576 = 241.8 FLOP/byte; under TP8 16 heads: 30.2.
-    assert page.mla_intensity() == 128 * (576 + 512) / 576
-    assert page.mla_intensity(n_devices=8) == 16 * (576 + 512) / 576
+    assert step_model.mla_decode_intensity(128, 512, 64) == 128 * (576 + 512) / 576
+    assert step_model.mla_decode_intensity(128, 512, 64, n_devices=8) == 16 * (576 + 512) / 576
     v = page.attention_intensity()
     # H100 SXM: 989 TFLOP/s bf16 / 3.35 TB/s = 295.2; throttled 865 / 3.35 = 258.2.
     assert v["hopper_ridge"] == pytest.approx(989 / 3.35)

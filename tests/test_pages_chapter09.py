@@ -155,7 +155,7 @@ def test_mla_caches_a_latent_and_scores_it_with_every_head():
     assert values["mla_ratio"] == pytest.approx(56.89, abs=0.01)
     assert values["mla_kib"] == pytest.approx(68.625) and values["l2_7_kib"] == 512
     # 128 heads x 2 FLOPs x (576 scored + 512 summed) over 576 x 2 bytes: 241.8 FLOP/byte.
-    assert page.mla_intensity(128, 512, 64) == pytest.approx(128 * 1088 / 576)
+    assert step_model.mla_decode_intensity(128, 512, 64) == pytest.approx(128 * 1088 / 576)
 
 
 def test_decode_attention_intensity_is_the_group_size_at_every_batch():

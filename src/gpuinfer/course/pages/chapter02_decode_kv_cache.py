@@ -126,15 +126,6 @@ def memory_fit() -> dict:
     return values
 
 
-def mla_intensity(n_devices: int = 1) -> float:
-    """DeepSeek-V3's MLA decode intensity (FLOP/byte) with one query token a sequence and
-    the heads split `n_devices` ways: every head attends over one cached latent of d_k =
-    kv_lora_rank + qk_rope_head_dim values and reads back d_v = kv_lora_rank, so
-    h_q / tp x (d_k + d_v) / d_k."""
-    ds = architectures.get("deepseek-v3")
-    d_k, d_v = ds.kv_lora_rank + ds.qk_rope_head_dim, ds.kv_lora_rank
-    return ds.n_heads / n_devices * (d_k + d_v) / d_k
-
 
 def attention_intensity() -> dict:
     """Attention's intensity at batch 256 (1,024 tokens) for Llama-3-8B and -70B, MLA's
@@ -143,9 +134,11 @@ def attention_intensity() -> dict:
     hopper = hardware.get("H100 SXM")
     values = {key: llm.decode_step_breakdown(m, GPU, batch=256, context=1024).loc["attention", "intensity"]
               for key, m in (("ai_l3_256", "llama-3-8b"), ("ai_l370", "llama-3-70b"))}
-    mla = mla_intensity()
+    ds = architectures.get("deepseek-v3")
+    mla = step_model.mla_decode_intensity(ds.n_heads, ds.kv_lora_rank, ds.qk_rope_head_dim)
     values.update({"mla_intensity": mla, "mla_mtp_intensity": 2 * mla,
-                   "mla_tp8_intensity": mla_intensity(n_devices=8),
+                   "mla_tp8_intensity": step_model.mla_decode_intensity(
+                       ds.n_heads, ds.kv_lora_rank, ds.qk_rope_head_dim, n_devices=8),
                    "hopper_ridge": hopper.ridge_point("bf16"),
                    "hopper_throttled_ridge": FLASHMLA_THROTTLED_FLOPS / hopper.bandwidth,
                    "mla_roof_tflops": mla * hopper.bandwidth / 1e12,

@@ -394,12 +394,6 @@ def memory_block(mem, model) -> dict:
             "weights_gb": step_model.weight_bytes(model) / 1e9}
 
 
-def mla_intensity(heads, latent, rope) -> float:
-    """FLOP per byte of MLA's decode attention with absorbed projections: every query head
-    scores all latent + RoPE values of a cached token and sums its latent values (2 FLOPs a
-    multiply-add); the token's bf16 latent and RoPE key are read once."""
-    return heads * 2 * ((latent + rope) + latent) / ((latent + rope) * 2)
-
 
 def attention_block(model, accelerator, context=4096) -> dict:
     """Decode attention's intensity at batch 1 and at the largest batch that fits, the
@@ -416,7 +410,8 @@ def attention_block(model, accelerator, context=4096) -> dict:
     return {"att_i_1": att[1]["intensity"], "att_i_max": att[most]["intensity"],
             "att_b_max": float(most), "l3_heads": float(spec.n_heads),
             "l3_kv_heads": float(spec.n_kv_heads), "l3_head_dim": float(spec.head_dim),
-            "mla_intensity": mla_intensity(ex.MLA_HEADS, ex.MLA_LATENT, ex.MLA_ROPE),
+            "mla_intensity": step_model.mla_decode_intensity(ex.MLA_HEADS, ex.MLA_LATENT,
+                                                             ex.MLA_ROPE),
             "mla_i_dp": mla_i[1], "mla_i_tp8": mla_i[8]}
 
 
